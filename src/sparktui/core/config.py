@@ -1,0 +1,162 @@
+"""The cluster configuration (config.toml) as frozen dataclasses.
+
+Loading and validation live in `core/config_load.py`; this module only
+declares the model, each field documented where it is declared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    name: str
+    rank: int
+    """Position in the fleet; a cluster's rank 0 is its first node in this order."""
+    host: str
+    """SSH host (name or address). With the simulator enabled it is resolved
+    through the simulator's endpoints file instead."""
+    user: str
+    ib_ip: str
+    """Fabric (200G RoCE) address of NIC A port 0: the master address when rank 0."""
+    switch: str
+    """Home Assistant entity of the node's smart plug, e.g. ``switch.dgx1``."""
+    role: str
+    """Free text such as ``prod`` or ``test``; protection is set in [guards]."""
+    port: int = 22
+    hf_cache: str = ""
+    """Hugging Face cache path on the node; must be a symlink to ``hf_cache_target``."""
+    hf_cache_target: str = "/mnt/nas/ai/huggingface"
+    nas_mount: str = "/mnt/nas"
+    hca: tuple[str, ...] = ("rocep1s0f0", "roceP2p1s0f0")
+    """RDMA devices whose RoCE v2 GID index is detected at serve time."""
+    liveness_port: int | None = None
+    """TCP port for the liveness probe when ``[liveness] method = "tcp"``."""
+
+
+@dataclass(frozen=True)
+class SwitchConfig:
+    """A shared switch entity (fabric switch relay, fan) that no node action may toggle."""
+
+    name: str
+    entity: str
+    blocking: bool
+    """When true, clusters that list this switch may not serve while it is off."""
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    name: str
+    nodes: tuple[str, ...]
+    """Node names in rank order."""
+    switches: tuple[str, ...] = ()
+    """Names of shared switches this cluster's fabric depends on."""
+    master_port: int = 29501
+
+
+@dataclass(frozen=True)
+class GuardConfig:
+    protected_nodes: tuple[str, ...] = ()
+    protected_lanes: tuple[str, ...] = ()
+    kernel_pin: str = ""
+    kernel_bad: tuple[str, ...] = ()
+    node_memory_gib: float = 121.6
+    admission_free_gib: float = 108.78
+    """Free memory GB10 reports at engine admission (node memory less the
+    baseline reservation); GMU x node memory must not exceed it."""
+    runtime_reserve_gib: float = 5.0
+    """Default non-KV engine memory inside the GMU budget (activations,
+    CUDA graphs) for recipes that have not measured theirs."""
+
+
+@dataclass(frozen=True)
+class HomeAssistantConfig:
+    url: str
+    token_env: str = "SPARKTUI_HA_TOKEN"
+    """Environment variable holding the long-lived access token."""
+    token_file: str = "~/.config/sparktui/ha_token"
+    """File holding the token; must be mode 0600. Used when the variable is unset."""
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class SshConfig:
+    known_hosts: str = "~/.ssh/known_hosts"
+    client_keys: tuple[str, ...] = ()
+    """Private key files; empty means asyncssh's defaults and ssh-agent."""
+    config_file: str = "~/.ssh/config"
+    connect_timeout_s: float = 10.0
+    keepalive_interval_s: float = 15.0
+    keepalive_count_max: int = 3
+
+
+@dataclass(frozen=True)
+class LivenessConfig:
+    method: str = "icmp"
+    """``icmp`` (the real ping) or ``tcp`` (connect to the node's liveness port)."""
+    timeout_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class PowerConfig:
+    off_seconds: float = 35.0
+    boot_timeout_s: float = 600.0
+    auto_recover: bool = False
+
+
+@dataclass(frozen=True)
+class ConsoleConfig:
+    poll_interval_s: float = 2.0
+    probe_timeout_s: float = 3.0
+    state_dir: str = "~/.local/state/sparktui"
+    stall_after_s: float = 900.0
+    """A boot is stalled only after this long without any progress."""
+
+
+@dataclass(frozen=True)
+class ThrashConfig:
+    """Thresholds of the OOM-thrash detector (defaults from earlyoom/nohang/systemd-oomd)."""
+
+    psi_some_pressure: float = 10.0
+    psi_full_suspect: float = 20.0
+    psi_full_thrash: float = 60.0
+    mem_available_low_gib: float = 4.0
+    mem_available_low_frac: float = 0.05
+    ssh_retries: int = 3
+    ssh_retry_interval_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    enabled: bool = False
+    seed: int = 1
+    speed: float = 60.0
+    scenario: str = "normal"
+    shared_host_key: bool = False
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    nodes: dict[str, NodeConfig]
+    clusters: dict[str, ClusterConfig]
+    switches: dict[str, SwitchConfig]
+    nccl: dict[str, dict[str, str]]
+    """Per-cluster NCCL environment passed to every rank."""
+    home_assistant: HomeAssistantConfig
+    guards: GuardConfig = field(default_factory=GuardConfig)
+    ssh: SshConfig = field(default_factory=SshConfig)
+    liveness: LivenessConfig = field(default_factory=LivenessConfig)
+    power: PowerConfig = field(default_factory=PowerConfig)
+    console: ConsoleConfig = field(default_factory=ConsoleConfig)
+    thrash: ThrashConfig = field(default_factory=ThrashConfig)
+    simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    recipes_dir: Path = Path("recipes")
+
+    def state_dir(self) -> Path:
+        return Path(self.console.state_dir).expanduser()
+
+    def cluster_nodes(self, cluster: str) -> list[NodeConfig]:
+        return [self.nodes[n] for n in self.clusters[cluster].nodes]

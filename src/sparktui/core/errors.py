@@ -1,0 +1,39 @@
+"""Errors that name where bad input came from: file, line and key for
+configuration and recipes, node and command for remote operations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input file."""
+
+    file: Path
+    line: int | None
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else f"{self.file}"
+        return f"{where}: {self.key}: {self.message}"
+
+
+class InputError(Exception):
+    """A config or recipe file is invalid; carries every problem found."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class RemoteError(Exception):
+    """A command on a node failed or could not be run."""
+
+    def __init__(self, node: str, command: str, message: str) -> None:
+        self.node = node
+        self.command = command
+        self.message = message
+        super().__init__(f"{node}: {command!r}: {message}")
