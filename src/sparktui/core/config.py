@@ -30,8 +30,6 @@ class NodeConfig:
     """Hugging Face cache path on the node; must be a symlink to ``hf_cache_target``."""
     hf_cache_target: str = "/mnt/nas/ai/huggingface"
     nas_mount: str = "/mnt/nas"
-    hca: tuple[str, ...] = ("rocep1s0f0", "roceP2p1s0f0")
-    """RDMA devices whose RoCE v2 GID index is detected at serve time."""
     liveness_port: int | None = None
     """TCP port for the liveness probe when ``[liveness] method = "tcp"``."""
 

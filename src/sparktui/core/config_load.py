@@ -1,0 +1,257 @@
+"""Load and validate config.toml into `core.config.Config`.
+
+Strict: unknown keys are rejected (with the closest known key suggested),
+required keys must be present, types must match, references between
+sections (clusters → nodes, clusters → switches, guards → nodes, nccl →
+clusters) must resolve, ranks must be unique, and every value that will
+reach a remote shell must be plain. All problems are collected and raised
+together as one `InputError`, each naming file, line and key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from . import plain
+from .config import (
+    ClusterConfig,
+    Config,
+    ConsoleConfig,
+    GuardConfig,
+    HomeAssistantConfig,
+    LivenessConfig,
+    NodeConfig,
+    PowerConfig,
+    SimulatorConfig,
+    SshConfig,
+    SwitchConfig,
+    ThrashConfig,
+)
+from .errors import InputError, Problem
+from .tomlschema import Source, build
+
+_SECTIONS: dict[str, type] = {
+    "console": ConsoleConfig,
+    "simulator": SimulatorConfig,
+    "ssh": SshConfig,
+    "liveness": LivenessConfig,
+    "home_assistant": HomeAssistantConfig,
+    "power": PowerConfig,
+    "guards": GuardConfig,
+    "thrash": ThrashConfig,
+}
+_MAPS = ("nodes", "clusters", "switches", "nccl")
+_TOP = ("recipes_dir",)
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate `path`; raise `InputError` listing every problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError([_missing(path)])
+    src = Source.read(path)
+    if src.problems:
+        raise InputError(src.problems)
+    config = _build(src)
+    if src.problems or config is None:
+        raise InputError(src.problems)
+    return config
+
+
+def _missing(path: Path) -> Problem:
+    return Problem(path, None, "(file)", "config file not found")
+
+
+def _build(src: Source) -> Config | None:
+    data = src.data
+    known = set(_SECTIONS) | set(_MAPS) | set(_TOP)
+    for key in data:
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.6)
+            src.error((key,), "unknown key" + (f"; did you mean {close[0]!r}?" if close else ""))
+
+    sections: dict[str, Any] = {}
+    for name, cls in _SECTIONS.items():
+        table = data.get(name, {})
+        if not isinstance(table, dict):
+            src.error((name,), "expected a table")
+            continue
+        if name == "home_assistant" and "token" in table:
+            src.error(
+                (name, "token"),
+                "the Home Assistant token never goes in config.toml: set the variable "
+                "named by token_env or put it in token_file (mode 0600)",
+            )
+            table = {k: v for k, v in table.items() if k != "token"}
+        if name == "home_assistant" and name not in data:
+            src.error((name,), "required table is missing")
+            continue
+        sections[name] = build(src, (name,), table, cls)
+
+    nodes = _nodes(src, data.get("nodes"))
+    switches = _switches(src, data.get("switches", {}), nodes)
+    clusters = _clusters(src, data.get("clusters"), nodes, switches)
+    nccl = _nccl(src, data.get("nccl", {}), clusters)
+    _check_sections(src, sections, nodes)
+
+    recipes_dir = data.get("recipes_dir", "recipes")
+    if not isinstance(recipes_dir, str):
+        src.error(("recipes_dir",), "expected a string")
+        recipes_dir = "recipes"
+    if src.problems or any(v is None for v in sections.values()):
+        return None
+    return Config(
+        path=src.file,
+        nodes=nodes,
+        clusters=clusters,
+        switches=switches,
+        nccl=nccl,
+        recipes_dir=(src.file.parent / recipes_dir).resolve(),
+        **sections,
+    )
+
+
+def _tables(src: Source, key: str, value: Any, required: bool) -> dict[str, dict[str, Any]]:
+    if value is None:
+        if required:
+            src.error((key,), "required table is missing")
+        return {}
+    if not isinstance(value, dict):
+        src.error((key,), "expected a table of tables")
+        return {}
+    out = {}
+    for name, table in value.items():
+        if not isinstance(table, dict):
+            src.error((key, name), "expected a table")
+            continue
+        out[name] = table
+    return out
+
+
+def _nodes(src: Source, value: Any) -> dict[str, NodeConfig]:
+    nodes: dict[str, NodeConfig] = {}
+    ranks: dict[int, str] = {}
+    for name, table in _tables(src, "nodes", value, required=True).items():
+        path = ("nodes", name)
+        if (why := plain.check("name", name)) is not None:
+            src.error(path, why)
+            continue
+        defaults = {"hf_cache": f"/home/{table.get('user', 'root')}/.cache/huggingface"}
+        node = build(src, path, {**defaults, **table}, NodeConfig, extra={"name": name})
+        if node is None:
+            continue
+        if node.rank in ranks:
+            src.error(path + ("rank",), f"rank {node.rank} is already used by node {ranks[node.rank]}")
+        ranks[node.rank] = name
+        for key, kind in (("host", "host"), ("user", "user"), ("ib_ip", "ip"),
+                          ("switch", "entity"), ("hf_cache", "abs_path"),
+                          ("hf_cache_target", "abs_path"), ("nas_mount", "abs_path")):
+            if (why := plain.check(kind, getattr(node, key))) is not None:
+                src.error(path + (key,), why)
+        if not 0 < node.port < 65536:
+            src.error(path + ("port",), f"port {node.port} is out of range 1-65535")
+        nodes[name] = node
+    return nodes
+
+
+def _switches(src: Source, value: Any, nodes: dict[str, NodeConfig]) -> dict[str, SwitchConfig]:
+    switches: dict[str, SwitchConfig] = {}
+    node_entities = {n.switch: n.name for n in nodes.values()}
+    for name, table in _tables(src, "switches", value, required=False).items():
+        path = ("switches", name)
+        sw = build(src, path, table, SwitchConfig, extra={"name": name})
+        if sw is None:
+            continue
+        if (why := plain.check("entity", sw.entity)) is not None:
+            src.error(path + ("entity",), why)
+        if sw.entity in node_entities:
+            src.error(path + ("entity",),
+                      f"{sw.entity} is also node {node_entities[sw.entity]}'s plug")
+        switches[name] = sw
+    return switches
+
+
+def _clusters(src: Source, value: Any, nodes: dict[str, NodeConfig],
+              switches: dict[str, SwitchConfig]) -> dict[str, ClusterConfig]:
+    clusters: dict[str, ClusterConfig] = {}
+    for name, table in _tables(src, "clusters", value, required=True).items():
+        path = ("clusters", name)
+        if (why := plain.check("name", name)) is not None:
+            src.error(path, why)
+            continue
+        cluster = build(src, path, table, ClusterConfig, extra={"name": name})
+        if cluster is None:
+            continue
+        if not cluster.nodes:
+            src.error(path + ("nodes",), "a cluster needs at least one node")
+        seen: set[str] = set()
+        for n in cluster.nodes:
+            if n not in nodes:
+                src.error(path + ("nodes",), f"unknown node {n!r} (known: {', '.join(nodes)})")
+            if n in seen:
+                src.error(path + ("nodes",), f"node {n!r} is listed twice")
+            seen.add(n)
+        for s in cluster.switches:
+            if s not in switches:
+                src.error(path + ("switches",),
+                          f"unknown switch {s!r} (known: {', '.join(switches) or 'none'})")
+        clusters[name] = cluster
+    return clusters
+
+
+def _nccl(src: Source, value: Any, clusters: dict[str, ClusterConfig]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for name, table in _tables(src, "nccl", value, required=False).items():
+        path = ("nccl", name)
+        if name not in clusters:
+            src.error(path, f"unknown cluster {name!r} (known: {', '.join(clusters)})")
+            continue
+        env: dict[str, str] = {}
+        for key, val in table.items():
+            if not isinstance(val, str):
+                src.error(path + (key,), f"expected a string, got {type(val).__name__}")
+                continue
+            for kind, text in (("env_name", key), ("env_value", val)):
+                if (why := plain.check(kind, text)) is not None:
+                    src.error(path + (key,), why)
+            env[key] = val
+        out[name] = env
+    return out
+
+
+def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, NodeConfig]) -> None:
+    guards: GuardConfig | None = sections.get("guards")
+    if guards is not None:
+        for n in guards.protected_nodes:
+            if n not in nodes:
+                src.error(("guards", "protected_nodes"), f"unknown node {n!r}")
+        for kernel in (guards.kernel_pin, *guards.kernel_bad):
+            if kernel and (why := plain.check("kernel", kernel)) is not None:
+                src.error(("guards", "kernel_pin" if kernel == guards.kernel_pin else "kernel_bad"),
+                          why)
+        if not 0 < guards.admission_free_gib <= guards.node_memory_gib:
+            src.error(("guards", "admission_free_gib"),
+                      f"must be between 0 and node_memory_gib ({guards.node_memory_gib})")
+    liveness: LivenessConfig | None = sections.get("liveness")
+    if liveness is not None and liveness.method not in ("icmp", "tcp"):
+        src.error(("liveness", "method"), f"{liveness.method!r} is not one of: icmp, tcp")
+    if liveness is not None and liveness.method == "tcp":
+        for node in nodes.values():
+            if node.liveness_port is None:
+                src.error(("nodes", node.name, "liveness_port"),
+                          'required when [liveness] method = "tcp"')
+    ha: HomeAssistantConfig | None = sections.get("home_assistant")
+    if ha is not None and not ha.url.startswith(("http://", "https://")):
+        src.error(("home_assistant", "url"), f"{ha.url!r} is not an http(s) URL")
+    if ha is not None and (why := plain.check("env_name", ha.token_env)) is not None:
+        src.error(("home_assistant", "token_env"), why)
+    sim: SimulatorConfig | None = sections.get("simulator")
+    if sim is not None and sim.speed <= 0:
+        src.error(("simulator", "speed"), "must be greater than 0")
+    console: ConsoleConfig | None = sections.get("console")
+    if console is not None:
+        for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s"):
+            if getattr(console, key) <= 0:
+                src.error(("console", key), "must be greater than 0")

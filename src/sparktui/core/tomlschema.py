@@ -1,0 +1,215 @@
+"""Strict TOML → frozen dataclass conversion that reports every problem with
+its file, line and dotted key.
+
+tomllib gives values but no positions, so `KeyLines` scans the text once to
+map dotted key paths to the line they are written on. The validator walks a
+dataclass's fields: unknown keys are rejected with the closest known key
+suggested, required keys must be present, and values must have the declared
+type (`str`, `int`, `float`, `bool`, `tuple[str, ...]`, `dict[str, str]`,
+`X | None`, nested dataclasses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import tomllib
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar, Union, get_args, get_origin
+
+from .errors import Problem
+
+T = TypeVar("T")
+
+_HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
+_KEY = re.compile(r"^\s*(?P<key>(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)(\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+))*)\s*=")
+_PART = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)")
+
+
+def _split_dotted(text: str) -> tuple[str, ...]:
+    return tuple(m.group(1) or m.group(2) or m.group(3) or "" for m in _PART.finditer(text))
+
+
+class KeyLines:
+    """Where each table header and key of a TOML document is written (1-based)."""
+
+    def __init__(self, text: str) -> None:
+        self._lines: dict[tuple[str, ...], int] = {}
+        table: tuple[str, ...] = ()
+        in_multiline: str | None = None
+        for number, line in enumerate(text.splitlines(), start=1):
+            if in_multiline is not None:
+                if in_multiline in line:
+                    in_multiline = None
+                continue
+            header = _HEADER.match(line)
+            if header and not line.lstrip().startswith("#"):
+                table = _split_dotted(header.group("name"))
+                self._lines.setdefault(table, number)
+                continue
+            key = _KEY.match(line)
+            if key:
+                path = table + _split_dotted(key.group("key"))
+                self._lines.setdefault(path, number)
+                rest = line[key.end():]
+                for quote in ('"""', "'''"):
+                    if rest.count(quote) == 1:
+                        in_multiline = quote
+
+    def line(self, path: tuple[str, ...]) -> int | None:
+        """The line of `path`, or of its nearest enclosing table."""
+        while path:
+            if path in self._lines:
+                return self._lines[path]
+            path = path[:-1]
+        return None
+
+
+@dataclasses.dataclass
+class Source:
+    """A parsed TOML file with the means to report problems in it."""
+
+    file: Path
+    data: dict[str, Any]
+    lines: KeyLines
+    problems: list[Problem] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def read(cls, file: Path) -> Source:
+        text = file.read_text(encoding="utf-8")
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            match = re.search(r"line (\d+)", str(exc))
+            src = cls(file, {}, KeyLines(""))
+            src.problems.append(
+                Problem(file, int(match.group(1)) if match else None, "(syntax)", str(exc))
+            )
+            return src
+        return cls(file, data, KeyLines(text))
+
+    def error(self, path: tuple[str, ...], message: str) -> None:
+        key = ".".join(_quote_part(p) for p in path) or "(top level)"
+        self.problems.append(Problem(self.file, self.lines.line(path), key, message))
+
+
+def _quote_part(part: str) -> str:
+    return part if re.fullmatch(r"[A-Za-z0-9_\-]+", part) else f'"{part}"'
+
+
+def _type_name(tp: Any) -> str:
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in get_args(tp))
+    if origin is tuple:
+        return f"list of {_type_name(get_args(tp)[0])}"
+    if origin is dict:
+        return "table of strings"
+    if tp is type(None):
+        return "nothing"
+    return {str: "string", int: "integer", float: "number", bool: "true/false"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tuple[bool, Any]:
+    """Check `value` against type `tp`; on failure record a problem and return (False, None)."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        for arg in get_args(tp):
+            if arg is type(None):
+                continue
+            ok, converted = _try(value, arg)
+            if ok:
+                return True, converted
+        src.error(path, f"expected {_type_name(tp)}, got {_describe(value)}")
+        return False, None
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            src.error(path, f"expected a table, got {_describe(value)}")
+            return False, None
+        return True, build(src, path, value, tp)
+    ok, converted = _try(value, tp)
+    if not ok:
+        src.error(path, f"expected {_type_name(tp)}, got {_describe(value)}")
+    return ok, converted
+
+
+def _try(value: Any, tp: Any) -> tuple[bool, Any]:
+    origin = get_origin(tp)
+    if origin is tuple:
+        (item,) = get_args(tp)[:1]
+        if not isinstance(value, list):
+            return False, None
+        items = []
+        for v in value:
+            ok, c = _try(v, item)
+            if not ok:
+                return False, None
+            items.append(c)
+        return True, tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        ):
+            return False, None
+        return True, dict(value)
+    if tp is bool:
+        return isinstance(value, bool), value
+    if tp is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if tp is float:
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        return ok, float(value) if ok else None
+    if tp is str:
+        return isinstance(value, str), value
+    return False, None
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, bool):
+        return f"true/false ({str(value).lower()})"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "a list"
+    return f"{type(value).__name__} {value!r}"
+
+
+def build(src: Source, path: tuple[str, ...], table: dict[str, Any], cls: type[T],
+          extra: dict[str, Any] | None = None, skip: frozenset[str] = frozenset()) -> T | None:
+    """Build dataclass `cls` from `table`, recording every problem in `src`.
+
+    `extra` supplies fields that do not come from the table (e.g. a name taken
+    from the table's key); `skip` names table keys the caller handles itself.
+    Returns None when a required field is missing or invalid.
+    """
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    given = dict(extra or {})
+    known = set(fields) - set(given)
+    ok = True
+    for key, value in table.items():
+        if key in skip:
+            continue
+        if key not in known:
+            close = difflib.get_close_matches(key, sorted(known | skip), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            src.error(path + (key,), f"unknown key{hint}")
+            continue
+        good, converted = convert_value(src, path + (key,), value, hints[key])
+        if good:
+            given[key] = converted
+        else:
+            ok = False
+    for name, f in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and name not in given:
+            src.error(path + (name,), "required key is missing")
+            ok = False
+    if not ok:
+        return None
+    return cls(**given)
