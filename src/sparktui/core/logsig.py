@@ -1,0 +1,377 @@
+"""Log signatures: one ordered table turning an engine, container or kernel
+log line into (kind, severity, boot phase, captured fields).
+
+Wording is copied from the engines' own format strings (vLLM 0.33 and 0.11,
+SGLang 0.5, uvicorn, the Linux kernel and NVRM; see REFERENCE.md §1, §2, §4).
+The table is ordered: the first matching signature wins, so specific fatal
+lines (``NCCL error: ...``) come before the generic "last line of a Python
+traceback". A quick prefilter rejects most lines with one regex scan, which
+keeps ingest well above 100k lines/s. Nothing here raises on any input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import IntEnum, StrEnum
+
+
+class Severity(IntEnum):
+    INFO = 0
+    PROGRESS = 1
+    WARNING = 2
+    FATAL = 3
+
+
+class Phase(StrEnum):
+    """Boot phases of a lane, in the order a healthy boot goes through them."""
+
+    PULLING = "pulling image"
+    STARTING = "starting"
+    LOADING = "loading weights"
+    KV_ALLOC = "KV allocation"
+    GRAPH_CAPTURE = "graph capture"
+    API_STARTING = "API starting"
+    SERVING = "serving"
+    FAILED = "failed"
+    STALLED = "stalled"
+
+
+BOOT_ORDER: tuple[Phase, ...] = (
+    Phase.PULLING,
+    Phase.STARTING,
+    Phase.LOADING,
+    Phase.KV_ALLOC,
+    Phase.GRAPH_CAPTURE,
+    Phase.API_STARTING,
+    Phase.SERVING,
+)
+
+
+class Kind(StrEnum):
+    # boot progress
+    ENGINE_VERSION = "engine_version"
+    LOAD_START = "load_start"
+    LOAD_SHARD = "load_shard"
+    LOAD_WEIGHTS_DONE = "load_weights_done"
+    LOAD_DONE = "load_done"
+    KV_MEMORY = "kv_memory"
+    KV_CACHE = "kv_cache"
+    KV_CONCURRENCY = "kv_concurrency"
+    GRAPH_CAPTURE = "graph_capture"
+    GRAPH_DONE = "graph_done"
+    ENGINE_INIT_DONE = "engine_init_done"
+    API_STARTING = "api_starting"
+    API_UP = "api_up"
+    # serving
+    STATS = "stats"
+    ENGINE_WAIT = "engine_wait"
+    TRACEBACK = "traceback"
+    EXCEPTION = "exception"
+    # fatal
+    ENGINE_DEAD = "engine_dead"
+    ENGINE_FAILED = "engine_failed"
+    WORKER_DIED = "worker_died"
+    RPC_TIMEOUT = "rpc_timeout"
+    CUDA_OOM = "cuda_oom"
+    GPU_ADMISSION = "gpu_admission"
+    KV_TOO_SMALL = "kv_too_small"
+    NCCL_ERROR = "nccl_error"
+    HF_ENTRY_MISSING = "hf_entry_missing"
+    PAGE_SIZE_ASSERT = "page_size_assert"
+    CONTAINER_EXIT = "container_exit"
+    # kernel journal
+    KERNEL_PRESSURE = "kernel_pressure"
+    KERNEL_NVRM_NOMEM = "kernel_nvrm_nomem"
+    KERNEL_OOM_KILL = "kernel_oom_kill"
+
+
+@dataclass(frozen=True)
+class Signature:
+    kind: Kind
+    severity: Severity
+    phase: Phase | None
+    pattern: re.Pattern[str]
+    needle: str
+    """A literal substring every match contains (cheap pre-check)."""
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    """What one classified line means."""
+
+    kind: Kind
+    severity: Severity
+    phase: Phase | None
+    fields: Mapping[str, str] = field(default_factory=dict)
+    text: str = ""
+    """The message after prefixes, timestamps and ANSI codes are removed."""
+
+    @property
+    def fatal(self) -> bool:
+        return self.severity is Severity.FATAL
+
+
+def _sig(kind: Kind, sev: Severity, phase: Phase | None, needle: str, regex: str) -> Signature:
+    return Signature(kind, sev, phase, re.compile(regex), needle)
+
+
+_N = r"[\d.]+"
+_I = r"[\d,]+"
+S, P, W, F = Severity.INFO, Severity.PROGRESS, Severity.WARNING, Severity.FATAL
+
+SIGNATURES: tuple[Signature, ...] = (
+    # ---- fatal, most specific first -------------------------------------
+    _sig(Kind.RPC_TIMEOUT, F, Phase.FAILED, "RPC call to",
+         r"RPC call to (?P<method>\w+) timed out"),
+    _sig(Kind.NCCL_ERROR, F, Phase.FAILED, "NCCL error",
+         r"NCCL error: (?P<error>.*)"),
+    _sig(Kind.NCCL_ERROR, F, Phase.FAILED, "Watchdog caught collective operation timeout",
+         r"Watchdog caught collective operation timeout: (?P<error>.*)"),
+    _sig(Kind.CUDA_OOM, F, Phase.FAILED, "CUDA out of memory",
+         r"CUDA out of memory\.(?: Tried to allocate (?P<tried>[\d.]+ \w+)\.)?"),
+    _sig(Kind.CUDA_OOM, F, Phase.FAILED, "Failed to load model - not enough GPU memory",
+         r"Failed to load model - not enough GPU memory"),
+    _sig(Kind.GPU_ADMISSION, F, Phase.FAILED, "on startup is less than desired",
+         rf"Free memory on device (?P<device>\S+) \((?P<free>{_N})/(?P<total>{_N}) GiB\)"
+         rf" on startup is less than desired GPU memory utilization"
+         rf" \((?P<gmu>{_N}), (?P<required>{_N}) GiB\)"),
+    _sig(Kind.GPU_ADMISSION, F, Phase.FAILED, "required",
+         rf"\bfree (?P<free>{_N}) < (?P<required>{_N}) required"),
+    _sig(Kind.KV_TOO_SMALL, F, Phase.FAILED, "No available memory for the cache blocks",
+         r"No available memory for the cache blocks"),
+    _sig(Kind.KV_TOO_SMALL, F, Phase.FAILED, "KV cache is needed, which is larger than",
+         rf"max seq len \((?P<max_len>\d+)\), \((?P<needed>{_N}) GiB KV cache is needed,"
+         rf" which is larger than the available KV cache memory \((?P<available>{_N}) GiB\)"),
+    _sig(Kind.HF_ENTRY_MISSING, F, Phase.FAILED, "LocalEntryNotFoundError",
+         r"LocalEntryNotFoundError(?:: (?P<error>.*))?"),
+    _sig(Kind.PAGE_SIZE_ASSERT, F, Phase.FAILED, "page_size_padded >= unpadded_page_size_bytes",
+         r"assert page_size_padded >= unpadded_page_size_bytes"),
+    _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "EngineDeadError",
+         r"EngineDeadError(?:: (?P<error>.*))?"),
+    _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "EngineCore encountered a fatal error",
+         r"EngineCore encountered a fatal error\."),
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "EngineCore failed to start",
+         r"EngineCore failed to start\."),
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "Engine core initialization failed",
+         r"Engine core initialization failed\.(?P<error>.*)"),
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "AsyncLLM output_handler failed",
+         r"AsyncLLM output_handler failed\."),
+    _sig(Kind.WORKER_DIED, F, Phase.FAILED, "died unexpectedly",
+         r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<exit_code>-?\d+)\))?"),
+    _sig(Kind.WORKER_DIED, F, Phase.FAILED, "Worker failed with error",
+         r"Worker failed with error '(?P<error>.*)', please check the stack trace"),
+    # ---- boot progress (vLLM) -------------------------------------------
+    _sig(Kind.ENGINE_VERSION, S, Phase.STARTING, "server version",
+         r"vLLM (?:API )?server version (?P<version>[^\s,]+)(?:, serving model (?P<model>\S+))?"),
+    _sig(Kind.LOAD_START, P, Phase.LOADING, "Starting to load model",
+         r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$"),
+    _sig(Kind.LOAD_START, P, Phase.LOADING, "InstantTensor loader",
+         r"Loading safetensors using (?P<loader>InstantTensor) loader"),
+    _sig(Kind.LOAD_SHARD, P, Phase.LOADING, "Loading safetensors checkpoint shards",
+         r"Loading safetensors checkpoint shards:\s*(?P<pct>\d+)% Completed \|"
+         r" (?P<done>\d+)/(?P<total>\d+)"
+         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
+    _sig(Kind.LOAD_WEIGHTS_DONE, P, Phase.LOADING, "Loading weights took",
+         rf"Loading weights took (?P<seconds>{_N}) seconds"),
+    _sig(Kind.LOAD_DONE, P, Phase.KV_ALLOC, "Model loading took",
+         rf"Model loading took (?P<gib>{_N}) GiB(?: memory)? and (?P<seconds>{_N}) seconds"),
+    _sig(Kind.KV_MEMORY, P, Phase.KV_ALLOC, "Available KV cache memory",
+         rf"Available KV cache memory: (?P<gib>{_N}) GiB"),
+    _sig(Kind.KV_CACHE, P, Phase.KV_ALLOC, "KV cache size:",
+         rf"(?P<device>\w+) KV cache size: (?P<tokens>{_I}) tokens"
+         rf"(?:, Maximum concurrency for (?P<max_len>{_I}) tokens per request:"
+         rf" (?P<concurrency>{_N})x)?"),
+    _sig(Kind.KV_CONCURRENCY, P, Phase.KV_ALLOC, "Maximum concurrency for",
+         rf"Maximum concurrency for (?P<max_len>{_I}) tokens per request: (?P<concurrency>{_N})x"),
+    _sig(Kind.GRAPH_CAPTURE, P, Phase.GRAPH_CAPTURE, "Capturing CUDA graphs",
+         r"Capturing CUDA graphs \((?P<mode>[^)]*)\):?(?:\s*(?P<pct>\d+)%\|[^|]*\|"
+         r" (?P<done>\d+)/(?P<total>\d+))?"),
+    _sig(Kind.GRAPH_DONE, P, Phase.API_STARTING, "Graph capturing finished",
+         rf"Graph capturing finished in (?P<seconds>{_N}) secs, took (?P<gib>{_N}) GiB"),
+    _sig(Kind.ENGINE_INIT_DONE, P, Phase.API_STARTING, "init engine",
+         rf"init engine \(profile, create kv cache, warmup model\) took (?P<seconds>{_N})"),
+    _sig(Kind.API_STARTING, P, Phase.API_STARTING, "Starting vLLM",
+         r"Starting vLLM (?:API )?server (?:\d+ )?on (?P<url>\S+)"),
+    _sig(Kind.API_STARTING, S, None, "Uvicorn running on",
+         r"Uvicorn running on (?P<url>\S+)"),
+    _sig(Kind.API_UP, P, Phase.SERVING, "Application startup complete",
+         r"Application startup complete\."),
+    _sig(Kind.STATS, S, None, "Avg prompt throughput",
+         rf"Avg prompt throughput: (?P<prompt_tps>{_N}) tokens/s,"
+         rf" Avg generation throughput: (?P<gen_tps>{_N}) tokens/s,"
+         r" Running: (?P<running>\d+) reqs, Waiting: (?P<waiting>\d+) reqs"
+         rf"(?:.*?GPU KV cache usage: (?P<kv_pct>{_N})%)?"),
+    # shm_broadcast.py: the message REFERENCE.md §7 calls "shm_broadcast ... 60 seconds"
+    _sig(Kind.ENGINE_WAIT, W, None, "shared memory broadcast block",
+         r"No available shared memory broadcast block found in (?P<seconds>\d+) second"),
+    # ---- SGLang -----------------------------------------------------------
+    _sig(Kind.LOAD_START, P, Phase.LOADING, "Load weight begin",
+         rf"Load weight begin\. avail mem=(?P<avail_gb>{_N}) GB"),
+    _sig(Kind.LOAD_DONE, P, Phase.KV_ALLOC, "Load weight end",
+         rf"Load weight end\. elapsed=(?P<seconds>{_N}) s, type=(?P<type>[^,]+),"
+         rf" avail mem=(?P<avail_gb>{_N}) GB, mem usage=(?P<gb>{_N}) GB"),
+    _sig(Kind.KV_CACHE, P, Phase.KV_ALLOC, "KV Cache is allocated",
+         r"KV Cache is allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+)"),
+    _sig(Kind.KV_MEMORY, P, Phase.KV_ALLOC, "Memory pool end",
+         rf"Memory pool end\. avail mem=(?P<avail_gb>{_N}) GB"),
+    _sig(Kind.KV_CONCURRENCY, P, Phase.KV_ALLOC, "max_total_num_tokens=",
+         r"max_total_num_tokens=(?P<tokens>\d+), chunked_prefill_size=-?\d+,"
+         r" max_prefill_tokens=\d+, max_running_requests=(?P<max_running>\d+),"
+         r" context_len=(?P<max_len>\d+)"),
+    _sig(Kind.API_UP, P, Phase.SERVING, "The server is fired up and ready to roll",
+         r"The server is fired up and ready to roll!"),
+    _sig(Kind.STATS, S, None, "batch, #",
+         rf"(?P<batch>Prefill|Decode) batch, .*?#running-req: (?P<running>\d+)"
+         rf"(?:, token usage: (?P<token_usage>{_N}))?"),
+    # ---- kernel journal ---------------------------------------------------
+    _sig(Kind.KERNEL_PRESSURE, W, None, "Under memory pressure",
+         r"Under memory pressure, flushing caches"),
+    _sig(Kind.KERNEL_NVRM_NOMEM, W, None, "NV_ERR_NO_MEMORY",
+         r"NVRM: (?P<function>\w+): .*NV_ERR_NO_MEMORY"),
+    _sig(Kind.KERNEL_NVRM_NOMEM, W, None, "NVRM:",
+         r"NVRM: (?P<function>\w+): failed to allocate"),
+    _sig(Kind.KERNEL_OOM_KILL, W, None, "invoked oom-killer",
+         r"(?P<task>\S+) invoked oom-killer:"),
+    _sig(Kind.KERNEL_OOM_KILL, W, None, "of memory: Killed process",
+         r"(?:Out of memory|Memory cgroup out of memory): Killed process (?P<pid>\d+)"
+         r" \((?P<task>[^)]*)\)"),
+    # ---- generic Python tracebacks (the phase tracker decides fatality) ---
+    _sig(Kind.TRACEBACK, W, None, "Traceback (most recent call last):",
+         r"^Traceback \(most recent call last\):"),
+    _sig(Kind.EXCEPTION, W, None, "",
+         r"^(?P<exc>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit))(?:: (?P<error>.*))?$"),
+)
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_LINE_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) ")
+_JOURNAL = re.compile(r"^\S+ (?:kernel|[\w.@-]+\[\d+\]): ")
+"""journalctl -o short-iso-precise after its timestamp: ``host kernel: msg``."""
+_VLLM_PROC = re.compile(r"^\((?P<proc>[^()]*?) pid=(?P<pid>\d+)\) ")
+_VLLM_LEVEL = re.compile(
+    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
+    r"(?: \[(?P<where>[^\]]*)\])? "
+)
+_SGLANG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z]+\d+)*)\] ")
+_UVICORN = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
+_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\[[^\]]*\] ")
+
+_PREFILTER = re.compile(
+    "|".join(re.escape(s.needle) for s in SIGNATURES if s.needle)
+    + r"|^\S*(?:Error|Exception|Interrupt|Exit)\b"
+)
+
+
+def split_timestamp(line: str) -> tuple[str | None, str]:
+    """Split a leading RFC 3339 timestamp: docker ``--timestamps``
+    (``2026-11-29T01:02:03.123456789Z msg``) or journald ``short-iso-precise``
+    (``2026-11-29T01:02:03.456789+0000 host kernel: msg``)."""
+    m = _LINE_TS.match(line)
+    if m is None:
+        return None, line
+    return m.group(1), line[m.end():]
+
+
+def clean(line: str) -> str:
+    """Strip ANSI codes, tqdm carriage returns and trailing blanks; keep what
+    a terminal would show last (the final ``\\r``-separated update)."""
+    if "\x1b" in line:
+        line = _ANSI.sub("", line)
+    line = line.rstrip("\r\n\t ")
+    if "\r" in line:
+        parts = [p for p in line.split("\r") if p.strip()]
+        line = parts[-1] if parts else ""
+    return line
+
+
+def strip_prefixes(text: str) -> str:
+    """Remove logger prefixes (vLLM process and level headers, SGLang's
+    ``[date TPn]``, uvicorn's ``INFO:``, journald's ``date host kernel:``)."""
+    m = _VLLM_PROC.match(text)
+    if m:
+        text = text[m.end():]
+    m = _VLLM_LEVEL.match(text)
+    if m:
+        return text[m.end():]
+    for rx in (_SGLANG, _UVICORN, _JOURNAL, _RANK_PREFIX):
+        m = rx.match(text)
+        if m:
+            return text[m.end():]
+    return text
+
+
+def classify(line: str) -> LogEvent | None:
+    """Classify one log line (docker timestamp already split off or not).
+
+    Returns None for lines that mean nothing to the watchers. Never raises.
+    """
+    try:
+        if not isinstance(line, str):
+            return None
+        _, line = split_timestamp(line)
+        text = clean(line)
+        if not text:
+            return None
+        msg = strip_prefixes(text)
+        if _PREFILTER.search(msg) is None:
+            return None
+        for sig in SIGNATURES:
+            if sig.needle and sig.needle not in msg:
+                continue
+            m = sig.pattern.search(msg)
+            if m is not None:
+                fields = {k: v for k, v in m.groupdict().items() if v is not None}
+                return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+        return None
+    except (RecursionError, MemoryError):  # pragma: no cover - pathological input
+        return None
+
+
+def container_exit(exit_code: int, oom_killed: bool = False) -> LogEvent:
+    """The event for a rank container that exited (``docker inspect`` State).
+
+    Any exit of an engine container is fatal for its lane; 137 means SIGKILL
+    (on GB10 usually a host-level OOM or an outside ``docker rm -f``).
+    """
+    why = "killed (SIGKILL)" if exit_code == 137 else f"exited with code {exit_code}"
+    if oom_killed:
+        why += ", OOMKilled"
+    return LogEvent(
+        Kind.CONTAINER_EXIT,
+        Severity.FATAL,
+        Phase.FAILED,
+        {"exit_code": str(exit_code), "oom_killed": str(oom_killed).lower()},
+        f"container {why}",
+    )
+
+
+def parse_int(value: str | None) -> int | None:
+    """``"1,234,567"`` -> 1234567; None when absent or malformed."""
+    if value is None:
+        return None
+    try:
+        return int(value.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def parse_float(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def parse_timestamp(ts: str | None) -> float | None:
+    """RFC 3339 (docker ``--timestamps``, journald ``short-iso-precise``) to
+    epoch seconds; nanoseconds are truncated to microseconds."""
+    if not ts:
+        return None
+    try:
+        return datetime.fromisoformat(ts).timestamp()
+    except ValueError:
+        return None
