@@ -1,0 +1,295 @@
+"""The boot-phase tracker of one lane, fed the log lines of all its ranks.
+
+pulling image -> starting -> loading weights (shard i/N, rate, ETA) -> KV
+allocation (pool tokens, concurrency) -> graph capture -> API starting ->
+serving; or failed (first fatal line of any rank, with the lines before it)
+or stalled.
+
+There is deliberately no total timeout: a lane is *stalled* only when no
+progress at all (a progress line, a phase change, or progress noted from
+outside such as bytes loaded or a port opening) arrived for
+``stall_after_s``. A 40-120 minute cold load that keeps printing shards, or
+keeps reading bytes, is never stalled or failed (the seed's 1800 s wait that
+killed healthy loads cannot happen here). Times are passed in by the caller
+(pure code, injectable clock).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+from sparktui.core.logsig import (
+    BOOT_ORDER,
+    Kind,
+    LogEvent,
+    Phase,
+    Severity,
+    classify,
+    parse_float,
+    parse_int,
+    parse_timestamp,
+    split_timestamp,
+)
+
+_TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
+_TRACEBACK_WINDOW = 400
+"""An exception line ends a traceback if it comes within this many lines."""
+
+
+@dataclass(frozen=True)
+class LoadProgress:
+    """Weight loading of the slowest rank."""
+
+    rank: int
+    done: int
+    total: int
+    rate_per_s: float | None
+    """Shards per second, measured from the log timestamps."""
+    eta_s: float | None
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+    def describe(self) -> str:
+        text = f"shard {self.done}/{self.total} (rank {self.rank})"
+        if self.rate_per_s:
+            text += f", {1 / self.rate_per_s:.0f} s/shard"
+        if self.eta_s is not None:
+            text += f", ETA {format_duration(self.eta_s)}"
+        return text
+
+
+@dataclass(frozen=True)
+class KvInfo:
+    tokens: int | None = None
+    max_len: int | None = None
+    concurrency: float | None = None
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first fatal line of the lane."""
+
+    rank: int
+    kind: Kind
+    line: str
+    timestamp: str | None
+    context: tuple[str, ...]
+    """The lines of that rank just before the fatal one (oldest first)."""
+
+    def describe(self) -> str:
+        return f"rank {self.rank}: {self.line}"
+
+
+@dataclass
+class _Shards:
+    first_t: float
+    first_done: int
+    last_t: float
+    done: int
+    total: int
+    tqdm_remaining_s: float | None
+
+
+@dataclass
+class _Rank:
+    recent: deque[str]
+    shards: _Shards | None = None
+    traceback_line: int | None = None
+    lines: int = 0
+
+
+@dataclass
+class PhaseTracker:
+    """Tracks one lane's boot. Feed it every line from every rank."""
+
+    lane: str
+    stall_after_s: float
+    start: float
+    """Monotonic time the watch began (counts as the first progress)."""
+    context_lines: int = 20
+    phase: Phase = Phase.STARTING
+    failure: Failure | None = None
+    kv: KvInfo = field(default_factory=KvInfo)
+    last_progress_at: float = 0.0
+    last_progress: str = "watch started"
+    phase_times: dict[Phase, float] = field(default_factory=dict)
+    """Monotonic time each phase was first reached."""
+    _ranks: dict[int, _Rank] = field(default_factory=dict)
+    _before_stall: Phase | None = None
+
+    def __post_init__(self) -> None:
+        self.last_progress_at = self.start
+        self.phase_times.setdefault(self.phase, self.start)
+
+    # ---- input -------------------------------------------------------------
+    def feed(self, rank: int, line: str, now: float) -> LogEvent | None:
+        """One raw log line (docker timestamp prefix allowed) of ``rank``."""
+        ts, body = split_timestamp(line)
+        ev = classify(body)
+        st = self._rank(rank)
+        st.lines += 1
+        if ev is not None:
+            self._apply(rank, st, ev, ts, now)
+        st.recent.append(ev.text if ev is not None else body.rstrip("\r\n"))
+        return ev
+
+    def feed_event(self, rank: int, ev: LogEvent, now: float) -> None:
+        """An event that did not come from a log line (e.g. a container exit)."""
+        self._apply(rank, self._rank(rank), ev, None, now)
+
+    def note_progress(self, what: str, now: float) -> None:
+        """Progress seen outside the log (bytes read, port opened, health)."""
+        self._progress(what, now)
+
+    def check_stall(self, now: float) -> bool:
+        """Mark the lane stalled if no progress for ``stall_after_s``."""
+        if self.phase in (Phase.SERVING, Phase.FAILED, Phase.STALLED):
+            return self.phase is Phase.STALLED
+        if now - self.last_progress_at >= self.stall_after_s:
+            self._before_stall = self.phase
+            self._set_phase(Phase.STALLED, now)
+            return True
+        return False
+
+    def mark_pulling(self, now: float) -> None:
+        """The image is being pulled or synced (reported by the serve workflow)."""
+        if self.phase is Phase.STARTING:
+            self._set_phase(Phase.PULLING, now)
+
+    # ---- output ------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return self.phase in (Phase.SERVING, Phase.FAILED)
+
+    def load_progress(self) -> LoadProgress | None:
+        """The slowest rank's weight loading, with rate and ETA."""
+        worst: LoadProgress | None = None
+        for rank, st in sorted(self._ranks.items()):
+            sh = st.shards
+            if sh is None or sh.total <= 0:
+                continue
+            rate = None
+            if sh.done > sh.first_done and sh.last_t > sh.first_t:
+                rate = (sh.done - sh.first_done) / (sh.last_t - sh.first_t)
+            eta = (sh.total - sh.done) / rate if rate else sh.tqdm_remaining_s
+            p = LoadProgress(rank, sh.done, sh.total, rate, eta)
+            if worst is None or p.fraction < worst.fraction:
+                worst = p
+        return worst
+
+    def stage_seconds(self) -> dict[Phase, float]:
+        """Seconds from the start of the watch to each phase reached."""
+        return {ph: t - self.start for ph, t in self.phase_times.items()}
+
+    def summary(self) -> str:
+        if self.failure is not None:
+            return f"{self.lane}: failed on {self.failure.describe()}"
+        text = f"{self.lane}: {self.phase}"
+        if self.phase is Phase.LOADING and (lp := self.load_progress()):
+            text += f", {lp.describe()}"
+        if self.phase in (Phase.KV_ALLOC, Phase.GRAPH_CAPTURE, Phase.SERVING) and self.kv.tokens:
+            text += f", KV pool {self.kv.tokens:,} tokens"
+            if self.kv.concurrency is not None:
+                text += f" ({self.kv.concurrency:.2f}x)"
+        if self.phase is Phase.STALLED:
+            text += f", last progress: {self.last_progress}"
+        return text
+
+    # ---- internals ---------------------------------------------------------
+    def _rank(self, rank: int) -> _Rank:
+        st = self._ranks.get(rank)
+        if st is None:
+            st = self._ranks[rank] = _Rank(recent=deque(maxlen=self.context_lines))
+        return st
+
+    def _apply(self, rank: int, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
+        if self.phase is Phase.FAILED:
+            return
+        fatal = ev.severity is Severity.FATAL
+        if ev.kind is Kind.TRACEBACK:
+            st.traceback_line = st.lines
+        elif ev.kind is Kind.EXCEPTION and st.traceback_line is not None:
+            # The last line of a traceback is fatal while booting; once
+            # serving, a logged request error is not the lane's death.
+            if st.lines - st.traceback_line <= _TRACEBACK_WINDOW:
+                fatal = self.phase is not Phase.SERVING
+            st.traceback_line = None
+        if fatal:
+            self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent))
+            self._set_phase(Phase.FAILED, now)
+            return
+        if ev.severity is not Severity.PROGRESS:
+            return
+        if ev.kind is Kind.LOAD_SHARD:
+            self._shard(st, ev, ts, now)
+        elif ev.kind in (Kind.KV_CACHE, Kind.KV_CONCURRENCY):
+            self._kv(ev)
+        self._progress(ev.text, now)
+        if ev.phase is not None:
+            self._advance(ev.phase, now)
+
+    def _shard(self, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
+        done, total = parse_int(ev.fields.get("done")), parse_int(ev.fields.get("total"))
+        if done is None or total is None:
+            return
+        t = parse_timestamp(ts)
+        t = now if t is None else t
+        remaining = _tqdm_seconds(ev.fields.get("remaining"))
+        sh = st.shards
+        if sh is None or sh.total != total or done < sh.done:
+            st.shards = _Shards(t, done, t, done, total, remaining)
+        else:
+            sh.last_t, sh.done, sh.tqdm_remaining_s = t, done, remaining
+
+    def _kv(self, ev: LogEvent) -> None:
+        f = ev.fields
+        tokens = parse_int(f.get("tokens")) or self.kv.tokens
+        max_len = parse_int(f.get("max_len")) or self.kv.max_len
+        conc = parse_float(f.get("concurrency"))
+        if conc is None and "max_running" in f and tokens and max_len:
+            conc = round(tokens / max_len, 2)
+        self.kv = KvInfo(tokens, max_len, conc if conc is not None else self.kv.concurrency)
+
+    def _progress(self, what: str, now: float) -> None:
+        self.last_progress_at = max(self.last_progress_at, now)
+        self.last_progress = what
+        if self.phase is Phase.STALLED and self._before_stall is not None:
+            self._set_phase(self._before_stall, now)
+            self._before_stall = None
+
+    def _advance(self, phase: Phase, now: float) -> None:
+        """Phases only move forward during a boot."""
+        if phase not in BOOT_ORDER or self.phase not in BOOT_ORDER:
+            return
+        if BOOT_ORDER.index(phase) > BOOT_ORDER.index(self.phase):
+            self._set_phase(phase, now)
+
+    def _set_phase(self, phase: Phase, now: float) -> None:
+        self.phase = phase
+        self.phase_times.setdefault(phase, now)
+
+
+def _tqdm_seconds(text: str | None) -> float | None:
+    """tqdm's ``MM:SS`` or ``H:MM:SS``; None for ``?`` or malformed."""
+    if not text:
+        return None
+    m = _TQDM_TIME.match(text.strip())
+    if m is None:
+        return None
+    h, mm, ss = m.groups()
+    return int(h or 0) * 3600 + int(mm) * 60 + int(ss)
+
+
+def format_duration(seconds: float) -> str:
+    s = max(0, round(seconds))
+    h, rem = divmod(s, 3600)
+    m, sec = divmod(rem, 60)
+    if h:
+        return f"{h}h{m:02d}m"
+    if m:
+        return f"{m}m{sec:02d}s"
+    return f"{sec}s"

@@ -1,0 +1,257 @@
+"""OOM-thrash rules for one node: ok -> pressure -> thrash suspected -> thrash.
+
+Inputs per poll tick (a :class:`NodeSample`) plus kernel-journal and engine
+events. Thresholds come from :class:`~sparktui.core.config.ThrashConfig`,
+whose defaults follow the daemons operators already run (REFERENCE.md §7):
+
+- ``psi_some_pressure`` 10 %: journald's "Under memory pressure" trigger
+  (some stalls of 200 ms in 2 s); nohang warns at some avg10 20 %.
+- ``psi_full_suspect`` 20 %, ``psi_full_thrash`` 60 %: systemd-oomd acts on
+  full avg10 > 60 % sustained for 30 s (:data:`PSI_SUSTAIN_S`), measured
+  here from the growth of the cumulative ``full total``.
+- ``mem_available_low_gib`` / ``_frac``: the GB10 community runs earlyoom at
+  512 MiB..2 GiB; nohang's soft threshold is 6 %.
+
+On GB10, NVRM ``NV_ERR_NO_MEMORY`` lines also appear during healthy engine
+starts, and hosts wedge without an OOM kill (REFERENCE.md §4): kernel lines
+are evidence that escalates a level already raised by PSI, MemAvailable or
+an SSH stall, never a level on their own. The field signature of thrash is
+"ping answers, sshd does not" with memory exhausted just before.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from sparktui.core.config import ThrashConfig
+from sparktui.core.logsig import Kind, LogEvent
+
+PSI_SUSTAIN_S = 30.0
+"""systemd-oomd's DefaultMemoryPressureDurationSec."""
+EVIDENCE_WINDOW_S = 120.0
+"""Kernel/engine lines and the last good sample count for this long."""
+GIB_KIB = 1024 * 1024
+
+
+class ThrashLevel(IntEnum):
+    OK = 0
+    PRESSURE = 1
+    SUSPECTED = 2
+    THRASH = 3
+
+    @property
+    def label(self) -> str:
+        return {0: "ok", 1: "pressure", 2: "thrash suspected", 3: "thrash"}[self.value]
+
+
+@dataclass(frozen=True)
+class NodeSample:
+    """What one poll tick saw of a node (None = not known this tick)."""
+
+    at: float
+    """Monotonic seconds."""
+    probe_ok: bool
+    """The SSH probe answered within its timeout."""
+    ping_ok: bool | None = None
+    psi_some_avg10: float | None = None
+    psi_full_avg10: float | None = None
+    psi_full_total_us: int | None = None
+    mem_available_kib: int | None = None
+    mem_total_kib: int | None = None
+
+
+@dataclass(frozen=True)
+class ThrashVerdict:
+    node: str
+    level: ThrashLevel
+    evidence: tuple[str, ...]
+    next_step: str
+    failed_probes: int
+
+
+@dataclass
+class ThrashRules:
+    """Stateful rules for one node: keeps a short history for trends."""
+
+    node: str
+    config: ThrashConfig = field(default_factory=ThrashConfig)
+    _samples: deque[NodeSample] = field(default_factory=lambda: deque(maxlen=256))
+    _events: deque[tuple[float, LogEvent]] = field(default_factory=lambda: deque(maxlen=512))
+    _failed_probes: int = 0
+    _first_failed_at: float | None = None
+
+    def add_sample(self, s: NodeSample) -> None:
+        self._samples.append(s)
+        if s.probe_ok:
+            self._failed_probes, self._first_failed_at = 0, None
+        else:
+            self._failed_probes += 1
+            if self._first_failed_at is None:
+                self._first_failed_at = s.at
+
+    def add_event(self, at: float, ev: LogEvent) -> None:
+        """A kernel-journal line of this node or an engine line of a rank on it."""
+        if ev.kind in _KERNEL or ev.kind in _ENGINE or _stalled_stats(ev):
+            self._events.append((at, ev))
+
+    def verdict(self, now: float) -> ThrashVerdict:
+        evidence: list[str] = []
+        level = ThrashLevel.OK
+        good = self._last_good(now)
+        memory_bad = False
+        if good is not None:
+            memory_bad, level = self._memory(good, now, evidence)
+        kernel = self._counts(now, _KERNEL)
+        engine = self._counts(now, _ENGINE) + self._stalled_stats_count(now)
+        for text, n in kernel:
+            evidence.append(f"kernel: {text} ({n}x in {EVIDENCE_WINDOW_S:.0f} s)")
+        for text, n in engine:
+            evidence.append(f"engine: {text} ({n}x in {EVIDENCE_WINDOW_S:.0f} s)")
+        if kernel and level >= ThrashLevel.PRESSURE and memory_bad:
+            level = max(level, ThrashLevel.SUSPECTED)
+        if engine and level >= ThrashLevel.PRESSURE:
+            level = max(level, ThrashLevel.SUSPECTED)
+        last = self._samples[-1] if self._samples else None
+        if last is not None and not last.probe_ok:
+            if last.ping_ok is False:
+                evidence.append(
+                    f"no ping and no SSH ({self._failed_probes} probe(s) failed): node down"
+                    " or network, not thrash"
+                )
+            else:
+                ping = "ping answers, " if last.ping_ok else ""
+                evidence.append(f"{ping}SSH probe failed {self._failed_probes}x in a row")
+                memory_seen = memory_bad or bool(kernel) or bool(engine) or (
+                    level >= ThrashLevel.PRESSURE
+                )
+                level = ThrashLevel.THRASH if memory_seen else max(level, ThrashLevel.SUSPECTED)
+        return ThrashVerdict(
+            self.node, level, tuple(evidence), self._next_step(level), self._failed_probes
+        )
+
+    # ---- internals ---------------------------------------------------------
+    def _last_good(self, now: float) -> NodeSample | None:
+        for s in reversed(self._samples):
+            if s.probe_ok:
+                return s if now - s.at <= EVIDENCE_WINDOW_S else None
+        return None
+
+    def _memory(
+        self, s: NodeSample, now: float, evidence: list[str]
+    ) -> tuple[bool, ThrashLevel]:
+        cfg = self.config
+        level = ThrashLevel.OK
+        bad = False
+        mem_low = False
+        if s.mem_available_kib is not None:
+            gib = s.mem_available_kib / GIB_KIB
+            frac = s.mem_available_kib / s.mem_total_kib if s.mem_total_kib else None
+            low = gib < cfg.mem_available_low_gib or (
+                frac is not None and frac < cfg.mem_available_low_frac
+            )
+            if low:
+                mem_low = bad = True
+                pct = f" ({frac:.1%})" if frac is not None else ""
+                evidence.append(
+                    f"MemAvailable {gib:.1f} GiB{pct} < {cfg.mem_available_low_gib:g} GiB"
+                    f" or {cfg.mem_available_low_frac:.0%}"
+                )
+                level = ThrashLevel.PRESSURE
+        some, full = s.psi_some_avg10, s.psi_full_avg10
+        if some is not None and some >= cfg.psi_some_pressure:
+            evidence.append(f"PSI some avg10 {some:.1f}% >= {cfg.psi_some_pressure:g}%")
+            level = max(level, ThrashLevel.PRESSURE)
+            if mem_low:
+                level = ThrashLevel.SUSPECTED
+        if full is not None and full >= cfg.psi_full_suspect:
+            bad = True
+            evidence.append(f"PSI full avg10 {full:.1f}% >= {cfg.psi_full_suspect:g}%")
+            level = max(level, ThrashLevel.SUSPECTED)
+        sustained = self._full_stall_fraction(now)
+        if sustained is not None and sustained * 100 >= cfg.psi_full_thrash:
+            bad = True
+            evidence.append(
+                f"PSI full total grew {sustained:.0%} of wall time over"
+                f" {PSI_SUSTAIN_S:.0f} s (>= {cfg.psi_full_thrash:g}%, systemd-oomd)"
+            )
+            level = ThrashLevel.THRASH
+        return bad, level
+
+    def _full_stall_fraction(self, now: float) -> float | None:
+        """Share of the last ≥ PSI_SUSTAIN_S in which all tasks were stalled."""
+        newest = None
+        for s in reversed(self._samples):
+            if s.psi_full_total_us is None or not s.probe_ok:
+                continue
+            if newest is None:
+                newest = s
+                continue
+            span = newest.at - s.at
+            if span >= PSI_SUSTAIN_S:
+                grown = newest.psi_full_total_us - s.psi_full_total_us
+                if grown < 0:
+                    return None
+                return grown / (span * 1e6)
+        return None
+
+    def _counts(self, now: float, kinds: dict[Kind, str]) -> list[tuple[str, int]]:
+        counts: dict[str, int] = {}
+        for at, ev in self._events:
+            if now - at <= EVIDENCE_WINDOW_S and ev.kind in kinds:
+                counts[kinds[ev.kind]] = counts.get(kinds[ev.kind], 0) + 1
+        return list(counts.items())
+
+    def _stalled_stats_count(self, now: float) -> list[tuple[str, int]]:
+        n = sum(1 for at, ev in self._events if now - at <= EVIDENCE_WINDOW_S
+                and _stalled_stats(ev))
+        return [("Running > 0 reqs with prompt throughput 0.0", n)] if n >= 2 else []
+
+    def _next_step(self, level: ThrashLevel) -> str:
+        cfg = self.config
+        if level is ThrashLevel.OK:
+            return ""
+        if level is ThrashLevel.PRESSURE:
+            return "watch memory; do not send long prompts or start loads on this node"
+        if self._failed_probes == 0:
+            return (
+                "reduce load now (stop long prompts); if SSH stops answering:"
+                f" {cfg.ssh_retries} SSH retries ~{cfg.ssh_retry_interval_s:.0f} s apart"
+            )
+        if self._failed_probes <= cfg.ssh_retries:
+            return (
+                f"SSH retry {self._failed_probes}/{cfg.ssh_retries}"
+                f" (~{cfg.ssh_retry_interval_s:.0f} s apart); if all fail:"
+                f" Home Assistant plug cycle of {self.node} only, then re-check"
+            )
+        return (
+            f"{cfg.ssh_retries} SSH retries failed: plug-cycle {self.node} only"
+            " via Home Assistant, then re-check before continuing"
+        )
+
+
+_KERNEL: dict[Kind, str] = {
+    Kind.KERNEL_PRESSURE: "Under memory pressure, flushing caches",
+    Kind.KERNEL_NVRM_NOMEM: "NVRM NV_ERR_NO_MEMORY",
+    Kind.KERNEL_OOM_KILL: "oom-killer",
+}
+_ENGINE: dict[Kind, str] = {
+    Kind.RPC_TIMEOUT: "RPC call timed out",
+    Kind.ENGINE_DEAD: "EngineDeadError",
+    Kind.ENGINE_WAIT: "shm_broadcast wait",
+}
+
+
+def _stalled_stats(ev: LogEvent) -> bool:
+    """vLLM's stats line with requests running but no throughput at all
+    (prompt 0.0 and generation 0.0: a decode-only batch is healthy)."""
+    if ev.kind is not Kind.STATS or "prompt_tps" not in ev.fields:
+        return False
+    try:
+        running = int(ev.fields.get("running", "0"))
+        prompt = float(ev.fields["prompt_tps"])
+        gen = float(ev.fields.get("gen_tps", "0"))
+    except ValueError:
+        return False
+    return running > 0 and prompt == 0.0 and gen == 0.0

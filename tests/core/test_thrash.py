@@ -1,0 +1,190 @@
+"""Thrash rules: levels with their evidence and runbook step; kernel lines
+never alarm alone; a normal heavy load never alarms; the seed's signature
+(ping answers, SSH does not, memory exhausted just before) is thrash."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparktui.core.config import ThrashConfig
+from sparktui.core.logsig import classify
+from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules
+
+TOTAL = 127_600_748  # GB10 MemTotal kB
+GIB = 1024 * 1024
+NVRM = ("2026-11-29T01:02:03.456789+0000 dgx1 kernel: NVRM: nvCheckOkFailedNoLog: Check failed: "
+        "Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+        "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359")
+PRESSURE = ("2026-11-29T01:02:03.456789+0000 dgx1 systemd-journald[412]: Under memory "
+            "pressure, flushing caches.")
+STALL_STATS = ("(APIServer pid=1) INFO 11-29 01:02:03 [loggers.py:1] Engine 000: Avg prompt "
+               "throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, Running: 1 "
+               "reqs, Waiting: 0 reqs, GPU KV cache usage: 90.0%, Prefix cache hit rate: 0.0%")
+
+
+def sample(at: float, *, ok: bool = True, ping: bool | None = True, some: float = 0.0,
+           full: float = 0.0, total_us: int = 0, avail_gib: float = 60.0) -> NodeSample:
+    return NodeSample(at, ok, ping, some, full, total_us, int(avail_gib * GIB), TOTAL)
+
+
+def add(rules: ThrashRules, at: float, line: str) -> None:
+    ev = classify(line)
+    assert ev is not None
+    rules.add_event(at, ev)
+
+
+def test_idle_node_is_ok() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0))
+    v = r.verdict(0)
+    assert v.level is ThrashLevel.OK and v.evidence == () and v.next_step == ""
+
+
+def test_normal_heavy_load_with_nvrm_lines_never_alarms() -> None:
+    """Healthy cold load: MemAvailable falls to ~10 GiB, some PSI, NVRM bursts."""
+    r = ThrashRules("dgx1")
+    for i in range(60):
+        t = i * 2.0
+        r.add_sample(sample(t, some=6.0, full=1.0, total_us=int(t * 0.01e6),
+                            avail_gib=60 - i * 0.8))
+        if i % 5 == 0:
+            add(r, t, NVRM)
+        v = r.verdict(t)
+        assert v.level is ThrashLevel.OK, v
+    assert any("NVRM" in e for e in v.evidence)
+
+
+def test_kernel_lines_alone_never_raise_the_level() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0))
+    for i in range(50):
+        add(r, i, NVRM)
+        add(r, i, PRESSURE)
+    v = r.verdict(50)
+    assert v.level is ThrashLevel.OK
+    assert any("Under memory pressure" in e for e in v.evidence)
+
+
+def test_pressure_from_psi_some() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, some=12.0))
+    v = r.verdict(0)
+    assert v.level is ThrashLevel.PRESSURE
+    assert v.evidence == ("PSI some avg10 12.0% >= 10%",)
+    assert "long prompts" in v.next_step
+
+
+def test_low_mem_with_kernel_lines_escalates_to_suspected() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, avail_gib=3.0))
+    assert r.verdict(0).level is ThrashLevel.PRESSURE
+    add(r, 1, PRESSURE)
+    v = r.verdict(1)
+    assert v.level is ThrashLevel.SUSPECTED
+    assert any(e.startswith("MemAvailable 3.0 GiB (2.5%)") for e in v.evidence)
+    assert "3 SSH retries ~30 s apart" in v.next_step
+
+
+def test_low_mem_fraction_threshold_is_config() -> None:
+    r = ThrashRules("dgx1", ThrashConfig(mem_available_low_gib=1.0, mem_available_low_frac=0.10))
+    r.add_sample(sample(0, avail_gib=10.0))  # 8.2 % < 10 %
+    assert r.verdict(0).level is ThrashLevel.PRESSURE
+
+
+def test_psi_full_suspect_and_sustained_thrash() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, full=25.0, total_us=0))
+    assert r.verdict(0).level is ThrashLevel.SUSPECTED
+    # full total grows 70 % of wall time for 30 s: systemd-oomd would act
+    for i in range(1, 16):
+        t = i * 2.0
+        r.add_sample(sample(t, full=70.0, total_us=int(t * 0.7e6)))
+    v = r.verdict(30)
+    assert v.level is ThrashLevel.THRASH
+    assert any("systemd-oomd" in e for e in v.evidence)
+
+
+def test_short_psi_spike_is_not_sustained_thrash() -> None:
+    r = ThrashRules("dgx1")
+    for i in range(0, 20):
+        t = i * 2.0
+        grown = 0.9e6 * min(t, 6.0)  # 6 s spike then nothing
+        r.add_sample(sample(t, full=0.0, total_us=int(grown)))
+    assert r.verdict(38).level is ThrashLevel.OK
+
+
+def test_seed_signature_ping_alive_ssh_dead_after_memory_exhaustion_is_thrash() -> None:
+    r = ThrashRules("dgx6")
+    r.add_sample(sample(0, some=35.0, full=22.0, avail_gib=0.4))
+    add(r, 1, NVRM)
+    add(r, 1, PRESSURE)
+    r.add_sample(sample(2, ok=False, ping=True))
+    v = r.verdict(2)
+    assert v.level is ThrashLevel.THRASH
+    assert "ping answers, SSH probe failed 1x in a row" in v.evidence
+    assert "SSH retry 1/3" in v.next_step and "dgx6 only" in v.next_step
+    for i in range(3, 6):
+        r.add_sample(sample(i * 30.0, ok=False, ping=True))
+    v = r.verdict(5 * 30.0)
+    assert v.failed_probes == 4
+    assert "plug-cycle dgx6 only" in v.next_step and "re-check" in v.next_step
+
+
+def test_ssh_failure_without_memory_evidence_is_only_suspected() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0))
+    r.add_sample(sample(2, ok=False, ping=True))
+    assert r.verdict(2).level is ThrashLevel.SUSPECTED
+
+
+def test_no_ping_no_ssh_is_not_thrash() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, avail_gib=0.5))
+    r.add_sample(sample(2, ok=False, ping=False))
+    v = r.verdict(2)
+    assert v.level is ThrashLevel.PRESSURE
+    assert any("node down" in e for e in v.evidence)
+
+
+def test_recovery_resets_failed_probes() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, ok=False, ping=True))
+    r.add_sample(sample(2))
+    v = r.verdict(2)
+    assert v.level is ThrashLevel.OK and v.failed_probes == 0
+
+
+def test_engine_stall_with_pressure_is_suspected() -> None:
+    r = ThrashRules("dgx7")
+    r.add_sample(sample(0, some=15.0))
+    add(r, 0, STALL_STATS)
+    assert r.verdict(0).level is ThrashLevel.PRESSURE  # one stats line is not a stall
+    add(r, 10, STALL_STATS)
+    v = r.verdict(10)
+    assert v.level is ThrashLevel.SUSPECTED
+    assert any("prompt throughput 0.0" in e for e in v.evidence)
+
+
+def test_old_evidence_expires() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, avail_gib=1.0))
+    add(r, 0, PRESSURE)
+    r.add_sample(sample(300, ok=False, ping=True))
+    v = r.verdict(300)
+    assert v.level is ThrashLevel.SUSPECTED and not any("kernel" in e for e in v.evidence)
+
+
+def test_level_labels() -> None:
+    assert [lv.label for lv in ThrashLevel] == ["ok", "pressure", "thrash suspected", "thrash"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from([True, False, None]),
+                          st.floats(0, 100), st.floats(0, 100), st.integers(0, 10**12),
+                          st.integers(0, 130_000_000)), max_size=30))
+def test_fuzz_rules_never_raise(rows: list[tuple[bool, bool | None, float, float, int, int]]) -> None:
+    r = ThrashRules("n")
+    for i, (ok, ping, some, full, tot, avail) in enumerate(rows):
+        r.add_sample(NodeSample(i * 2.0, ok, ping, some, full, tot, avail, TOTAL))
+        r.verdict(i * 2.0)
