@@ -183,7 +183,9 @@ def test_level_labels() -> None:
 @given(st.lists(st.tuples(st.booleans(), st.sampled_from([True, False, None]),
                           st.floats(0, 100), st.floats(0, 100), st.integers(0, 10**12),
                           st.integers(0, 130_000_000)), max_size=30))
-def test_fuzz_rules_never_raise(rows: list[tuple[bool, bool | None, float, float, int, int]]) -> None:
+def test_fuzz_rules_never_raise(
+    rows: list[tuple[bool, bool | None, float, float, int, int]],
+) -> None:
     r = ThrashRules("n")
     for i, (ok, ping, some, full, tot, avail) in enumerate(rows):
         r.add_sample(NodeSample(i * 2.0, ok, ping, some, full, tot, avail, TOTAL))
