@@ -122,6 +122,8 @@ def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tu
         for arg in get_args(tp):
             if arg is type(None):
                 continue
+            if dataclasses.is_dataclass(arg) and isinstance(value, dict):
+                return True, build(src, path, value, arg)
             ok, converted = _try(value, arg)
             if ok:
                 return True, converted

@@ -1,0 +1,109 @@
+"""A serving recipe (recipes/<name>/recipe.toml) as frozen dataclasses.
+
+Units: sizes on disk in decimal GB (`_gb`), memory in GiB (`_gib`), KV in
+bytes per token per rank. Figures marked "measured" come from a boot log;
+absent, the fit calculator derives them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    repo: str
+    """Hugging Face repo id, resolved from the shared HF cache on the NAS."""
+    size_gb: float
+    """Checkpoint size on disk (decimal GB, the blobs — not the symlinked snapshot)."""
+    revision: str = ""
+    shards: int = 0
+    """Number of safetensors shards (per-shard progress and load-time estimates)."""
+    weights_per_rank_gib: float | None = None
+    """Measured: "Model loading took X GiB" on rank 0. Derived from size_gb / ranks when absent."""
+    kv_bytes_per_token: int = 0
+    """KV cache bytes per token per rank (measured: KV pin / pool tokens)."""
+    served_name: str = ""
+
+
+@dataclass(frozen=True)
+class ParallelSpec:
+    tp: int = 0
+    """Tensor parallel size; 0 = one rank per node of the cluster (GB10 has one GPU)."""
+    pp: int = 1
+    dcp: int = 1
+    """Decode context parallel size (DCP > 1 crashes sparse-MLA decode on our images)."""
+    ep: bool = False
+    """Expert parallel (vLLM --enable-expert-parallel, SGLang --ep-size = tp)."""
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    gpu_memory_utilization: float = 0.85
+    """vLLM GMU / SGLang mem-fraction-static. GB10 admits at most ~0.89."""
+    max_model_len: int = 32768
+    max_num_seqs: int = 8
+    max_num_batched_tokens: int = 8192
+    kv_cache_dtype: str = "auto"
+    kv_cache_memory_gib: float | None = None
+    """KV pin (vLLM --kv-cache-memory-bytes); replaces the GMU-derived KV budget."""
+    block_size: int = 0
+    load_format: str = "auto"
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class SpeculativeSpec:
+    method: str
+    """vLLM speculative method, e.g. dspark, mtp, eagle3."""
+    num_tokens: int
+    model: str = ""
+    """Drafter repo; empty for methods that use the checkpoint's own heads (MTP)."""
+    drafter_weights_gb: float = 0.0
+    drafter_kv_bytes_per_token: int = 0
+    """KV bytes per token of the drafter's own KV group (it shares the KV pin)."""
+
+
+@dataclass(frozen=True)
+class FitSpec:
+    runtime_reserve_gib: float | None = None
+    """Measured non-KV engine memory (activations at max batched tokens, CUDA graphs)."""
+    pinned_extras_gib: float = 0.0
+    """Memory pinned outside weights and KV, e.g. the DS4.1 in-memory engram tables."""
+    prefill_scratch_base_gib: float | None = None
+    prefill_scratch_gib_per_token: float | None = None
+    """Host memory a prefill of N tokens needs ≈ base + N × this (at max batched tokens)."""
+
+
+@dataclass(frozen=True)
+class ReadinessSpec:
+    stall_after_s: float | None = None
+    """Override of [console] stall_after_s for this recipe."""
+    first_token: bool = True
+    """Readiness includes one short completion (port → health → first token)."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    path: Path
+    engine: str
+    """``vllm`` or ``sglang``."""
+    image: str
+    cluster: str
+    """The cluster this recipe was qualified on."""
+    model: ModelSpec
+    description: str = ""
+    port: int = 8000
+    parallel: ParallelSpec = field(default_factory=ParallelSpec)
+    engine_args: EngineSpec = field(default_factory=EngineSpec)
+    speculative: SpeculativeSpec | None = None
+    fit: FitSpec = field(default_factory=FitSpec)
+    readiness: ReadinessSpec = field(default_factory=ReadinessSpec)
+    env: dict[str, str] = field(default_factory=dict)
+    mounts: tuple[str, ...] = ()
+    """``SRC:DST`` or ``SRC:DST:ro``; the HF cache mount is added by the renderer."""
+    extra_args: tuple[str, ...] = ()
+    notes: str = ""
+    """Free text from notes.md beside the recipe, if any."""
