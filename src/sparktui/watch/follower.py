@@ -1,0 +1,301 @@
+"""Follow a rank container's log over the node's persistent SSH connection.
+
+``docker logs [-f] [--tail N | --since TS] --timestamps NAME 2>&1`` (the
+command of docs/CONTRACTS.md) is streamed as raw bytes; this module turns the
+chunks into lines:
+
+- partial lines are held until their newline; a line longer than
+  ``max_line_bytes`` is cut there (the rest up to the newline is dropped), so
+  no buffer grows without bound;
+- bytes are decoded per line with ``errors="replace"`` (invalid UTF-8 or a
+  multi-byte character split across chunks never raises);
+- when the stream drops while the container still runs, the follower
+  reconnects with ``--since <last timestamp>`` and skips what it already
+  delivered (docker's ``--since`` is inclusive), so there is no duplicate
+  and no gap; reconnects back off 1, 2, 4 ... 16 s on the injected clock.
+
+Lines are delivered in batches (one per chunk) to keep ingest fast.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shlex
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.errors import RemoteError
+
+MAX_LINE_BYTES = 64 * 1024
+BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0)
+INSPECT_TIMEOUT_S = 10.0
+_TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) ")
+
+
+class StreamSource(Protocol):
+    """What the follower needs of a node connection (adapters/ssh.NodeConnection)."""
+
+    def stream(self, cmd: str) -> AsyncIterator[bytes]: ...
+
+
+class CommandRunner(Protocol):
+    async def run(self, cmd: str, timeout: float) -> object: ...
+
+
+@dataclass(frozen=True, slots=True)
+class LogLine:
+    rank: int
+    ts: str | None
+    """docker's RFC 3339 timestamp, None when the line had none."""
+    text: str
+    """The line without timestamp and newline (``\\r`` and ANSI codes kept)."""
+    truncated: bool = False
+
+    @property
+    def raw(self) -> str:
+        return f"{self.ts} {self.text}" if self.ts else self.text
+
+
+def docker_logs_command(
+    container: str, *, follow: bool, tail: int | None = None, since: str | None = None
+) -> str:
+    parts = ["docker", "logs"]
+    if follow:
+        parts.append("-f")
+    if since is not None:
+        parts += ["--since", shlex.quote(since)]
+    elif tail is not None:
+        parts += ["--tail", str(int(tail))]
+    parts += ["--timestamps", shlex.quote(container)]
+    return " ".join(parts) + " 2>&1"
+
+
+def _ts_key(ts: bytes) -> tuple[bytes, int] | None:
+    """Sortable key of a docker timestamp: (seconds text, nanoseconds).
+
+    Only ``Z`` timestamps compare reliably as text; docker always writes UTC.
+    """
+    m = _TS.match(ts + b" ")
+    if m is None:
+        return None
+    frac = (m.group(2) or b"").ljust(9, b"0")
+    return m.group(1) + m.group(3), int(frac)
+
+
+class LogFollower:
+    """Follows one rank container's log; iterate :meth:`batches` or :meth:`lines`."""
+
+    def __init__(
+        self,
+        source: StreamSource,
+        container: str,
+        rank: int = 0,
+        *,
+        follow: bool = True,
+        tail: int | None = None,
+        still_running: Callable[[], Awaitable[bool]] | None = None,
+        clock: Clock | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+        backoff_s: tuple[float, ...] = BACKOFF_S,
+    ) -> None:
+        """``tail=None`` reads from the start of the container's log.
+        ``still_running`` tells a dropped stream (resume) from an ended
+        container (stop); without it, an ended stream ends the follow."""
+        self.source = source
+        self.container = container
+        self.rank = rank
+        self.follow = follow
+        self.tail = tail
+        self.still_running = still_running
+        self.clock = clock or SystemClock()
+        self.max_line_bytes = max_line_bytes
+        self.backoff_s = backoff_s
+        self.reconnects = 0
+        self.lines_seen = 0
+        self.last_error: str = ""
+        self._last_ts: bytes | None = None
+        self._last_key: tuple[bytes, int] | None = None
+        self._same_ts = 0
+        """Lines already delivered carrying exactly ``_last_ts``."""
+
+    def command(self) -> str:
+        since = self._last_ts.decode("ascii") if self._last_ts is not None else None
+        return docker_logs_command(self.container, follow=self.follow, tail=self.tail, since=since)
+
+    async def lines(self) -> AsyncIterator[LogLine]:
+        async for batch in self.batches():
+            for line in batch:
+                yield line
+
+    async def batches(self) -> AsyncIterator[list[LogLine]]:
+        failures = 0
+        while True:
+            try:
+                async for batch in self._one_stream():
+                    failures = 0
+                    yield batch
+            except RemoteError as exc:
+                self.last_error = exc.message
+            else:
+                if not self.follow:
+                    return
+                if self.still_running is None or not await self._running():
+                    return
+                self.last_error = "stream ended while the container runs"
+            delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
+            failures += 1
+            await self.clock.sleep(delay)
+            self.reconnects += 1
+
+    async def _running(self) -> bool:
+        assert self.still_running is not None
+        try:
+            return await self.still_running()
+        except RemoteError as exc:
+            self.last_error = exc.message
+            return True  # cannot tell: keep trying to follow
+
+    async def _one_stream(self) -> AsyncIterator[list[LogLine]]:
+        resume_key = self._last_key
+        skip_same = self._same_ts if resume_key is not None else 0
+        pending = bytearray()
+        dropping = False
+        stream = self.source.stream(self.command())
+        try:
+            async for chunk in stream:
+                out: list[LogLine] = []
+                parts = chunk.split(b"\n")
+                for i, part in enumerate(parts):
+                    last = i == len(parts) - 1
+                    if dropping:
+                        if not last:
+                            dropping = False
+                        continue
+                    if last:
+                        pending += part
+                        if len(pending) > self.max_line_bytes:
+                            out.append(self._line(bytes(pending[: self.max_line_bytes]), True))
+                            pending.clear()
+                            dropping = True
+                        continue
+                    if pending:
+                        pending += part
+                        raw = bytes(pending)
+                        pending.clear()
+                    else:
+                        raw = part
+                    truncated = len(raw) > self.max_line_bytes
+                    if truncated:
+                        raw = raw[: self.max_line_bytes]
+                    line = self._line(raw, truncated)
+                    if resume_key is not None:
+                        key = self._key_of(line)
+                        if key is not None and key < resume_key:
+                            continue
+                        if key == resume_key and skip_same > 0:
+                            skip_same -= 1
+                            continue
+                        resume_key = None
+                    out.append(line)
+                if out:
+                    self._remember(out)
+                    yield out
+            if pending and not dropping:
+                tail = [self._line(bytes(pending), False)]
+                self._remember(tail)
+                yield tail
+        finally:
+            aclose = getattr(stream, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def _line(self, raw: bytes, truncated: bool) -> LogLine:
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        sp = raw.find(b" ")
+        if 20 <= sp <= 36 and raw[4:5] == b"-" and raw[10:11] == b"T":
+            ts = raw[:sp].decode("ascii", "replace")
+            text = raw[sp + 1:].decode("utf-8", "replace")
+        else:
+            ts, text = None, raw.decode("utf-8", "replace")
+        return LogLine(self.rank, ts, text, truncated)
+
+    @staticmethod
+    def _key_of(line: LogLine) -> tuple[bytes, int] | None:
+        return _ts_key(line.ts.encode("ascii", "replace")) if line.ts else None
+
+    def _remember(self, lines: list[LogLine]) -> None:
+        self.lines_seen += len(lines)
+        for line in reversed(lines):
+            if line.ts is None:
+                continue
+            ts = line.ts.encode("ascii", "replace")
+            if ts == self._last_ts:
+                self._same_ts += sum(1 for x in lines if x.ts == line.ts)
+            else:
+                self._last_ts, self._last_key = ts, _ts_key(ts)
+                self._same_ts = sum(1 for x in lines if x.ts == line.ts)
+            return
+
+
+async def container_state(runner: CommandRunner, container: str) -> dict[str, object] | None:
+    """``docker inspect --format '{{json .State}}' NAME`` as a dict; None when
+    the container does not exist (or the output is not JSON)."""
+    cmd = f"docker inspect --format '{{{{json .State}}}}' {shlex.quote(container)} 2>&1"
+    result = await runner.run(cmd, INSPECT_TIMEOUT_S)
+    text = getattr(result, "stdout", "")
+    try:
+        state = json.loads(text)
+    except ValueError:
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def running_check(runner: CommandRunner, container: str) -> Callable[[], Awaitable[bool]]:
+    """A ``still_running`` callback for :class:`LogFollower`."""
+
+    async def check() -> bool:
+        state = await container_state(runner, container)
+        return bool(state and state.get("Running"))
+
+    return check
+
+
+async def merge(
+    followers: list[LogFollower], *, maxsize: int = 64
+) -> AsyncIterator[list[LogLine]]:
+    """Batches from several followers as they arrive, through one bounded
+    queue (slow consumers hold the producers back). The producer tasks are
+    owned here and cancelled when the consumer stops."""
+    queue: asyncio.Queue[list[LogLine] | BaseException | None] = asyncio.Queue(maxsize)
+
+    async def pump(f: LogFollower) -> None:
+        try:
+            async for batch in f.batches():
+                await queue.put(batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # handed to the consumer, never swallowed
+            await queue.put(exc)
+        else:
+            await queue.put(None)
+
+    tasks = [asyncio.create_task(pump(f), name=f"follow-{f.container}") for f in followers]
+    open_streams = len(tasks)
+    try:
+        while open_streams:
+            item = await queue.get()
+            if item is None:
+                open_streams -= 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

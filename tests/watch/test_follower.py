@@ -1,0 +1,289 @@
+"""The log follower against an in-memory docker: bursts, partial lines,
+invalid UTF-8, dropped streams resumed with no duplicate and no gap,
+bounded line buffers, merged ranks."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import AsyncIterator
+
+import pytest
+
+from sparktui.core.errors import RemoteError
+from sparktui.watch.follower import (
+    LogFollower,
+    LogLine,
+    container_state,
+    docker_logs_command,
+    merge,
+)
+
+
+class InstantClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.slept: list[float] = []
+
+    def time(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.t += seconds
+        await asyncio.sleep(0)
+
+
+def ts(i: int, same_second: bool = False) -> str:
+    """Docker RFC3339Nano, zero-padded; several lines may share one stamp."""
+    sec, ns = (0, i // 3) if same_second else divmod(i, 1000)
+    return f"2026-11-29T01:{sec // 60 % 60:02d}:{sec % 60:02d}.{ns:09d}Z"
+
+
+class FakeDocker:
+    """Answers ``docker logs`` like docker: --since is inclusive, --tail counts
+    from the end; chunks are cut at random byte offsets; ``drops`` makes a
+    stream raise after that many bytes (a lost SSH channel)."""
+
+    def __init__(self, log: list[bytes], *, seed: int = 1, drops: list[int] | None = None,
+                 max_chunk: int = 97) -> None:
+        self.log = log
+        self.rng = random.Random(seed)
+        self.drops = list(drops or [])
+        self.max_chunk = max_chunk
+        self.commands: list[str] = []
+
+    def _select(self, cmd: str) -> bytes:
+        since = re.search(r"--since (\S+)", cmd)
+        tail = re.search(r"--tail (\d+)", cmd)
+        lines = self.log
+        if since:
+            key = since.group(1).strip("'")
+            lines = [ln for ln in lines if ln.split(b" ", 1)[0].decode() >= key]
+        elif tail:
+            lines = lines[-int(tail.group(1)):]
+        return b"".join(lines)
+
+    async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+        self.commands.append(cmd)
+        data = self._select(cmd)
+        drop_at = self.drops.pop(0) if self.drops else None
+        pos = 0
+        while pos < len(data):
+            n = self.rng.randint(1, self.max_chunk)
+            if drop_at is not None and pos + n >= drop_at:
+                if drop_at > pos:
+                    yield data[pos:drop_at]
+                raise RemoteError("dgx1", cmd, "connection lost")
+            yield data[pos:pos + n]
+            pos += n
+            await asyncio.sleep(0)
+
+
+def make_log(n: int, same_second: bool = False) -> list[bytes]:
+    return [f"{ts(i, same_second)} line {i} é\n".encode() for i in range(n)]
+
+
+async def collect(f: LogFollower) -> list[LogLine]:
+    return [line async for line in f.lines()]
+
+
+def texts(lines: list[LogLine]) -> list[str]:
+    return [ln.text for ln in lines]
+
+
+def test_command_is_quoted_and_matches_the_contract() -> None:
+    assert docker_logs_command("sparktui-m-r0", follow=True, tail=200) == (
+        "docker logs -f --tail 200 --timestamps sparktui-m-r0 2>&1")
+    assert docker_logs_command("x; rm -rf /", follow=False) == (
+        "docker logs --timestamps 'x; rm -rf /' 2>&1")
+    assert docker_logs_command("c", follow=True, since="2026-11-29T01:00:00.5Z") == (
+        "docker logs -f --since 2026-11-29T01:00:00.5Z --timestamps c 2>&1")
+
+
+async def test_burst_split_at_random_offsets_is_reassembled() -> None:
+    docker = FakeDocker(make_log(2000), seed=7)
+    lines = await collect(LogFollower(docker, "c", rank=3, follow=False))
+    assert texts(lines) == [f"line {i} é" for i in range(2000)]
+    assert all(ln.rank == 3 for ln in lines)
+    assert lines[5].ts == ts(5)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_dropped_streams_resume_without_duplicates_or_gaps(seed: int) -> None:
+    log = make_log(1500, same_second=bool(seed % 2))
+    rng = random.Random(seed)
+    drops = sorted(rng.randint(10, 20000) for _ in range(4))
+    docker = FakeDocker(log, seed=seed, drops=drops)
+    clock = InstantClock()
+    alive = [True]
+
+    async def still_running() -> bool:
+        return alive[0]
+
+    f = LogFollower(docker, "c", follow=True, still_running=still_running, clock=clock)
+    got: list[LogLine] = []
+    async for line in f.lines():
+        got.append(line)
+        if len(got) == len(log):
+            break
+    assert texts(got) == [f"line {i} é" for i in range(1500)]
+    assert f.reconnects == len(drops)
+    assert any("--since" in c for c in docker.commands[1:])
+
+
+async def test_ended_container_stops_the_follow() -> None:
+    docker = FakeDocker(make_log(10))
+
+    async def dead() -> bool:
+        return False
+
+    lines = await collect(LogFollower(docker, "c", still_running=dead, clock=InstantClock()))
+    assert len(lines) == 10 and len(docker.commands) == 1
+
+
+async def test_stream_that_ends_while_container_runs_is_resumed() -> None:
+    docker = FakeDocker(make_log(10))
+    calls = [0]
+
+    async def running_then_dead() -> bool:
+        calls[0] += 1
+        if calls[0] == 1:
+            docker.log += make_log(15)[10:]
+            return True
+        return False
+
+    f = LogFollower(docker, "c", still_running=running_then_dead, clock=InstantClock())
+    lines = await collect(f)
+    assert texts(lines) == [f"line {i} é" for i in range(15)]
+    assert f.reconnects == 1
+
+
+async def test_invalid_utf8_and_split_multibyte_characters() -> None:
+    data = [b"2026-11-29T01:00:00.000000001Z bad \xff\xfe bytes\n",
+            f"{ts(2)} caf\u00e9 \u2588\u2588 ok\n".encode()]
+
+    class Bytewise:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            for b in b"".join(data):
+                yield bytes([b])  # every multi-byte character split
+
+    lines = await collect(LogFollower(Bytewise(), "c", follow=False))
+    assert lines[0].text == "bad \ufffd\ufffd bytes"
+    assert lines[1].text == "caf\u00e9 \u2588\u2588 ok"
+
+
+async def test_overlong_line_is_cut_and_buffer_stays_bounded() -> None:
+    big = b"x" * 1_000_000
+
+    class Flood:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            yield b"2026-11-29T01:00:00.000000001Z " + big[:500_000]
+            yield big[500_000:] + b"\n" + f"{ts(5)} after\n".encode()
+
+    lines = await collect(LogFollower(Flood(), "c", follow=False, max_line_bytes=4096))
+    assert len(lines) == 2
+    assert lines[0].truncated and len(lines[0].raw) == 4096
+    assert lines[1].text == "after" and not lines[1].truncated
+
+
+async def test_tqdm_carriage_returns_and_crlf() -> None:
+    class Tqdm:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            yield f"{ts(1)} \rbar 10%\rbar 20%\n{ts(2)} crlf line\r\n".encode()
+            yield f"{ts(3)} no newline at end".encode()
+
+    lines = await collect(LogFollower(Tqdm(), "c", follow=False))
+    assert texts(lines) == ["\rbar 10%\rbar 20%", "crlf line", "no newline at end"]
+
+
+async def test_tail_is_passed_on_first_stream_then_since() -> None:
+    docker = FakeDocker(make_log(50), drops=[100])
+    clock = InstantClock()
+
+    async def alive() -> bool:
+        return len(docker.commands) < 2
+
+    f = LogFollower(docker, "c", tail=5, still_running=alive, clock=clock)
+    lines = await collect(f)
+    assert texts(lines) == [f"line {i} é" for i in range(45, 50)]
+    assert "--tail 5" in docker.commands[0] and "--since" in docker.commands[1]
+
+
+async def test_backoff_grows_on_repeated_failures() -> None:
+    class Down:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            raise RemoteError("dgx1", cmd, "no route")
+            yield b""  # pragma: no cover
+
+    clock = InstantClock()
+    f = LogFollower(Down(), "c", clock=clock)
+    it = f.batches().__aiter__()
+    task = asyncio.create_task(it.__anext__())
+    while len(clock.slept) < 7:
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert clock.slept[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 16.0, 16.0]
+    assert f.last_error == "no route"
+
+
+async def test_merge_interleaves_ranks_and_cancels_producers() -> None:
+    d0 = FakeDocker(make_log(300), seed=1)
+    d1 = FakeDocker(make_log(300), seed=2)
+    fs = [LogFollower(d0, "r0", 0, follow=False), LogFollower(d1, "r1", 1, follow=False)]
+    by_rank: dict[int, list[str]] = {0: [], 1: []}
+    async for batch in merge(fs, maxsize=2):
+        for ln in batch:
+            by_rank[ln.rank].append(ln.text)
+    assert by_rank[0] == by_rank[1] == [f"line {i} é" for i in range(300)]
+
+
+async def test_merge_stops_early_and_owns_its_tasks() -> None:
+    class Endless:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            i = 0
+            while True:
+                i += 1
+                yield f"{ts(i)} l\n".encode()
+                await asyncio.sleep(0)
+
+    before = len(asyncio.all_tasks())
+    gen = merge([LogFollower(Endless(), "a", 0), LogFollower(Endless(), "b", 1)])
+    async for _ in gen:
+        break
+    await gen.aclose()
+    await asyncio.sleep(0)
+    assert len(asyncio.all_tasks()) == before
+
+
+async def test_merge_raises_producer_errors() -> None:
+    class Broken:
+        def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            raise ValueError("bug")
+
+    with pytest.raises(ValueError, match="bug"):
+        async for _ in merge([LogFollower(Broken(), "a", follow=False)]):
+            pass
+
+
+async def test_container_state_parses_inspect_json() -> None:
+    class Runner:
+        def __init__(self, out: str) -> None:
+            self.out = out
+            self.cmds: list[str] = []
+
+        async def run(self, cmd: str, timeout: float) -> object:
+            self.cmds.append(cmd)
+            return type("R", (), {"stdout": self.out})()
+
+    r = Runner('{"Status":"exited","Running":false,"ExitCode":137,"OOMKilled":false}\n')
+    state = await container_state(r, "sparktui-m-r5")
+    assert state == {"Status": "exited", "Running": False, "ExitCode": 137, "OOMKilled": False}
+    assert r.cmds == ["docker inspect --format '{{json .State}}' sparktui-m-r5 2>&1"]
+    assert await container_state(Runner("Error: No such object: x\n"), "x") is None
