@@ -1,0 +1,67 @@
+"""`sparktui fit RECIPE [--cluster C] [--json]`: the memory envelope per rank."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.table import Table
+
+from ..core.fit import FitReport, fit
+from .common import console, print_json, recipe_and_cluster
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("fit", help="memory envelope of a recipe on a cluster",
+                       description="Per-rank memory envelope: weights, KV for one max-length "
+                                   "request, KV pin, GMU admission, the largest window, the "
+                                   "longest safe prompt. Exit 0 when it fits, 1 when refused.")
+    p.add_argument("recipe")
+    p.add_argument("--cluster", help="default: the cluster the recipe was qualified on")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config, recipe, cluster = recipe_and_cluster(args)
+    report = fit(config, recipe, cluster)
+    if args.json:
+        print_json(report.to_json())
+    else:
+        render(report)
+    return 0 if report.verdict == "fits" else 1
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} GiB"
+
+
+def render(r: FitReport) -> None:
+    out = console()
+    t = Table(title=f"{r.recipe} on {r.cluster}: {r.ranks} ranks, TP{r.tp}", show_header=False)
+    t.add_column("what")
+    t.add_column("per rank", justify="right")
+    t.add_row("weights", f"{r.weights_per_rank_gb:.1f} GB ({r.weights_per_rank_gib:.2f} GiB"
+              f"{', measured' if r.weights_measured else ''})")
+    t.add_row("resident (weights, drafter, extras, runtime)", _gib(r.resident_gib))
+    t.add_row("GMU budget", f"{r.gmu:g} x node = {r.gmu_budget_gib:.2f} GiB "
+              f"(admits {r.admission_free_gib:.2f}, max GMU {r.max_admissible_gmu:.2f})")
+    t.add_row("KV " + ("pin" if r.kv_pinned else "left by GMU"), _gib(r.kv_available_gib))
+    t.add_row("KV bytes per token", f"{r.kv_bytes_per_token:,}" if r.kv_bytes_per_token else
+              "not measured")
+    t.add_row("KV for one max-length request",
+              "-" if r.kv_needed_gib is None else
+              f"{r.kv_needed_gib:.2f} GiB ({r.kv_needed_gb:.2f} GB)")
+    t.add_row("largest window (pool tokens)",
+              "-" if r.max_window_tokens is None else f"{r.max_window_tokens:,}")
+    t.add_row("concurrency at max length", "-" if r.concurrency is None else
+              f"{r.concurrency:.2f}x")
+    if r.longest_safe_prompt_tokens is not None:
+        t.add_row("longest safe prompt (prefill scratch)", f"{r.longest_safe_prompt_tokens:,}")
+    t.add_row("margin", _gib(r.margin_gib))
+    out.print(t)
+    verdict = "FITS" if r.verdict == "fits" else "REFUSED"
+    out.print(f"verdict: {verdict}")
+    for reason in r.reasons:
+        out.print(f"  refused: {reason}")
+    for note in r.notes:
+        out.print(f"  note: {note}")

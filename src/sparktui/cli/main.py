@@ -1,0 +1,91 @@
+"""The `sparktui` command: a subcommand per `*_cmd.py` module in this package.
+
+Each module exposes `register(subparsers)` and sets `func(args) -> int` on
+its parser. Bad input files exit 2 with every problem listed (file:line: key:
+message); usage errors exit 2 through argparse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import sys
+from pathlib import Path
+
+from .. import __version__
+from ..core.errors import InputError
+
+
+def default_config_path() -> Path:
+    """--config, else $SPARKTUI_CONFIG, ./config.toml, ~/.config/sparktui/config.toml,
+    else the config.toml shipped at the top of this source checkout."""
+    if env := os.environ.get("SPARKTUI_CONFIG"):
+        return Path(env)
+    for candidate in (Path("config.toml"), Path("~/.config/sparktui/config.toml").expanduser()):
+        if candidate.is_file():
+            return candidate
+    return Path(__file__).resolve().parents[3] / "config.toml"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparktui",
+        description="Night-shift console for a DGX Spark cluster. Without a command, "
+                    "opens the console.")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="config.toml (default: $SPARKTUI_CONFIG, ./config.toml, "
+                             "~/.config/sparktui/config.toml, the shipped one)")
+    parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(_package_path()),
+                       key=lambda m: m.name):
+        if info.name.endswith("_cmd"):
+            importlib.import_module(f"{__package__}.{info.name}").register(sub)
+    for sp in _subcommands(parser).values():
+        sp.add_argument("--config", type=Path, default=argparse.SUPPRESS,
+                        help="config.toml (see sparktui --help)")
+    return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+def _package_path() -> list[str]:
+    return [str(Path(__file__).parent)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config is None:
+        args.config = default_config_path()
+    func = getattr(args, "func", None)
+    if func is None:
+        console = _subcommands(parser).get("console")
+        if console is None:
+            parser.print_help()
+            return 0
+        args = console.parse_args([], namespace=args)
+        func = args.func
+    try:
+        return int(func(args) or 0)
+    except InputError as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error of ours.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
