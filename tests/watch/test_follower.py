@@ -17,8 +17,9 @@ from sparktui.watch.follower import (
     LogLine,
     container_state,
     docker_logs_command,
-    merge,
 )
+
+follow_container = LogFollower.for_container
 
 
 class InstantClock:
@@ -107,7 +108,7 @@ def test_command_is_quoted_and_matches_the_contract() -> None:
 
 async def test_burst_split_at_random_offsets_is_reassembled() -> None:
     docker = FakeDocker(make_log(2000), seed=7)
-    lines = await collect(LogFollower(docker, "c", rank=3, follow=False))
+    lines = await collect(follow_container(docker, "c", rank=3, follow=False))
     assert texts(lines) == [f"line {i} é" for i in range(2000)]
     assert all(ln.rank == 3 for ln in lines)
     assert lines[5].ts == ts(5)
@@ -125,7 +126,7 @@ async def test_dropped_streams_resume_without_duplicates_or_gaps(seed: int) -> N
     async def still_running() -> bool:
         return alive[0]
 
-    f = LogFollower(docker, "c", follow=True, still_running=still_running, clock=clock)
+    f = follow_container(docker, "c", follow=True, still_running=still_running, clock=clock)
     got: list[LogLine] = []
     async for line in f.lines():
         got.append(line)
@@ -142,7 +143,7 @@ async def test_ended_container_stops_the_follow() -> None:
     async def dead() -> bool:
         return False
 
-    lines = await collect(LogFollower(docker, "c", still_running=dead, clock=InstantClock()))
+    lines = await collect(follow_container(docker, "c", still_running=dead, clock=InstantClock()))
     assert len(lines) == 10 and len(docker.commands) == 1
 
 
@@ -157,7 +158,7 @@ async def test_stream_that_ends_while_container_runs_is_resumed() -> None:
             return True
         return False
 
-    f = LogFollower(docker, "c", still_running=running_then_dead, clock=InstantClock())
+    f = follow_container(docker, "c", still_running=running_then_dead, clock=InstantClock())
     lines = await collect(f)
     assert texts(lines) == [f"line {i} é" for i in range(15)]
     assert f.reconnects == 1
@@ -172,7 +173,7 @@ async def test_invalid_utf8_and_split_multibyte_characters() -> None:
             for b in b"".join(data):
                 yield bytes([b])  # every multi-byte character split
 
-    lines = await collect(LogFollower(Bytewise(), "c", follow=False))
+    lines = await collect(follow_container(Bytewise(), "c", follow=False))
     assert lines[0].text == "bad \ufffd\ufffd bytes"
     assert lines[1].text == "caf\u00e9 \u2588\u2588 ok"
 
@@ -185,7 +186,7 @@ async def test_overlong_line_is_cut_and_buffer_stays_bounded() -> None:
             yield b"2026-11-29T01:00:00.000000001Z " + big[:500_000]
             yield big[500_000:] + b"\n" + f"{ts(5)} after\n".encode()
 
-    lines = await collect(LogFollower(Flood(), "c", follow=False, max_line_bytes=4096))
+    lines = await collect(follow_container(Flood(), "c", follow=False, max_line_bytes=4096))
     assert len(lines) == 2
     assert lines[0].truncated and len(lines[0].raw) == 4096
     assert lines[1].text == "after" and not lines[1].truncated
@@ -197,7 +198,7 @@ async def test_tqdm_carriage_returns_and_crlf() -> None:
             yield f"{ts(1)} \rbar 10%\rbar 20%\n{ts(2)} crlf line\r\n".encode()
             yield f"{ts(3)} no newline at end".encode()
 
-    lines = await collect(LogFollower(Tqdm(), "c", follow=False))
+    lines = await collect(follow_container(Tqdm(), "c", follow=False))
     assert texts(lines) == ["\rbar 10%\rbar 20%", "crlf line", "no newline at end"]
 
 
@@ -208,7 +209,7 @@ async def test_tail_is_passed_on_first_stream_then_since() -> None:
     async def alive() -> bool:
         return len(docker.commands) < 2
 
-    f = LogFollower(docker, "c", tail=5, still_running=alive, clock=clock)
+    f = follow_container(docker, "c", tail=5, still_running=alive, clock=clock)
     lines = await collect(f)
     assert texts(lines) == [f"line {i} é" for i in range(45, 50)]
     assert "--tail 5" in docker.commands[0] and "--since" in docker.commands[1]
@@ -221,7 +222,7 @@ async def test_backoff_grows_on_repeated_failures() -> None:
             yield b""  # pragma: no cover
 
     clock = InstantClock()
-    f = LogFollower(Down(), "c", clock=clock)
+    f = follow_container(Down(), "c", clock=clock)
     it = f.batches().__aiter__()
     task = asyncio.create_task(it.__anext__())
     while len(clock.slept) < 7:
@@ -231,45 +232,6 @@ async def test_backoff_grows_on_repeated_failures() -> None:
         await task
     assert clock.slept[:7] == [1.0, 2.0, 4.0, 8.0, 16.0, 16.0, 16.0]
     assert f.last_error == "no route"
-
-
-async def test_merge_interleaves_ranks_and_cancels_producers() -> None:
-    d0 = FakeDocker(make_log(300), seed=1)
-    d1 = FakeDocker(make_log(300), seed=2)
-    fs = [LogFollower(d0, "r0", 0, follow=False), LogFollower(d1, "r1", 1, follow=False)]
-    by_rank: dict[int, list[str]] = {0: [], 1: []}
-    async for batch in merge(fs, maxsize=2):
-        for ln in batch:
-            by_rank[ln.rank].append(ln.text)
-    assert by_rank[0] == by_rank[1] == [f"line {i} é" for i in range(300)]
-
-
-async def test_merge_stops_early_and_owns_its_tasks() -> None:
-    class Endless:
-        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
-            i = 0
-            while True:
-                i += 1
-                yield f"{ts(i)} l\n".encode()
-                await asyncio.sleep(0)
-
-    before = len(asyncio.all_tasks())
-    gen = merge([LogFollower(Endless(), "a", 0), LogFollower(Endless(), "b", 1)])
-    async for _ in gen:
-        break
-    await gen.aclose()
-    await asyncio.sleep(0)
-    assert len(asyncio.all_tasks()) == before
-
-
-async def test_merge_raises_producer_errors() -> None:
-    class Broken:
-        def stream(self, cmd: str) -> AsyncIterator[bytes]:
-            raise ValueError("bug")
-
-    with pytest.raises(ValueError, match="bug"):
-        async for _ in merge([LogFollower(Broken(), "a", follow=False)]):
-            pass
 
 
 async def test_container_state_parses_inspect_json() -> None:
@@ -287,3 +249,35 @@ async def test_container_state_parses_inspect_json() -> None:
     assert state == {"Status": "exited", "Running": False, "ExitCode": 137, "OOMKilled": False}
     assert r.cmds == ["docker inspect --format '{{json .State}}' sparktui-m-r5 2>&1"]
     assert await container_state(Runner("Error: No such object: x\n"), "x") is None
+
+
+async def test_journal_resumes_with_history_and_skips_what_was_delivered() -> None:
+    journal = [f"2026-11-29T01:00:{i:02d}.000001+0000 dgx6 kernel: msg {i}\n".encode()
+               for i in range(40)]
+
+    class Journal:
+        def __init__(self) -> None:
+            self.commands: list[str] = []
+
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            self.commands.append(cmd)
+            n = int(re.search(r"-n (\d+)", cmd).group(1))
+            if len(self.commands) == 1:
+                for line in journal[:25]:  # new lines arrive, then the channel drops
+                    yield line
+                raise RemoteError("dgx6", cmd, "connection lost")
+            for line in journal[max(0, 40 - n):]:
+                yield line
+
+    src = Journal()
+    f = LogFollower.for_journal(src, "dgx6", clock=InstantClock())
+    got: list[str] = []
+    async for line in f.lines():
+        got.append(line.text)
+        if len(got) == 40:
+            break
+    assert got == [f"dgx6 kernel: msg {i}" for i in range(40)]
+    assert src.commands == [
+        "journalctl -k -f -o short-iso-precise --no-pager -n 0 2>&1",
+        "journalctl -k -f -o short-iso-precise --no-pager -n 500 2>&1",
+    ]

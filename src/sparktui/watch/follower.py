@@ -1,8 +1,10 @@
-"""Follow a rank container's log over the node's persistent SSH connection.
+"""Follow a rank container's log (or a node's kernel journal) over the
+node's persistent SSH connection.
 
-``docker logs [-f] [--tail N | --since TS] --timestamps NAME 2>&1`` (the
-command of docs/CONTRACTS.md) is streamed as raw bytes; this module turns the
-chunks into lines:
+``docker logs [-f] [--tail N | --since TS] --timestamps NAME 2>&1`` and
+``journalctl -k -f -o short-iso-precise --no-pager [-n N]`` (the commands of
+docs/CONTRACTS.md) are streamed as raw bytes; this module turns the chunks
+into lines:
 
 - partial lines are held until their newline; a line longer than
   ``max_line_bytes`` is cut there (the rest up to the newline is dropped), so
@@ -10,16 +12,16 @@ chunks into lines:
 - bytes are decoded per line with ``errors="replace"`` (invalid UTF-8 or a
   multi-byte character split across chunks never raises);
 - when the stream drops while the container still runs, the follower
-  reconnects with ``--since <last timestamp>`` and skips what it already
-  delivered (docker's ``--since`` is inclusive), so there is no duplicate
-  and no gap; reconnects back off 1, 2, 4 ... 16 s on the injected clock.
+  reconnects with ``--since <last timestamp>`` (the journal: ``-n 500``) and
+  skips what it already delivered (docker's ``--since`` is inclusive), so
+  there is no duplicate and no gap; reconnects back off 1, 2, 4 ... 16 s on
+  the injected clock.
 
 Lines are delivered in batches (one per chunk) to keep ingest fast.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shlex
@@ -74,6 +76,16 @@ def docker_logs_command(
     return " ".join(parts) + " 2>&1"
 
 
+JOURNAL_RESUME_LINES = 500
+
+
+def journal_command(resume_from: str | None) -> str:
+    """Only new kernel lines at first; after a drop, enough history to cover
+    the gap (lines already delivered are skipped by timestamp)."""
+    n = 0 if resume_from is None else JOURNAL_RESUME_LINES
+    return f"journalctl -k -f -o short-iso-precise --no-pager -n {n} 2>&1"
+
+
 def _ts_key(ts: bytes) -> tuple[bytes, int] | None:
     """Sortable key of a docker timestamp: (seconds text, nanoseconds).
 
@@ -87,29 +99,30 @@ def _ts_key(ts: bytes) -> tuple[bytes, int] | None:
 
 
 class LogFollower:
-    """Follows one rank container's log; iterate :meth:`batches` or :meth:`lines`."""
+    """Follows one timestamped log; iterate :meth:`batches` or :meth:`lines`."""
 
     def __init__(
         self,
         source: StreamSource,
-        container: str,
+        command: Callable[[str | None], str],
         rank: int = 0,
         *,
         follow: bool = True,
-        tail: int | None = None,
         still_running: Callable[[], Awaitable[bool]] | None = None,
         clock: Clock | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
         backoff_s: tuple[float, ...] = BACKOFF_S,
+        name: str = "",
     ) -> None:
-        """``tail=None`` reads from the start of the container's log.
-        ``still_running`` tells a dropped stream (resume) from an ended
-        container (stop); without it, an ended stream ends the follow."""
+        """``command(resume_from)`` builds the remote command; ``resume_from``
+        is None at first, then the last timestamp delivered. ``still_running``
+        tells a dropped stream (resume) from an ended source (stop); without
+        it, an ended stream ends the follow."""
         self.source = source
-        self.container = container
+        self.command_for = command
         self.rank = rank
+        self.name = name
         self.follow = follow
-        self.tail = tail
         self.still_running = still_running
         self.clock = clock or SystemClock()
         self.max_line_bytes = max_line_bytes
@@ -122,9 +135,41 @@ class LogFollower:
         self._same_ts = 0
         """Lines already delivered carrying exactly ``_last_ts``."""
 
+    @classmethod
+    def for_container(
+        cls,
+        source: StreamSource,
+        container: str,
+        rank: int = 0,
+        *,
+        follow: bool = True,
+        tail: int | None = None,
+        still_running: Callable[[], Awaitable[bool]] | None = None,
+        clock: Clock | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> LogFollower:
+        """A rank container's log; ``tail=None`` reads from the start of the boot."""
+
+        def command(since: str | None) -> str:
+            return docker_logs_command(container, follow=follow, tail=tail, since=since)
+
+        return cls(source, command, rank, follow=follow, still_running=still_running,
+                   clock=clock, max_line_bytes=max_line_bytes, name=container)
+
+    @classmethod
+    def for_journal(cls, source: StreamSource, node: str, *, clock: Clock | None = None
+                    ) -> LogFollower:
+        """The node's kernel journal, followed until cancelled."""
+
+        async def always() -> bool:
+            return True
+
+        return cls(source, journal_command, still_running=always, clock=clock,
+                   name=f"{node}:journal")
+
     def command(self) -> str:
         since = self._last_ts.decode("ascii") if self._last_ts is not None else None
-        return docker_logs_command(self.container, follow=self.follow, tail=self.tail, since=since)
+        return self.command_for(since)
 
     async def lines(self) -> AsyncIterator[LogLine]:
         async for batch in self.batches():
@@ -263,39 +308,3 @@ def running_check(runner: CommandRunner, container: str) -> Callable[[], Awaitab
         return bool(state and state.get("Running"))
 
     return check
-
-
-async def merge(
-    followers: list[LogFollower], *, maxsize: int = 64
-) -> AsyncIterator[list[LogLine]]:
-    """Batches from several followers as they arrive, through one bounded
-    queue (slow consumers hold the producers back). The producer tasks are
-    owned here and cancelled when the consumer stops."""
-    queue: asyncio.Queue[list[LogLine] | BaseException | None] = asyncio.Queue(maxsize)
-
-    async def pump(f: LogFollower) -> None:
-        try:
-            async for batch in f.batches():
-                await queue.put(batch)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # handed to the consumer, never swallowed
-            await queue.put(exc)
-        else:
-            await queue.put(None)
-
-    tasks = [asyncio.create_task(pump(f), name=f"follow-{f.container}") for f in followers]
-    open_streams = len(tasks)
-    try:
-        while open_streams:
-            item = await queue.get()
-            if item is None:
-                open_streams -= 1
-            elif isinstance(item, BaseException):
-                raise item
-            else:
-                yield item
-    finally:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
