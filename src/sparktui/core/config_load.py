@@ -143,7 +143,8 @@ def _nodes(src: Source, value: Any) -> dict[str, NodeConfig]:
         if node is None:
             continue
         if node.rank in ranks:
-            src.error(path + ("rank",), f"rank {node.rank} is already used by node {ranks[node.rank]}")
+            src.error(path + ("rank",),
+                      f"rank {node.rank} is already used by node {ranks[node.rank]}")
         ranks[node.rank] = name
         for key, kind in (("host", "host"), ("user", "user"), ("ib_ip", "ip"),
                           ("switch", "entity"), ("hf_cache", "abs_path"),

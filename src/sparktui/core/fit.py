@@ -169,12 +169,14 @@ def fit(config: Config, recipe: Recipe, cluster: str) -> FitReport:
         slacks.append(kv_available - kv_needed_gib)
         if kv_needed_gib > kv_available:
             holder = "the KV pin holds" if pinned else "the GMU budget leaves"
+            drafter = (" incl. the drafter KV group"
+                       if spec and spec.drafter_kv_bytes_per_token else "")
             fix = (f"raise kv_cache_memory_gib to >= {math.ceil(kv_needed_gib * 100) / 100:.2f}"
                    if pinned else "lower the resident memory or raise GMU within admission")
             reasons.append(
                 f"KV: one {e.max_model_len:,}-token request needs {kv_needed_gib:.2f} GiB "
                 f"({kv_needed_gb:.2f} GB at {bpt:,} B/token/rank"
-                f"{' incl. the drafter KV group' if spec and spec.drafter_kv_bytes_per_token else ''}"
+                f"{drafter}"
                 f") but {holder} {kv_available:.2f} GiB, short by "
                 f"{kv_needed_gib - kv_available:.2f} GiB -> {fix} or cap max_model_len at "
                 f"{max_window:,}")

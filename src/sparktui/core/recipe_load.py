@@ -71,7 +71,7 @@ def _build(src: Source, config: Config, name: str) -> Recipe | None:
     return recipe
 
 
-def _check(src: Source, config: Config, r: Recipe) -> None:  # noqa: C901 - a flat list of rules
+def _check(src: Source, config: Config, r: Recipe) -> None:
     err = src.error
     if r.engine not in ENGINES:
         err(("engine",), f"{r.engine!r} is not one of: {', '.join(ENGINES)}")

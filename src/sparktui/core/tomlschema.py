@@ -25,7 +25,8 @@ from .errors import Problem
 T = TypeVar("T")
 
 _HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"^\s*(?P<key>(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)(\s*\.\s*(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+))*)\s*=")
+_BARE_OR_QUOTED = r"(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)"
+_KEY = re.compile(rf"^\s*(?P<key>{_BARE_OR_QUOTED}(\s*\.\s*{_BARE_OR_QUOTED})*)\s*=")
 _PART = re.compile(r"\"([^\"]*)\"|'([^']*)'|([A-Za-z0-9_\-]+)")
 
 
