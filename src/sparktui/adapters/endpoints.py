@@ -1,0 +1,172 @@
+"""Where each node, its engines and Home Assistant are reached.
+
+In production everything comes from config.toml. With ``[simulator] enabled``
+the simulator's ports and keys come from ``<state_dir>/sim/endpoints.json``,
+which `sparktui sim` writes when it starts (see docs/CONTRACTS.md); every
+address in it must be loopback.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparktui.core.config import Config
+
+
+class EndpointError(Exception):
+    """The endpoints could not be resolved (simulator not running, bad file)."""
+
+
+@dataclass(frozen=True)
+class NodeEndpoint:
+    """How to reach one node."""
+
+    name: str
+    ssh_host: str
+    ssh_port: int
+    username: str
+    known_hosts: str
+    """known_hosts file the host key is verified against (already ~-expanded)."""
+    client_keys: tuple[str, ...]
+    """Private key files; empty means asyncssh's defaults and ssh-agent."""
+    ssh_config: tuple[str, ...]
+    """OpenSSH client config files to honour; empty for none (the simulator)."""
+    liveness_method: str
+    """``icmp`` or ``tcp``."""
+    liveness_host: str
+    liveness_port: int | None
+    api_host: str
+    """Host the node's engines serve HTTP on."""
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    nodes: dict[str, NodeEndpoint]
+    ha_url: str
+    ha_token_file: str
+    """File holding the HA token (never the token itself)."""
+    simulated: bool
+
+    def node(self, name: str) -> NodeEndpoint:
+        try:
+            return self.nodes[name]
+        except KeyError:
+            raise EndpointError(f"no endpoint for node {name!r}") from None
+
+
+def sim_endpoints_path(config: Config) -> Path:
+    return config.state_dir() / "sim" / "endpoints.json"
+
+
+def resolve_endpoints(config: Config) -> Endpoints:
+    """Endpoints for every configured node, from config or the running simulator."""
+    if config.simulator.enabled:
+        return _from_simulator(config)
+    return _from_config(config)
+
+
+def _expand(path: str) -> str:
+    return str(Path(path).expanduser())
+
+
+def _from_config(config: Config) -> Endpoints:
+    ssh = config.ssh
+    config_files = (_expand(ssh.config_file),) if ssh.config_file else ()
+    nodes = {
+        name: NodeEndpoint(
+            name=name,
+            ssh_host=node.host,
+            ssh_port=node.port,
+            username=node.user,
+            known_hosts=_expand(ssh.known_hosts),
+            client_keys=tuple(_expand(k) for k in ssh.client_keys),
+            ssh_config=config_files,
+            liveness_method=config.liveness.method,
+            liveness_host=node.host,
+            liveness_port=node.liveness_port,
+            api_host=node.host,
+        )
+        for name, node in config.nodes.items()
+    }
+    ha = config.home_assistant
+    return Endpoints(nodes, ha.url, _expand(ha.token_file), simulated=False)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _loopback(host: object, where: str) -> str:
+    if not isinstance(host, str):
+        raise EndpointError(f"{where}: host must be a string")
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return host
+    except ValueError:
+        pass
+    raise EndpointError(f"{where}: {host!r} is not a loopback address")
+
+
+def _port(value: object, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 < value < 65536:
+        raise EndpointError(f"{where}: not a port number: {value!r}")
+    return value
+
+
+def _from_simulator(config: Config) -> Endpoints:
+    path = sim_endpoints_path(config)
+    start_hint = f"start it with `sparktui sim --config {config.path}`"
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise EndpointError(
+            f"[simulator] is enabled but {path} does not exist: the simulator is "
+            f"not running; {start_hint}"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise EndpointError(f"{path}: unreadable simulator endpoints: {exc}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
+        raise EndpointError(f"{path}: no 'nodes' object")
+    pid = data.get("pid")
+    if isinstance(pid, int) and not _pid_alive(pid):
+        raise EndpointError(f"{path} is stale: simulator process {pid} is gone; {start_hint}")
+    client_key = data.get("client_key")
+    known_hosts = data.get("known_hosts")
+    if not isinstance(client_key, str) or not isinstance(known_hosts, str):
+        raise EndpointError(f"{path}: 'client_key' and 'known_hosts' must be paths")
+    nodes: dict[str, NodeEndpoint] = {}
+    for name, node in config.nodes.items():
+        entry = data["nodes"].get(name)
+        where = f"{path}: nodes.{name}"
+        if not isinstance(entry, dict):
+            raise EndpointError(f"{where}: missing (simulator started with another config?)")
+        host = _loopback(entry.get("host"), where)
+        api_host = _loopback(entry.get("api_host", host), where)
+        nodes[name] = NodeEndpoint(
+            name=name,
+            ssh_host=host,
+            ssh_port=_port(entry.get("port"), f"{where}.port"),
+            username=node.user,
+            known_hosts=known_hosts,
+            client_keys=(client_key,),
+            ssh_config=(),
+            liveness_method="tcp",
+            liveness_host=api_host,
+            liveness_port=_port(entry.get("liveness_port"), f"{where}.liveness_port"),
+            api_host=api_host,
+        )
+    ha_url = data.get("ha_url")
+    ha_token_file = data.get("ha_token_file")
+    if not isinstance(ha_url, str) or not isinstance(ha_token_file, str):
+        raise EndpointError(f"{path}: 'ha_url' and 'ha_token_file' must be strings")
+    return Endpoints(nodes, ha_url, ha_token_file, simulated=True)

@@ -1,0 +1,381 @@
+"""One persistent SSH connection per node (asyncssh).
+
+Why a long-lived shell for polling: sshd spends ~100 ms setting up each new
+exec channel, so an exec per poll costs ~900 ms per round for 8 nodes, while
+one `sh` per node fed the probe on stdin and read back up to a unique sentinel
+costs ~14 ms (issue 4; see BENCHMARKS.md). One-off commands (`run`) and log
+tails (`stream`) still get their own channel on the same connection.
+
+Host keys are always verified against a known_hosts file; nothing here can
+turn that off. The connection reconnects on demand, no more often than an
+exponential backoff allows, so a dead node costs one fast error per poll.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import secrets
+from collections.abc import AsyncGenerator, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+
+from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
+from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.config import Config, SshConfig
+from sparktui.core.errors import RemoteError
+
+SENTINEL = "@@sparktui-done"
+CLOSE_TIMEOUT_S = 2.0
+"""How long to wait for a channel to close after we asked it to."""
+STREAM_CHUNK = 65536
+
+
+class HostKeyError(RemoteError):
+    """The node's host key is missing from, or differs from, known_hosts.
+
+    Never retried silently: it is either a reinstalled node or an attack, and
+    the operator must decide. ``kind`` is ``changed``, ``unknown`` or
+    ``no_known_hosts`` (the file itself is missing).
+    """
+
+    def __init__(self, node: str, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(node, "connect", message)
+
+
+class AuthError(RemoteError):
+    """sshd answered but refused our keys: a configuration problem, not thrash."""
+
+
+class ProbeStalled(RemoteError):
+    """The long-lived shell did not answer the probe within its timeout.
+
+    The shell has been torn down (a fresh one is opened by the next probe).
+    For the thrash detector this is evidence (sshd or the node is starved),
+    not a crash.
+    """
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit_status: int | None
+    """None when the remote process ended on a signal or without a status."""
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+class NodeConnection:
+    """The SSH connection to one node, opened on first use and re-opened on
+    demand after a failure (backoff: 1, 2, 4 ... up to ``backoff_max_s``)."""
+
+    def __init__(
+        self,
+        endpoint: NodeEndpoint,
+        ssh: SshConfig,
+        *,
+        clock: Clock | None = None,
+        backoff_initial_s: float = 1.0,
+        backoff_max_s: float = 16.0,
+    ) -> None:
+        self.endpoint = endpoint
+        self._ssh = ssh
+        self._clock = clock or SystemClock()
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._shell: asyncssh.SSHClientProcess[str] | None = None
+        self._connect_lock = asyncio.Lock()
+        self._probe_lock = asyncio.Lock()
+        self._failures = 0
+        self._retry_at = 0.0
+        self._last_error: RemoteError | None = None
+        self.connects = 0
+        """How many connections were opened (reconnects included)."""
+
+    @property
+    def name(self) -> str:
+        return self.endpoint.name
+
+    @property
+    def connected(self) -> bool:
+        return self._conn is not None and not self._conn.is_closed()
+
+    # -- connection ----------------------------------------------------------
+
+    async def connection(self) -> asyncssh.SSHClientConnection:
+        """The open connection, connecting (or reconnecting) if needed."""
+        async with self._connect_lock:
+            if self._conn is not None and not self._conn.is_closed():
+                return self._conn
+            self._drop()
+            now = self._clock.monotonic()
+            if now < self._retry_at and self._last_error is not None:
+                raise self._backoff_error(self._last_error, self._retry_at - now)
+            try:
+                conn = await self._open()
+            except BaseException as exc:
+                error = exc if isinstance(exc, RemoteError) else self._connect_error(exc)
+                self._failures += 1
+                delay = self._backoff_initial_s * 2 ** (self._failures - 1)
+                self._retry_at = self._clock.monotonic() + min(delay, self._backoff_max_s)
+                self._last_error = error
+                if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
+                    raise
+                raise error from None
+            self._failures = 0
+            self._retry_at = 0.0
+            self._last_error = None
+            self._conn = conn
+            self.connects += 1
+            return conn
+
+    def _backoff_error(self, last: RemoteError, wait_s: float) -> RemoteError:
+        """The last connect error again, saying when the next attempt is due."""
+        if isinstance(last, HostKeyError):
+            return last
+        message = f"{last.message} (next attempt in {wait_s:.1f} s)"
+        return type(last)(self.name, "connect", message)
+
+    async def _open(self) -> asyncssh.SSHClientConnection:
+        ep = self.endpoint
+        known_hosts = Path(ep.known_hosts)
+        if not known_hosts.is_file():
+            raise HostKeyError(
+                self.name,
+                "no_known_hosts",
+                f"known_hosts file {known_hosts} does not exist; host keys are always "
+                "verified, so create it with the node's verified key "
+                "(ssh-keyscan, then compare the fingerprint) or set [ssh] known_hosts",
+            )
+        options: dict[str, object] = {
+            "username": ep.username,
+            "known_hosts": str(known_hosts),
+            "connect_timeout": self._ssh.connect_timeout_s,
+            "login_timeout": self._ssh.connect_timeout_s,
+            "keepalive_interval": self._ssh.keepalive_interval_s,
+            "keepalive_count_max": self._ssh.keepalive_count_max,
+        }
+        if ep.client_keys:
+            options["client_keys"] = list(ep.client_keys)
+        config: list[str] | None = [p for p in ep.ssh_config if Path(p).is_file()] or None
+        try:
+            async with asyncio.timeout(self._ssh.connect_timeout_s + 1.0):
+                return await asyncssh.connect(ep.ssh_host, ep.ssh_port, config=config, **options)
+        except asyncssh.HostKeyNotVerifiable:
+            raise await self._host_key_error() from None
+
+    def _connect_error(self, exc: BaseException) -> RemoteError:
+        where = f"{self.endpoint.username}@{self.endpoint.ssh_host}:{self.endpoint.ssh_port}"
+        if isinstance(exc, asyncssh.PermissionDenied):
+            return AuthError(self.name, "connect", f"{where}: authentication refused: {exc}")
+        if isinstance(exc, TimeoutError | asyncio.CancelledError):
+            return RemoteError(self.name, "connect", f"{where}: connect timed out")
+        return RemoteError(self.name, "connect", f"{where}: {type(exc).__name__}: {exc}")
+
+    async def _host_key_error(self) -> HostKeyError:
+        ep = self.endpoint
+        entry = ep.ssh_host if ep.ssh_port == 22 else f"[{ep.ssh_host}]:{ep.ssh_port}"
+        try:
+            trusted = asyncssh.read_known_hosts(ep.known_hosts).match(
+                ep.ssh_host, ep.ssh_host, ep.ssh_port
+            )[0]
+        except (OSError, ValueError, asyncssh.Error):
+            trusted = ()
+        offered = ""
+        try:
+            async with asyncio.timeout(self._ssh.connect_timeout_s):
+                key = await asyncssh.get_server_host_key(ep.ssh_host, ep.ssh_port)
+            if key is not None:
+                offered = f" (offered {key.get_algorithm()} {key.get_fingerprint()})"
+        except (OSError, TimeoutError, asyncssh.Error):
+            pass
+        if trusted:
+            return HostKeyError(
+                self.name,
+                "changed",
+                f"HOST KEY CHANGED for {entry}{offered}: it does not match the key in "
+                f"{ep.known_hosts}. The node was reinstalled or someone is in the middle; "
+                f"verify the new fingerprint on the console, then `ssh-keygen -R '{entry}' "
+                f"-f {ep.known_hosts}` and add the new key",
+            )
+        return HostKeyError(
+            self.name,
+            "unknown",
+            f"no host key for {entry} in {ep.known_hosts}{offered}; verify the "
+            "fingerprint on the node, then add it (`ssh-keyscan`) — sparktui never "
+            "accepts an unknown key",
+        )
+
+    def _drop(self) -> None:
+        """Forget a closed connection and the shell that lived on it."""
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _transport_error(self, cmd: str, exc: BaseException) -> RemoteError:
+        """Any transport failure closes the connection: the next call reconnects
+        (asyncssh may not have marked a dying connection closed yet)."""
+        self._drop()
+        return RemoteError(self.name, cmd, f"{type(exc).__name__}: {exc}")
+
+    # -- one-off commands ----------------------------------------------------
+
+    async def run(self, cmd: str, timeout: float) -> CommandResult:
+        """Run ``cmd`` on its own channel; ``timeout`` bounds the connect (if
+        one is needed) and the command together."""
+        try:
+            async with asyncio.timeout(timeout):
+                conn = await self.connection()
+                async with conn.create_process(
+                    cmd, errors="replace", stdin=asyncssh.DEVNULL
+                ) as proc:
+                    done = await proc.wait()
+        except RemoteError:
+            raise
+        except TimeoutError:
+            raise RemoteError(self.name, cmd, f"timed out after {timeout:g} s") from None
+        except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
+            raise self._transport_error(cmd, exc) from None
+        return CommandResult(done.exit_status, str(done.stdout or ""), str(done.stderr or ""))
+
+    async def stream(self, cmd: str) -> AsyncGenerator[bytes, None]:
+        """Raw stdout chunks of ``cmd`` until it exits (merge stderr with
+        ``2>&1`` in ``cmd``). Cancelling the consumer or calling ``aclose()``
+        closes the channel; the remote command then dies on its next write
+        (SIGPIPE), and a TERM is sent first for servers that honour signals."""
+        try:
+            async with asyncio.timeout(self._ssh.connect_timeout_s + 1.0):
+                conn = await self.connection()
+                proc = await conn.create_process(cmd, encoding=None, stdin=asyncssh.DEVNULL)
+        except RemoteError:
+            raise
+        except TimeoutError:
+            raise RemoteError(self.name, cmd, "channel open timed out") from None
+        except (OSError, asyncssh.Error) as exc:
+            raise self._transport_error(cmd, exc) from None
+        try:
+            while True:
+                try:
+                    chunk = await proc.stdout.read(STREAM_CHUNK)
+                except (OSError, asyncssh.Error) as exc:
+                    raise self._transport_error(cmd, exc) from None
+                if not chunk:
+                    return
+                yield chunk
+        finally:
+            await _close_process(proc, terminate=proc.exit_status is None)
+
+    # -- the probe over the long-lived shell ---------------------------------
+
+    async def probe(self, script: str, timeout: float) -> str:
+        """Run ``script`` in the node's long-lived ``sh`` and return its output.
+
+        Raises ProbeStalled when the shell does not answer within ``timeout``
+        (it is torn down; the next call opens a new one), RemoteError when the
+        node cannot be reached or the shell died.
+        """
+        async with self._probe_lock:
+            had_shell = self._shell is not None
+            nonce = secrets.token_hex(8)
+            done = re.compile(rf"{SENTINEL} {nonce} (\d+)\n")
+            try:
+                async with asyncio.timeout(timeout):
+                    shell = await self._open_shell()
+                    shell.stdin.write(f'{script}\necho "{SENTINEL} {nonce} $?"\n')
+                    out = await shell.stdout.readuntil(done, max_separator_len=64)
+            except RemoteError:
+                raise
+            except TimeoutError:
+                self._discard_shell()
+                if had_shell or self.connected:
+                    raise ProbeStalled(
+                        self.name, "probe", f"shell did not answer within {timeout:g} s"
+                    ) from None
+                raise RemoteError(
+                    self.name, "connect", f"no SSH answer within {timeout:g} s"
+                ) from None
+            except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
+                self._discard_shell()
+                raise self._transport_error("probe", exc) from None
+            return out[: out.rindex(f"{SENTINEL} {nonce} ")]
+
+    async def _open_shell(self) -> asyncssh.SSHClientProcess[str]:
+        if self._shell is None or self._shell.is_closing():
+            conn = await self.connection()
+            self._shell = await conn.create_process("sh", errors="replace", stderr=asyncssh.STDOUT)
+        return self._shell
+
+    def _discard_shell(self) -> None:
+        if self._shell is not None:
+            self._shell.close()
+            self._shell = None
+
+    async def close(self) -> None:
+        self._discard_shell()
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+            try:
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await conn.wait_closed()
+            except TimeoutError:
+                pass
+
+
+async def _close_process(proc: asyncssh.SSHClientProcess[bytes], *, terminate: bool) -> None:
+    if terminate:
+        with contextlib.suppress(OSError, asyncssh.Error):
+            proc.terminate()
+    proc.close()
+    try:
+        async with asyncio.timeout(CLOSE_TIMEOUT_S):
+            await proc.wait_closed()
+    except (TimeoutError, OSError, asyncssh.Error):
+        pass
+
+
+class Fleet:
+    """One NodeConnection per configured node; closing the fleet closes them all."""
+
+    def __init__(self, connections: Mapping[str, NodeConnection]) -> None:
+        self._connections = dict(connections)
+
+    @classmethod
+    def from_config(
+        cls, config: Config, endpoints: Endpoints, *, clock: Clock | None = None
+    ) -> Fleet:
+        return cls(
+            {
+                name: NodeConnection(endpoints.node(name), config.ssh, clock=clock)
+                for name in config.nodes
+            }
+        )
+
+    def get(self, name: str) -> NodeConnection:
+        return self._connections[name]
+
+    def __iter__(self) -> Iterator[NodeConnection]:
+        return iter(self._connections.values())
+
+    def __len__(self) -> int:
+        return len(self._connections)
+
+    async def close(self) -> None:
+        await asyncio.gather(*(c.close() for c in self._connections.values()))
+
+    async def __aenter__(self) -> Fleet:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
