@@ -92,9 +92,13 @@ def _build(src: Source) -> Config | None:
 
     nodes = _nodes(src, data.get("nodes"))
     switches = _switches(src, data.get("switches", {}), nodes)
-    clusters = _clusters(src, data.get("clusters"), nodes, switches)
-    nccl = _nccl(src, data.get("nccl", {}), clusters)
-    _check_sections(src, sections, nodes)
+    # Cross references are checked against what is declared, valid or not, so that
+    # one bad node reports one problem rather than one per cluster that lists it.
+    declared_nodes = _declared(data.get("nodes"))
+    clusters = _clusters(src, data.get("clusters"), declared_nodes,
+                         _declared(data.get("switches")))
+    nccl = _nccl(src, data.get("nccl", {}), _declared(data.get("clusters")))
+    _check_sections(src, sections, nodes, declared_nodes)
 
     recipes_dir = data.get("recipes_dir", "recipes")
     if not isinstance(recipes_dir, str):
@@ -111,6 +115,10 @@ def _build(src: Source) -> Config | None:
         recipes_dir=(src.file.parent / recipes_dir).resolve(),
         **sections,
     )
+
+
+def _declared(value: Any) -> set[str]:
+    return set(value) if isinstance(value, dict) else set()
 
 
 def _tables(src: Source, key: str, value: Any, required: bool) -> dict[str, dict[str, Any]]:
@@ -138,7 +146,9 @@ def _nodes(src: Source, value: Any) -> dict[str, NodeConfig]:
         if (why := plain.check("name", name)) is not None:
             src.error(path, why)
             continue
-        defaults = {"hf_cache": f"/home/{table.get('user', 'root')}/.cache/huggingface"}
+        user = table.get("user")
+        defaults = ({"hf_cache": f"/home/{user}/.cache/huggingface"}
+                    if isinstance(user, str) and plain.check("user", user) is None else {})
         node = build(src, path, {**defaults, **table}, NodeConfig, extra={"name": name})
         if node is None:
             continue
@@ -149,6 +159,8 @@ def _nodes(src: Source, value: Any) -> dict[str, NodeConfig]:
         for key, kind in (("host", "host"), ("user", "user"), ("ib_ip", "ip"),
                           ("switch", "entity"), ("hf_cache", "abs_path"),
                           ("hf_cache_target", "abs_path"), ("nas_mount", "abs_path")):
+            if key == "hf_cache" and not defaults and "hf_cache" not in table:
+                continue  # derived from an invalid user, which is already reported
             if (why := plain.check(kind, getattr(node, key))) is not None:
                 src.error(path + (key,), why)
         if not 0 < node.port < 65536:
@@ -174,8 +186,8 @@ def _switches(src: Source, value: Any, nodes: dict[str, NodeConfig]) -> dict[str
     return switches
 
 
-def _clusters(src: Source, value: Any, nodes: dict[str, NodeConfig],
-              switches: dict[str, SwitchConfig]) -> dict[str, ClusterConfig]:
+def _clusters(src: Source, value: Any, nodes: set[str],
+              switches: set[str]) -> dict[str, ClusterConfig]:
     clusters: dict[str, ClusterConfig] = {}
     for name, table in _tables(src, "clusters", value, required=True).items():
         path = ("clusters", name)
@@ -190,24 +202,24 @@ def _clusters(src: Source, value: Any, nodes: dict[str, NodeConfig],
         seen: set[str] = set()
         for n in cluster.nodes:
             if n not in nodes:
-                src.error(path + ("nodes",), f"unknown node {n!r} (known: {', '.join(nodes)})")
+                src.error(path + ("nodes",), f"unknown node {n!r} (known: {', '.join(sorted(nodes))})")
             if n in seen:
                 src.error(path + ("nodes",), f"node {n!r} is listed twice")
             seen.add(n)
         for s in cluster.switches:
             if s not in switches:
                 src.error(path + ("switches",),
-                          f"unknown switch {s!r} (known: {', '.join(switches) or 'none'})")
+                          f"unknown switch {s!r} (known: {', '.join(sorted(switches)) or 'none'})")
         clusters[name] = cluster
     return clusters
 
 
-def _nccl(src: Source, value: Any, clusters: dict[str, ClusterConfig]) -> dict[str, dict[str, str]]:
+def _nccl(src: Source, value: Any, clusters: set[str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for name, table in _tables(src, "nccl", value, required=False).items():
         path = ("nccl", name)
         if name not in clusters:
-            src.error(path, f"unknown cluster {name!r} (known: {', '.join(clusters)})")
+            src.error(path, f"unknown cluster {name!r} (known: {', '.join(sorted(clusters))})")
             continue
         env: dict[str, str] = {}
         for key, val in table.items():
@@ -222,11 +234,12 @@ def _nccl(src: Source, value: Any, clusters: dict[str, ClusterConfig]) -> dict[s
     return out
 
 
-def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, NodeConfig]) -> None:
+def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, NodeConfig],
+                    declared_nodes: set[str]) -> None:
     guards: GuardConfig | None = sections.get("guards")
     if guards is not None:
         for n in guards.protected_nodes:
-            if n not in nodes:
+            if n not in declared_nodes:
                 src.error(("guards", "protected_nodes"), f"unknown node {n!r}")
         for kernel in (guards.kernel_pin, *guards.kernel_bad):
             if kernel and (why := plain.check("kernel", kernel)) is not None:

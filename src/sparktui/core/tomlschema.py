@@ -210,7 +210,7 @@ def build(src: Source, path: tuple[str, ...], table: dict[str, Any], cls: type[T
             ok = False
     for name, f in fields.items():
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        if required and name not in given:
+        if required and name not in given and name not in table:
             src.error(path + (name,), "required key is missing")
             ok = False
     if not ok:

@@ -1,0 +1,37 @@
+"""Shared fixtures: the shipped config and a factory for broken copies of it."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED_CONFIG = ROOT / "config.toml"
+SHIPPED_RECIPES = ROOT / "recipes"
+
+
+@pytest.fixture
+def shipped_config():
+    from sparktui.core.config_load import load_config
+
+    return load_config(SHIPPED_CONFIG)
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path) -> Callable[[Callable[[str], str] | None], Path]:
+    """Copy config.toml and recipes/ into tmp_path, optionally editing the config text."""
+
+    def make(edit: Callable[[str], str] | None = None) -> Path:
+        text = SHIPPED_CONFIG.read_text()
+        if edit is not None:
+            text = edit(text)
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        if not (tmp_path / "recipes").exists():
+            shutil.copytree(SHIPPED_RECIPES, tmp_path / "recipes")
+        return path
+
+    return make
