@@ -360,18 +360,27 @@ def parse_probe(text: str) -> ProbeResult:
     problems: list[str] = []
     if not ended:
         problems.append("output ended before @@end (truncated)")
+    meminfo = _read(sections, "meminfo", _parse_meminfo, problems)
+    psi = _read(sections, "psi", _parse_psi, problems)
+    loadavg = _read(sections, "loadavg", _parse_loadavg, problems)
+    uptime_s = _read(sections, "uptime", _parse_uptime, problems)
+    kernel = _read(sections, "kernel", _parse_kernel, problems)
+    mounts = _read(sections, "mounts", _parse_mounts, problems)
+    hf_cache = _read(sections, "hfcache", _parse_hfcache, problems)
+    disks = _read(sections, "df", _parse_df, problems)
     containers = _read(sections, "containers", _parse_containers, problems)
+    images = _read(sections, "images", _parse_images, problems)
     return ProbeResult(
-        meminfo=_read(sections, "meminfo", _parse_meminfo, problems),
-        psi=_read(sections, "psi", _parse_psi, problems),
-        loadavg=_read(sections, "loadavg", _parse_loadavg, problems),
-        uptime_s=_read(sections, "uptime", _parse_uptime, problems),
-        kernel=_read(sections, "kernel", _parse_kernel, problems),
-        mounts=_read(sections, "mounts", _parse_mounts, problems) or (),
-        hf_cache=_read(sections, "hfcache", _parse_hfcache, problems),
-        disks=_read(sections, "df", _parse_df, problems) or (),
+        meminfo=meminfo,
+        psi=psi,
+        loadavg=loadavg,
+        uptime_s=uptime_s,
+        kernel=kernel,
+        mounts=mounts or (),
+        hf_cache=hf_cache,
+        disks=disks or (),
         containers=containers or (),
-        images=_read(sections, "images", _parse_images, problems),
+        images=images,
         docker_ok=containers is not None,
         problems=tuple(problems),
     )
