@@ -51,7 +51,7 @@ class NodeSample:
     """What one poll tick saw of a node (None = not known this tick)."""
 
     at: float
-    """Monotonic seconds."""
+    """Seconds on the caller's clock (the detector uses wall-clock time)."""
     probe_ok: bool
     """The SSH probe answered within its timeout."""
     ping_ok: bool | None = None
