@@ -65,8 +65,8 @@ def _build(src: Source, config: Config, name: str) -> Recipe | None:
     if (why := plain.check("name", name)) is not None:
         src.error((), f"recipe folder name: {why}")
     recipe = build(src, (), src.data, Recipe, extra={"name": name, "path": path, "notes": notes})
-    if recipe is None:
-        return None
+    if recipe is None or src.problems:
+        return None  # the value checks below need a structurally complete recipe
     _check(src, config, recipe)
     return recipe
 
