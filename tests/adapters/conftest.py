@@ -4,7 +4,8 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from ssh_test_server import SshTestServer
+
+from adapters.ssh_test_server import SshTestServer
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import asyncio
 
 import asyncssh
 import pytest
-from ssh_test_server import SshTestServer
 
+from adapters.ssh_test_server import SshTestServer
 from sparktui.adapters.ssh import (
     AuthError,
     HostKeyError,

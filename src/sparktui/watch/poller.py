@@ -1,0 +1,263 @@
+"""The node poller: one probe per node per tick, turned into NodeSnapshots.
+
+Each node has its own loop: probe (over the node's long-lived shell) and
+liveness check side by side, then sleep for what is left of the interval. The
+next poll is scheduled only when the last one has ended, so a slow node (a
+thrashing node is exactly a slow node) never has two probes in flight and
+never delays the others.
+
+Subscribers: `subscribe()` returns a bounded asyncio.Queue that receives every
+new NodeSnapshot of every node. A queue that is full drops its oldest entry,
+so a slow consumer sees the newest state and can never stall the poller.
+`snapshot()` gives the latest ClusterSnapshot at any time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from sparktui.adapters.endpoints import Endpoints
+from sparktui.adapters.ping import LivenessCheck, check_liveness
+from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.config import Config
+from sparktui.core.errors import RemoteError
+from sparktui.core.probe import parse_probe, probe_script
+from sparktui.core.state import (
+    ClusterSnapshot,
+    HistoryPoint,
+    NodeSnapshot,
+    NodeState,
+    ProbeResult,
+)
+
+log = logging.getLogger(__name__)
+
+PowerSource = Callable[[str], Awaitable[bool | None]]
+"""``await power(node_name)``: True when the node's plug is on, False when off,
+None when unknown. Ops plugs the Home Assistant adapter in here."""
+
+DEFAULT_HISTORY = 600
+"""Samples kept per node: 20 minutes at the default 2 s interval."""
+
+
+class Prober(Protocol):
+    async def probe(self, script: str, timeout: float) -> str: ...
+
+
+class ProberSource(Protocol):
+    """What the poller needs from `adapters.ssh.Fleet`."""
+
+    def get(self, name: str) -> Prober: ...
+
+
+class Poller:
+    def __init__(
+        self,
+        config: Config,
+        fleet: ProberSource,
+        endpoints: Endpoints,
+        *,
+        nodes: Sequence[str] | None = None,
+        clock: Clock | None = None,
+        liveness: LivenessCheck = check_liveness,
+        power: PowerSource | None = None,
+        history_len: int = DEFAULT_HISTORY,
+    ) -> None:
+        self._config = config
+        self._fleet = fleet
+        self._endpoints = endpoints
+        self._clock = clock or SystemClock()
+        self._liveness = liveness
+        self._power = power
+        self.names: tuple[str, ...] = tuple(nodes if nodes is not None else config.nodes)
+        self.interval_s = config.console.poll_interval_s
+        self.probe_timeout_s = config.console.probe_timeout_s
+        self._scripts = {n: probe_script(config.nodes[n]) for n in self.names}
+        self._latest: dict[str, NodeSnapshot] = {}
+        self._history: dict[str, deque[HistoryPoint]] = {
+            n: deque(maxlen=history_len) for n in self.names
+        }
+        self._queues: list[asyncio.Queue[NodeSnapshot]] = []
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # -- reading -------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The latest snapshot of every node (UNKNOWN for those not polled yet)."""
+        now = self._clock.time()
+        return ClusterSnapshot(
+            taken_at=now,
+            nodes=tuple(
+                self._latest.get(n) or NodeSnapshot(n, NodeState.UNKNOWN, now, error="not polled")
+                for n in self.names
+            ),
+        )
+
+    def history(self, name: str) -> tuple[HistoryPoint, ...]:
+        """Oldest first; one point per successful probe."""
+        return tuple(self._history[name])
+
+    def subscribe(self, maxsize: int = 256) -> asyncio.Queue[NodeSnapshot]:
+        queue: asyncio.Queue[NodeSnapshot] = asyncio.Queue(maxsize)
+        self._queues.append(queue)
+        return queue
+
+    def unsubscribe(self, queue: asyncio.Queue[NodeSnapshot]) -> None:
+        self._queues.remove(queue)
+
+    # -- running -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start one polling loop per node; `stop()` cancels them."""
+        if self._tasks:
+            return
+        self._tasks = [asyncio.create_task(self._loop(n), name=f"poll:{n}") for n in self.names]
+
+    async def stop(self) -> None:
+        tasks, self._tasks = self._tasks, []
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> Poller:
+        self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def poll_round(self) -> ClusterSnapshot:
+        """Poll every node once, concurrently (what `sparktui health` does)."""
+        await asyncio.gather(*(self.poll_node(n) for n in self.names))
+        return self.snapshot()
+
+    async def _loop(self, name: str) -> None:
+        while True:
+            started = self._clock.monotonic()
+            await self.poll_node(name)
+            elapsed = self._clock.monotonic() - started
+            await self._clock.sleep(max(0.0, self.interval_s - elapsed))
+
+    # -- one poll ------------------------------------------------------------
+
+    async def poll_node(self, name: str) -> NodeSnapshot:
+        """Poll one node, record and publish the snapshot. Never raises."""
+        try:
+            snap = await self._poll(name)
+        except Exception as exc:  # a bug must not stop the node's loop
+            log.exception("polling %s failed", name)
+            snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {exc!r}")
+        self._record(snap)
+        return snap
+
+    async def _poll(self, name: str) -> NodeSnapshot:
+        started = self._clock.monotonic()
+        (text, error), alive, powered = await asyncio.gather(
+            self._probe(name), self._alive(name), self._powered(name)
+        )
+        latency = self._clock.monotonic() - started
+        if text is not None:
+            return self._snap(
+                name,
+                NodeState.ONLINE,
+                probe=parse_probe(text),
+                latency=latency,
+                alive=alive,
+                powered=powered,
+            )
+        assert error is not None
+        if powered is False:
+            state = NodeState.POWERED_OFF
+        elif isinstance(error, HostKeyError | AuthError):
+            state = NodeState.UNKNOWN
+        elif alive:
+            state = NodeState.STARVED
+        elif alive is None:
+            state = NodeState.UNKNOWN
+        else:
+            state = NodeState.UNREACHABLE
+        return self._snap(
+            name,
+            state,
+            error=str(error),
+            alive=alive,
+            powered=powered,
+            stalled=isinstance(error, ProbeStalled),
+        )
+
+    async def _probe(self, name: str) -> tuple[str | None, RemoteError | None]:
+        try:
+            text = await self._fleet.get(name).probe(self._scripts[name], self.probe_timeout_s)
+        except RemoteError as exc:
+            return None, exc
+        return text, None
+
+    async def _alive(self, name: str) -> bool | None:
+        try:
+            return await self._liveness(self._endpoints.node(name), self._config.liveness.timeout_s)
+        except (ValueError, OSError) as exc:
+            log.warning("liveness check of %s failed: %s", name, exc)
+            return None
+
+    async def _powered(self, name: str) -> bool | None:
+        if self._power is None:
+            return None
+        try:
+            async with asyncio.timeout(self.probe_timeout_s):
+                return await self._power(name)
+        except Exception as exc:  # an unreachable HA says nothing about the node
+            log.warning("power state of %s unknown: %r", name, exc)
+            return None
+
+    def _snap(
+        self,
+        name: str,
+        state: NodeState,
+        *,
+        probe: ProbeResult | None = None,
+        error: str = "",
+        latency: float | None = None,
+        alive: bool | None = None,
+        powered: bool | None = None,
+        stalled: bool = False,
+    ) -> NodeSnapshot:
+        now = self._clock.time()
+        previous = self._latest.get(name)
+        ok = probe is not None
+        failures = 0 if ok else (previous.consecutive_failures if previous else 0) + 1
+        return NodeSnapshot(
+            node=name,
+            state=state,
+            taken_at=now,
+            probe=probe,
+            error=error,
+            probe_latency_s=latency,
+            liveness=alive,
+            powered=powered,
+            stalled=stalled,
+            consecutive_failures=failures,
+            last_ok_at=now if ok else (previous.last_ok_at if previous else None),
+        )
+
+    def _record(self, snap: NodeSnapshot) -> None:
+        self._latest[snap.node] = snap
+        if snap.probe is not None:
+            mem, psi = snap.probe.meminfo, snap.probe.psi
+            self._history[snap.node].append(
+                HistoryPoint(
+                    t=snap.taken_at,
+                    mem_available_kib=mem.available_kib if mem else None,
+                    mem_total_kib=mem.total_kib if mem else None,
+                    psi_some_avg10=psi.some.avg10 if psi else None,
+                    psi_full_avg10=psi.full.avg10 if psi and psi.full else None,
+                )
+            )
+        for queue in self._queues:
+            if queue.full():
+                queue.get_nowait()
+            queue.put_nowait(snap)

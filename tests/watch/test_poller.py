@@ -1,0 +1,259 @@
+"""The poller against scripted node transports, on the simulator's manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
+from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.core.config import (
+    ClusterConfig,
+    Config,
+    ConsoleConfig,
+    HomeAssistantConfig,
+    NodeConfig,
+)
+from sparktui.core.errors import RemoteError
+from sparktui.core.state import NodeSnapshot, NodeState
+from sparktui.sim.clock import SimClock
+from sparktui.watch.poller import Poller
+
+
+def probe_output(avail_kib: int, full_avg10: float = 0.0) -> str:
+    return (
+        "@@meminfo\nMemTotal:       127600748 kB\n"
+        f"MemAvailable:   {avail_kib} kB\n@@rc 0\n"
+        "@@psi\nsome avg10=1.00 avg60=0.00 avg300=0.00 total=5\n"
+        f"full avg10={full_avg10:.2f} avg60=0.00 avg300=0.00 total=3\n@@rc 0\n@@end\n"
+    )
+
+
+def make_config(names: list[str], interval: float = 2.0) -> Config:
+    nodes = {
+        n: NodeConfig(
+            name=n, rank=i, host=n, user="op", ib_ip="10.0.0.1", switch=f"switch.{n}", role="test"
+        )
+        for i, n in enumerate(names)
+    }
+    return Config(
+        path=Path("config.toml"),
+        nodes=nodes,
+        clusters={"all": ClusterConfig("all", tuple(names))},
+        switches={},
+        nccl={},
+        home_assistant=HomeAssistantConfig(url="http://127.0.0.1:1"),
+        console=ConsoleConfig(poll_interval_s=interval, probe_timeout_s=3.0),
+    )
+
+
+def make_endpoints(names: list[str]) -> Endpoints:
+    return Endpoints(
+        {
+            n: NodeEndpoint(n, "127.0.0.1", 22, "op", "kh", (), (), "tcp", "127.0.0.1", 1, "x")
+            for n in names
+        },
+        "http://127.0.0.1:1",
+        "token",
+        simulated=True,
+    )
+
+
+class FakeNode:
+    """A node transport whose behaviour the test switches; time passes on the clock."""
+
+    def __init__(self, clock: SimClock, name: str) -> None:
+        self.clock = clock
+        self.name = name
+        self.mode = "ok"
+        self.duration = 0.1
+        self.avail_kib = 60_000_000
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def probe(self, script: str, timeout: float) -> str:
+        assert script.startswith(": sparktui-probe")
+        self.calls += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.mode == "stall":
+                await self.clock.sleep(timeout)
+                raise ProbeStalled(self.name, "probe", f"shell did not answer within {timeout} s")
+            await self.clock.sleep(self.duration)
+            if self.mode == "refused":
+                raise RemoteError(self.name, "connect", "ConnectionRefusedError")
+            if self.mode == "hostkey":
+                raise HostKeyError(self.name, "changed", "HOST KEY CHANGED")
+            if self.mode == "auth":
+                raise AuthError(self.name, "connect", "authentication refused")
+            return probe_output(self.avail_kib)
+        finally:
+            self.in_flight -= 1
+
+
+class FakeFleet:
+    def __init__(self, clock: SimClock, names: list[str]) -> None:
+        self.nodes = {n: FakeNode(clock, n) for n in names}
+
+    def get(self, name: str) -> FakeNode:
+        return self.nodes[name]
+
+
+class World:
+    def __init__(self, names: list[str], **poller_kw: object) -> None:
+        self.clock = SimClock()
+        self.fleet = FakeFleet(self.clock, names)
+        self.alive = dict.fromkeys(names, True)
+        self.powered: dict[str, bool | None] = dict.fromkeys(names, True)
+
+        async def liveness(ep: NodeEndpoint, timeout: float) -> bool:
+            return self.alive[ep.name]
+
+        async def power(name: str) -> bool | None:
+            return self.powered[name]
+
+        self.poller = Poller(
+            make_config(names),
+            self.fleet,
+            make_endpoints(names),
+            clock=self.clock,
+            liveness=liveness,
+            power=power,
+            **poller_kw,  # type: ignore[arg-type]
+        )
+
+    async def round(self) -> dict[str, NodeSnapshot]:
+        task = asyncio.create_task(self.poller.poll_round())
+        while not task.done():
+            await self.clock.advance(0.5)
+        return {s.node: s for s in task.result().nodes}
+
+
+NAMES = ["dgx1", "dgx2", "dgx3", "dgx4", "dgx5"]
+
+
+async def test_each_state_is_classified() -> None:
+    w = World(NAMES)
+    w.fleet.nodes["dgx2"].mode = "stall"  # thrash: ping answers, shell does not
+    w.fleet.nodes["dgx3"].mode = "refused"
+    w.alive["dgx3"] = False
+    w.fleet.nodes["dgx4"].mode = "refused"
+    w.powered["dgx4"] = False
+    w.fleet.nodes["dgx5"].mode = "hostkey"
+    snaps = await w.round()
+    assert {n: s.state for n, s in snaps.items()} == {
+        "dgx1": NodeState.ONLINE,
+        "dgx2": NodeState.STARVED,
+        "dgx3": NodeState.UNREACHABLE,
+        "dgx4": NodeState.POWERED_OFF,
+        "dgx5": NodeState.UNKNOWN,
+    }
+    assert snaps["dgx1"].probe is not None and snaps["dgx1"].probe.meminfo is not None
+    assert snaps["dgx1"].probe_latency_s == pytest.approx(0.1, abs=0.5)
+    assert snaps["dgx2"].stalled and "did not answer" in snaps["dgx2"].error
+    assert snaps["dgx5"].error == "dgx5: 'connect': HOST KEY CHANGED"
+    assert all(s.taken_at >= w.clock.epoch for s in snaps.values())
+
+
+async def test_auth_failure_is_unknown_not_starved() -> None:
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].mode = "auth"
+    assert (await w.round())["dgx1"].state is NodeState.UNKNOWN
+
+
+async def test_answering_node_is_online_even_if_plug_says_off() -> None:
+    w = World(["dgx1"])
+    w.powered["dgx1"] = False
+    snap = (await w.round())["dgx1"]
+    assert snap.state is NodeState.ONLINE and snap.powered is False
+
+
+async def test_power_source_failure_means_unknown_power() -> None:
+    w = World(["dgx1"])
+
+    async def broken(name: str) -> bool | None:
+        raise OSError("HA unreachable")
+
+    w.poller._power = broken
+    w.fleet.nodes["dgx1"].mode = "stall"
+    snap = (await w.round())["dgx1"]
+    assert snap.powered is None and snap.state is NodeState.STARVED
+
+
+async def test_failures_counted_and_last_ok_kept_until_recovery() -> None:
+    w = World(["dgx1"])
+    ok = (await w.round())["dgx1"]
+    w.fleet.nodes["dgx1"].mode = "stall"
+    first = (await w.round())["dgx1"]
+    second = (await w.round())["dgx1"]
+    assert (first.consecutive_failures, second.consecutive_failures) == (1, 2)
+    assert second.last_ok_at == ok.taken_at
+    w.fleet.nodes["dgx1"].mode = "ok"
+    back = (await w.round())["dgx1"]
+    assert back.state is NodeState.ONLINE and back.consecutive_failures == 0
+    assert back.last_ok_at == back.taken_at
+
+
+async def test_loops_never_overlap_and_a_slow_node_delays_only_itself() -> None:
+    w = World(["fast", "slow"])
+    w.fleet.nodes["slow"].duration = 5.0  # longer than the 2 s interval
+    w.poller.start()
+    try:
+        await w.clock.advance(20.0, step=0.25)
+    finally:
+        await w.poller.stop()
+    fast, slow = w.fleet.nodes["fast"], w.fleet.nodes["slow"]
+    assert fast.max_in_flight == 1 and slow.max_in_flight == 1
+    # each poll schedules the next when it ends: 20 s / 2 s and 20 s / 5 s
+    assert 10 <= fast.calls <= 11
+    assert 4 <= slow.calls <= 5
+
+
+async def test_stop_cancels_every_loop() -> None:
+    w = World(NAMES)
+    w.poller.start()
+    await w.clock.advance(1.0)
+    await w.poller.stop()
+    calls = sum(n.calls for n in w.fleet.nodes.values())
+    await w.clock.advance(10.0)
+    assert sum(n.calls for n in w.fleet.nodes.values()) == calls
+    assert not [t for t in asyncio.all_tasks() if t.get_name().startswith("poll:")]
+
+
+async def test_history_is_bounded_and_only_from_good_probes() -> None:
+    w = World(["dgx1"], history_len=3)
+    for avail in (50, 40, 30, 20):
+        w.fleet.nodes["dgx1"].avail_kib = avail
+        await w.round()
+    w.fleet.nodes["dgx1"].mode = "stall"
+    await w.round()
+    points = w.poller.history("dgx1")
+    assert [p.mem_available_kib for p in points] == [40, 30, 20]
+    assert points[-1].psi_full_avg10 == 0.0 and points[-1].psi_some_avg10 == 1.0
+    assert points[0].t < points[-1].t
+
+
+async def test_subscribers_get_every_snapshot_and_a_full_queue_keeps_the_newest() -> None:
+    w = World(["dgx1", "dgx2"])
+    q = w.poller.subscribe()
+    small = w.poller.subscribe(maxsize=2)
+    await w.round()
+    await w.round()
+    got = [q.get_nowait() for _ in range(q.qsize())]
+    assert sorted(s.node for s in got) == ["dgx1", "dgx1", "dgx2", "dgx2"]
+    newest = [small.get_nowait() for _ in range(small.qsize())]
+    assert newest == got[-2:]
+    w.poller.unsubscribe(q)
+    await w.round()
+    assert q.empty()
+
+
+async def test_snapshot_before_first_poll_is_unknown() -> None:
+    w = World(["dgx1", "dgx2"])
+    snap = w.poller.snapshot()
+    assert [s.state for s in snap.nodes] == [NodeState.UNKNOWN, NodeState.UNKNOWN]
+    assert snap.get("dgx2") is not None and snap.get("nope") is None
