@@ -1,0 +1,123 @@
+"""`sparktui wait LANE [--stall-after DURATION]`: block while the lane's boot
+makes progress. Exit 0 when ready (stage times printed), 1 when failed (rank
+and first fatal line), 2 when stalled (last progress seen). There is no total
+timeout; Ctrl-C detaches and leaves the lane running."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import sys
+from collections.abc import Callable
+
+from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..adapters.ssh import Fleet
+from ..core.clock import Clock, SystemClock
+from ..core.config import Config
+from ..core.logsig import Phase
+from ..core.phases import format_duration
+from ..watch.readiness import LaneWatch, Outcome, WaitResult, discover_lane
+from .common import load
+
+EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
+_DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
+
+
+def parse_duration(text: str) -> float:
+    """``900``, ``900s``, ``15m``, ``1h30m`` -> seconds (> 0)."""
+    m = _DURATION.match(text.strip())
+    if m is None or not any(m.groups()):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 900, 15m, 1h30m)")
+    h, mins, s = (float(g) if g else 0.0 for g in m.groups())
+    seconds = h * 3600 + mins * 60 + s
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError("the stall window must be positive")
+    return seconds
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "wait", help="wait for a lane's boot: ready, failed or stalled (no total timeout)",
+        description="Block while LANE's boot makes progress. Exit 0 when the endpoint is "
+                    "ready, 1 on the first fatal line or a rank's exit, 2 when no progress "
+                    "arrived for the stall window.")
+    p.add_argument("lane")
+    p.add_argument("--stall-after", type=parse_duration, default=None, metavar="DURATION",
+                   help="stalled after this long without progress (default: console."
+                        "stall_after_s from config)")
+    p.add_argument("--no-first-token", action="store_true",
+                   help="ready at /v1/models, without the one-token completion")
+    p.add_argument("--quiet", action="store_true", help="print only the verdict")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    stall = args.stall_after if args.stall_after is not None else config.console.stall_after_s
+    return asyncio.run(wait_lane(config, args.lane, stall_after_s=stall,
+                                 first_token=not args.no_first_token, quiet=args.quiet))
+
+
+async def wait_lane(
+    config: Config,
+    lane: str,
+    *,
+    stall_after_s: float,
+    first_token: bool = True,
+    quiet: bool = False,
+    clock: Clock | None = None,
+    poll_s: float = 1.0,
+) -> int:
+    try:
+        endpoints = resolve_endpoints(config)
+    except EndpointError as exc:
+        print(f"sparktui wait: {exc}", file=sys.stderr)
+        return 1
+    async with Fleet.from_config(config, endpoints, clock=clock) as fleet:
+        links = {name: fleet.get(name) for name in config.nodes}
+        ranks = await discover_lane(links, lane)  # type: ignore[arg-type]
+        if not ranks:
+            print(f"{lane}: failed: no rank containers labelled sparktui.lane={lane}")
+            return 1
+        rank0 = next((r for r in ranks if r.rank == 0), ranks[0])
+        if not quiet:
+            where = ", ".join(f"r{r.rank}@{r.node}" for r in ranks)
+            print(f"{lane}: watching {len(ranks)}/{rank0.nranks} rank(s) ({where}); "
+                  f"stalled after {format_duration(stall_after_s)} without progress")
+        watch = LaneWatch(
+            lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
+            stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
+            first_token=first_token,
+        )
+        if not quiet:
+            watch.on_line = _phase_printer(watch)
+        result = await watch.run()
+    print(describe(result))
+    return EXIT[result.outcome]
+
+
+def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
+    """Prints one status line each time the lane's phase changes."""
+    last: list[Phase | None] = [None]
+
+    def on_line(rank: int, line: str) -> None:
+        tr = watch.tracker
+        if tr.phase is not last[0] and tr.phase is not Phase.FAILED:
+            last[0] = tr.phase
+            print(f"  [{format_duration(watch.clock.monotonic() - tr.start)}] {tr.summary()}",
+                  flush=True)
+
+    return on_line
+
+
+def describe(result: WaitResult) -> str:
+    if result.outcome is Outcome.READY:
+        stages = ", ".join(f"{k} {format_duration(v)}" for k, v in result.stages.items())
+        return f"{result.lane}: ready ({stages})"
+    if result.outcome is Outcome.FAILED and result.failure is not None:
+        f = result.failure
+        lines = [f"{result.lane}: failed on rank {f.rank}: {f.line}"]
+        lines += [f"    | {c}" for c in f.context[-5:]]
+        return "\n".join(lines)
+    return f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"

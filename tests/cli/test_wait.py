@@ -1,0 +1,62 @@
+"""`sparktui wait`: duration parsing, verdict text, exit codes, registration."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from sparktui.cli.main import build_parser
+from sparktui.cli.wait_cmd import EXIT, describe, parse_duration
+from sparktui.core.logsig import Kind, Phase
+from sparktui.core.phases import Failure
+from sparktui.watch.readiness import Outcome, WaitResult
+
+
+@pytest.mark.parametrize(("text", "seconds"), [
+    ("900", 900), ("900s", 900), ("15m", 900), ("1h30m", 5400), ("2h", 7200), ("0.5m", 30),
+])
+def test_parse_duration(text: str, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "0", "-5", "5x", "m"])
+def test_parse_duration_rejects(text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError):
+        parse_duration(text)
+
+
+def test_wait_is_registered_with_its_options() -> None:
+    args = build_parser().parse_args(["wait", "glm53", "--stall-after", "20m"])
+    assert args.lane == "glm53" and args.stall_after == 1200 and callable(args.func)
+    assert build_parser().parse_args(["wait", "x"]).stall_after is None
+
+
+def test_exit_codes() -> None:
+    assert EXIT == {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
+
+
+def result(outcome: Outcome, **kw: object) -> WaitResult:
+    base = dict(lane="m", outcome=outcome, stages={}, phase_times={Phase.STARTING: 0.0},
+                failure=None, last_progress="watch started", summary="")
+    base.update(kw)
+    return WaitResult(**base)  # type: ignore[arg-type]
+
+
+def test_describe_ready_lists_stage_times() -> None:
+    text = describe(result(Outcome.READY, stages={"port": 2400.0, "health": 2402.5,
+                                                  "models": 2403.0, "first token": 2404.2}))
+    assert text == "m: ready (port 40m00s, health 40m02s, models 40m03s, first token 40m04s)"
+
+
+def test_describe_failed_names_rank_and_first_fatal_line() -> None:
+    f = Failure(6, Kind.HF_ENTRY_MISSING, "LocalEntryNotFoundError: Cannot find", None,
+                ("a", "b"))
+    text = describe(result(Outcome.FAILED, failure=f))
+    assert text.splitlines() == ["m: failed on rank 6: LocalEntryNotFoundError: Cannot find",
+                                 "    | a", "    | b"]
+
+
+def test_describe_stalled_gives_last_progress() -> None:
+    text = describe(result(Outcome.STALLED, last_progress="shard 10/141"))
+    assert text == "m: stalled; last progress: shard 10/141"
