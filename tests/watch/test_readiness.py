@@ -53,6 +53,7 @@ class FakeNode:
         self.states: dict[str, dict[str, object]] = {}
         self.ps: list[dict[str, str]] = []
         self.new_line = asyncio.Condition()
+        self.mem_available_kib = 120 * 1024 * 1024
 
     def add(self, container: str, labels: dict[str, str]) -> None:
         self.logs[container] = []
@@ -91,6 +92,9 @@ class FakeNode:
     async def run(self, cmd: str, timeout: float) -> object:
         if cmd.startswith("docker ps"):
             out = "".join(json.dumps(c) + "\n" for c in self.ps)
+        elif cmd == "cat /proc/meminfo":
+            out = (f"MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
+                   f"MemAvailable:   {self.mem_available_kib} kB\n")
         elif cmd.startswith("docker inspect"):
             name = cmd.split()[-2]
             out = json.dumps(self.states[name]) + "\n"
@@ -105,6 +109,7 @@ class FakeEngine:
     def __init__(self) -> None:
         self.health_status = 503
         self.models: list[str] = []
+        self.stream_chat = True
         self.runner: web.AppRunner | None = None
         self.port = 0
 
@@ -148,6 +153,9 @@ class FakeEngine:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         assert body["stream"] is True and body["max_tokens"] == 1
+        if not self.stream_chat:  # a server that ignores "stream"
+            return web.json_response({"object": "chat.completion", "choices": [
+                {"index": 0, "message": {"role": "assistant", "content": "ok"}}]})
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         for delta in ({"role": "assistant", "content": ""}, {"content": "OK"}):
@@ -280,6 +288,8 @@ async def test_engine_client_against_a_real_server(engine: FakeEngine) -> None:
         assert m["vllm:num_requests_running"] == 2.0 and m["vllm:prompt_tokens_total"] == 1234.0
         ttft = await client.first_token("zai-org/GLM-5.3")
         assert ttft is not None and 0 <= ttft < 2
+        engine.stream_chat = False
+        assert await client.first_token("zai-org/GLM-5.3") is not None
 
 
 def test_parse_metrics_sums_label_sets_and_tolerates_garbage() -> None:
@@ -287,3 +297,23 @@ def test_parse_metrics_sums_label_sets_and_tolerates_garbage() -> None:
             'vllm:num_requests_waiting{engine="1",model_name="m"} 2\n')
     assert parse_metrics(text) == {"vllm:num_requests_waiting": 3.0}
     assert parse_metrics("{{{ not prometheus") == {}
+
+
+async def test_resident_memory_growth_is_progress_for_a_silent_load(engine: FakeEngine) -> None:
+    """Worker ranks and InstantTensor print no shard lines: MemAvailable
+    falling on the rank nodes keeps the boot alive; when it stops, stalled."""
+    nodes, ranks = await two_node_lane(engine)
+    clock = FastClock(speed=2000)
+    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=300,  # type: ignore[arg-type]
+                      clock=clock, poll_s=5.0, memory_poll_s=20.0)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Loading safetensors using InstantTensor loader")
+    for _ in range(15):  # 15 x 60 s = 900 s > stall window, memory keeps filling
+        await asyncio.sleep(60 / clock.speed)
+        for n in nodes.values():
+            n.mem_available_kib -= 2 * 1024 * 1024
+        assert not task.done()
+    result = await asyncio.wait_for(task, 5)
+    assert result.outcome is Outcome.STALLED
+    assert "GiB more resident" in result.last_progress

@@ -135,13 +135,16 @@ class EngineClient:
             async with self._client.stream("POST", "/v1/chat/completions", json=body) as r:
                 if r.status_code != 200:
                     return None
+                if "text/event-stream" not in r.headers.get("content-type", ""):
+                    # a server that ignores "stream" answers with one JSON body
+                    await r.aread()
+                    return time.monotonic() - started if _json_has_token(r.content) else None
                 async for line in r.aiter_lines():
                     if _has_token(line):
                         return time.monotonic() - started
         except httpx.TransportError:
             return None
         return None
-
 
 def _has_token(line: str) -> bool:
     """An SSE ``data:`` line carrying a delta (chat) or text (completion)."""
@@ -150,6 +153,11 @@ def _has_token(line: str) -> bool:
     payload = line[5:].strip()
     if not payload or payload == "[DONE]":
         return False
+    return _json_has_token(payload)
+
+
+def _json_has_token(payload: str | bytes) -> bool:
+    """A chat/completion object (chunk or whole) whose choices carry text."""
     try:
         choices = json.loads(payload).get("choices") or []
     except (ValueError, AttributeError):
@@ -157,9 +165,9 @@ def _has_token(line: str) -> bool:
     for choice in choices:
         if not isinstance(choice, dict):
             continue
-        delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and (delta.get("content") or delta.get("reasoning_content")):
-            return True
+        for part in (choice.get("delta"), choice.get("message")):
+            if isinstance(part, dict) and (part.get("content") or part.get("reasoning_content")):
+                return True
         if choice.get("text"):
             return True
     return False

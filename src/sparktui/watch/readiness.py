@@ -6,7 +6,9 @@ streaming completion returns a first token; each stage's time since the
 watch began is reported. It has *failed* on the first fatal line of any
 rank's log, or when any rank's container exits (a worker's death is the
 lane's death). It is *stalled* only when nothing has progressed for
-``stall_after_s`` (see core/phases.py). There is no total timeout.
+``stall_after_s`` (see core/phases.py): progress is a progress log line of
+any rank, a phase change, a readiness stage passed, or memory becoming
+resident on a rank's node while it loads. There is no total timeout.
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ from sparktui.watch.follower import LogFollower, StreamSource, container_state, 
 
 DOCKER_PS = "docker ps -a --no-trunc --format '{{json .}}'"
 DISCOVER_TIMEOUT_S = 15.0
+MEMINFO_TIMEOUT_S = 10.0
+MEM_PROGRESS_KIB = 256 * 1024
+"""Weights becoming resident: this much less MemAvailable on a rank's node
+counts as load progress (worker ranks and InstantTensor print no shards)."""
+KIB_PER_GIB = 1024 * 1024
 STAGES = ("port", "health", "models", "first token")
 
 
@@ -129,6 +136,8 @@ class LaneWatch:
     """None: from the start of each container's log."""
     on_line: Callable[[int, str], Awaitable[None] | None] | None = None
     """Called for each log line (rank, raw line), e.g. to print it."""
+    memory_poll_s: float = 10.0
+    """How often the rank nodes' MemAvailable is read while loading."""
     tracker: PhaseTracker = field(init=False)
     stages: dict[str, float] = field(default_factory=dict)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -148,6 +157,7 @@ class LaneWatch:
             for rc in self.ranks
         ]
         tasks.append(asyncio.create_task(self._stall_ticker(), name=f"stall-{self.lane}"))
+        tasks.append(asyncio.create_task(self._memory_progress(), name=f"mem-{self.lane}"))
         if self.port is not None:
             tasks.append(asyncio.create_task(self._probe_endpoint(self.port),
                                              name=f"ready-{self.lane}"))
@@ -224,6 +234,33 @@ class LaneWatch:
             if self.tracker.check_stall(self.clock.monotonic()):
                 self._finish(Outcome.STALLED)
                 return
+
+    async def _memory_progress(self) -> None:
+        nodes = sorted({r.node for r in self.ranks})
+        mark: dict[str, int] = {}
+        while self.tracker.phase not in (Phase.SERVING, Phase.FAILED):
+            for node in nodes:
+                avail = await self._mem_available(node)
+                if avail is None:
+                    continue
+                before = mark.get(node)
+                if before is None or avail > before:
+                    mark[node] = avail
+                elif before - avail >= MEM_PROGRESS_KIB:
+                    mark[node] = avail
+                    self.tracker.note_progress(
+                        f"{node}: {(before - avail) / KIB_PER_GIB:.1f} GiB more resident"
+                        f" (MemAvailable {avail / KIB_PER_GIB:.1f} GiB)", self.clock.monotonic())
+            await self.clock.sleep(self.memory_poll_s)
+
+    async def _mem_available(self, node: str) -> int | None:
+        try:
+            result = await self.links[node].run("cat /proc/meminfo", MEMINFO_TIMEOUT_S)
+        except RemoteError:
+            return None
+        text = getattr(result, "stdout", "")
+        mem = parse_probe(f"@@meminfo\n{text}\n@@rc 0\n@@end\n").meminfo
+        return mem.available_kib if mem else None
 
     async def _probe_endpoint(self, port: int) -> None:
         wanted = list(STAGES if self.first_token else STAGES[:-1])
