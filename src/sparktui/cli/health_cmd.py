@@ -1,0 +1,307 @@
+"""`sparktui health`: one poll round of every node (or one cluster), as a table
+or JSON, and a one-line summary like the seed's "8/8 online, all free".
+
+Exit 0 only when every node is healthy: online, on a good kernel, the NAS
+mounted and the Hugging Face cache the NAS symlink. Exit 1 otherwise, 2 when
+the nodes cannot be resolved (bad config, simulator not running).
+
+Columns are data (`Column`), so a later column (the thrash level, issue 5)
+is one more entry from `columns()`; it shows in the table and the JSON alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from rich.table import Table
+from rich.text import Text
+
+from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..adapters.ssh import Fleet
+from ..core.config import Config, NodeConfig
+from ..core.config_load import load_config
+from ..core.errors import InputError, Problem
+from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
+from ..watch.poller import Poller
+from .common import console, print_json
+
+STATE_STYLE = {
+    NodeState.ONLINE: "green",
+    NodeState.STARVED: "bold red",
+    NodeState.UNREACHABLE: "red",
+    NodeState.POWERED_OFF: "dim",
+    NodeState.UNKNOWN: "yellow",
+}
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the health table; ``value`` is also the JSON field ``key``."""
+
+    header: str
+    key: str
+    value: Callable[[NodeSnapshot], object]
+    text: Callable[[NodeSnapshot], Text | str]
+    justify: str = "left"
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "health",
+        help="poll every node once and show its state",
+        description="Poll every node (or one cluster) once: state, kernel vs pin, memory, "
+        "PSI, containers, free/busy. Exit 0 when all are healthy, 1 when any is not, "
+        "2 when the nodes cannot be reached through the config.",
+    )
+    p.add_argument("--cluster", help="only the nodes of this cluster")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config)
+    names = _node_names(config, args.cluster)
+    try:
+        cluster = asyncio.run(poll_once(config, names))
+    except EndpointError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    report = HealthReport(config, cluster)
+    if args.json:
+        print_json(report.as_json())
+    else:
+        out = console()
+        out.print(report.table())
+        out.print(report.summary())
+    return 0 if report.healthy else 1
+
+
+def _node_names(config: Config, cluster: str | None) -> list[str]:
+    if cluster is None:
+        return list(config.nodes)
+    if cluster not in config.clusters:
+        raise InputError(
+            [
+                Problem(
+                    config.path,
+                    None,
+                    "--cluster",
+                    f"unknown cluster {cluster!r} (known: {', '.join(config.clusters)})",
+                )
+            ]
+        )
+    return list(config.clusters[cluster].nodes)
+
+
+async def poll_once(config: Config, names: list[str]) -> ClusterSnapshot:
+    """One concurrent poll round of ``names`` over fresh connections."""
+    endpoints = resolve_endpoints(config)
+    async with Fleet.from_config(config, endpoints) as fleet:
+        return await Poller(config, fleet, endpoints, nodes=names).poll_round()
+
+
+# -- what "healthy" means ------------------------------------------------------
+
+
+def kernel_verdict(config: Config, kernel: str | None) -> str:
+    """'' when the kernel is fine, else why not. ``uname -r`` carries a flavour
+    suffix (``6.17.0-1031-nvidia``) that the pin leaves out."""
+    if kernel is None:
+        return "kernel unknown"
+
+    def matches(release: str) -> bool:
+        return kernel == release or kernel.startswith(release + "-")
+
+    guards = config.guards
+    if any(matches(bad) for bad in guards.kernel_bad):
+        return f"kernel {kernel} is known bad (breaks NCCL/RoCE)"
+    if guards.kernel_pin and not matches(guards.kernel_pin):
+        return f"kernel {kernel} is not the pinned {guards.kernel_pin}"
+    return ""
+
+
+def node_issues(config: Config, snap: NodeSnapshot) -> list[str]:
+    """Why ``snap``'s node is not healthy (empty when it is)."""
+    if snap.state is not NodeState.ONLINE or snap.probe is None:
+        return [f"{snap.state.value}: {snap.error}" if snap.error else snap.state.value]
+    node: NodeConfig = config.nodes[snap.node]
+    probe = snap.probe
+    issues = []
+    if kernel := kernel_verdict(config, probe.kernel):
+        issues.append(kernel)
+    if probe.mount_at(node.nas_mount) is None:
+        issues.append(f"{node.nas_mount} not mounted")
+    if node.hf_cache:
+        hf = probe.hf_cache
+        if hf is None or hf.kind == "missing":
+            issues.append(f"HF cache {node.hf_cache} missing")
+        elif not hf.is_symlink or hf.target != node.hf_cache_target:
+            issues.append(
+                f"HF cache {node.hf_cache} is a {hf.kind}"
+                + (f" -> {hf.target}" if hf.target else "")
+                + f", not a symlink to {node.hf_cache_target}"
+            )
+    if not probe.docker_ok:
+        issues.append("docker not answering")
+    return issues
+
+
+# -- columns -------------------------------------------------------------------
+
+
+def _gib(kib: int | None) -> float | None:
+    return round(kib / KIB_PER_GIB, 1) if kib is not None else None
+
+
+def _mem_text(snap: NodeSnapshot) -> str:
+    mem = snap.probe.meminfo if snap.probe else None
+    return f"{mem.used_gib:.1f} / {mem.available_gib:.1f}" if mem else "-"
+
+
+def _psi_full(snap: NodeSnapshot) -> float | None:
+    psi = snap.probe.psi if snap.probe else None
+    return psi.full.avg10 if psi and psi.full else None
+
+
+def _containers(snap: NodeSnapshot) -> list[dict[str, object]]:
+    if snap.probe is None:
+        return []
+    return [
+        {"name": c.name, "image": c.image, "state": c.state, "status": c.status, "lane": c.lane}
+        for c in snap.probe.containers
+    ]
+
+
+def _containers_text(snap: NodeSnapshot) -> str:
+    if snap.probe is None:
+        return "-"
+    running = [c.name for c in snap.probe.running_containers]
+    stopped = len(snap.probe.containers) - len(running)
+    parts = running + ([f"+{stopped} stopped"] if stopped else [])
+    return ", ".join(parts) or "none"
+
+
+def _busy(snap: NodeSnapshot) -> bool | None:
+    return snap.probe.busy if snap.probe else None
+
+
+def columns(config: Config) -> list[Column]:
+    def state_text(s: NodeSnapshot) -> Text:
+        return Text(s.state.value, style=STATE_STYLE[s.state])
+
+    def kernel_text(s: NodeSnapshot) -> Text | str:
+        kernel = s.probe.kernel if s.probe else None
+        if kernel is None:
+            return "-"
+        return Text(kernel, style="red" if kernel_verdict(config, kernel) else "green")
+
+    def psi_text(s: NodeSnapshot) -> str:
+        full = _psi_full(s)
+        return f"{full:.2f}" if full is not None else "-"
+
+    def busy_text(s: NodeSnapshot) -> str:
+        busy = _busy(s)
+        return "-" if busy is None else ("busy" if busy else "free")
+
+    return [
+        Column("node", "node", lambda s: s.node, lambda s: s.node),
+        Column("state", "state", lambda s: s.state.value, state_text),
+        Column(
+            f"kernel (pin {config.guards.kernel_pin or '-'})",
+            "kernel",
+            lambda s: s.probe.kernel if s.probe else None,
+            kernel_text,
+        ),
+        Column(
+            "mem used / avail GiB",
+            "mem",
+            lambda s: (
+                {
+                    "total_gib": _gib(s.probe.meminfo.total_kib),
+                    "used_gib": _gib(s.probe.meminfo.used_kib),
+                    "available_gib": _gib(s.probe.meminfo.available_kib),
+                }
+                if s.probe and s.probe.meminfo
+                else None
+            ),
+            _mem_text,
+            "right",
+        ),
+        Column("PSI full avg10", "psi_full_avg10", _psi_full, psi_text, "right"),
+        Column("containers", "containers", _containers, _containers_text),
+        Column("free/busy", "busy", _busy, busy_text),
+    ]
+
+
+# -- the report ----------------------------------------------------------------
+
+
+class HealthReport:
+    def __init__(
+        self, config: Config, cluster: ClusterSnapshot, cols: list[Column] | None = None
+    ) -> None:
+        self.config = config
+        self.cluster = cluster
+        self.columns = cols if cols is not None else columns(config)
+        self.issues = {s.node: node_issues(config, s) for s in cluster.nodes}
+
+    @property
+    def healthy(self) -> bool:
+        return bool(self.cluster.nodes) and not any(self.issues.values())
+
+    def summary(self) -> str:
+        nodes = self.cluster.nodes
+        online = [s for s in nodes if s.state is NodeState.ONLINE]
+        head = f"{len(online)}/{len(nodes)} online"
+        down = [s for s in nodes if s.state is not NodeState.ONLINE]
+        if down:
+            head += " (" + ", ".join(f"{s.node} {s.state.value}" for s in down) + ")"
+        busy = [s for s in online if s.probe is not None and s.probe.busy]
+        if not online:
+            parts = [head]
+        elif not busy:
+            parts = [head, "all free" if len(online) == len(nodes) else "the online ones free"]
+        else:
+            parts = [head, f"{len(busy)} busy ({', '.join(s.node for s in busy)})"]
+        problems = [
+            f"{node}: {issue}"
+            for node, issues in self.issues.items()
+            for issue in issues
+            if self.cluster.get(node) in online
+        ]
+        return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
+
+    def table(self) -> Table:
+        table = Table(title="sparktui health", title_justify="left")
+        for col in self.columns:
+            table.add_column(col.header, justify=col.justify)  # type: ignore[arg-type]
+        table.add_column("issues")
+        for snap in self.cluster.nodes:
+            issues = self.issues[snap.node]
+            table.add_row(
+                *(col.text(snap) for col in self.columns),
+                Text("; ".join(issues), style="red") if issues else Text("ok", style="green"),
+            )
+        return table
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "ok": self.healthy,
+            "summary": self.summary(),
+            "taken_at": self.cluster.taken_at,
+            "nodes": [
+                {
+                    **{col.key: col.value(snap) for col in self.columns},
+                    "issues": self.issues[snap.node],
+                    "error": snap.error,
+                    "liveness": snap.liveness,
+                    "probe_latency_s": snap.probe_latency_s,
+                    "problems": list(snap.probe.problems) if snap.probe else [],
+                }
+                for snap in self.cluster.nodes
+            ],
+        }
