@@ -1,0 +1,68 @@
+"""What the NAS holds: the model repos the simulated engines can load, with
+the size and architecture figures a real engine would know about its model.
+Built from the recipes (each names its model's size, shards, KV bytes per
+token and measured envelopes)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sparktui.core.recipe import Recipe
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    repo: str
+    size_gb: float
+    """Decimal GB on disk (all ranks together)."""
+    shards: int = 1
+    revision: str = ""
+    kv_bytes_per_token: int = 65536
+    """Per rank."""
+    drafter_kv_bytes_per_token: int = 0
+    runtime_reserve_gib: float | None = None
+    pinned_extras_gib: float = 0.0
+    scratch_base_gib: float = 0.5
+    scratch_gib_per_token: float = 40 / 1024 / 1024
+    """Prefill scratch per prompt token (40 KiB), chosen so that the seeds' 150K prompt
+    overflows a 99 GiB-weights lane with an 11 GiB KV pin while 131K at a 6 GiB pin fits."""
+
+    @property
+    def snapshot(self) -> str:
+        return self.revision or hashlib.sha1(self.repo.encode()).hexdigest()
+
+
+def from_recipes(recipes: Iterable[Recipe]) -> dict[str, ModelInfo]:
+    catalog: dict[str, ModelInfo] = {}
+    for r in recipes:
+        m = r.model
+        defaults = ModelInfo(m.repo, m.size_gb)
+        catalog[m.repo] = ModelInfo(
+            repo=m.repo,
+            size_gb=m.size_gb,
+            shards=max(1, m.shards),
+            revision=m.revision,
+            kv_bytes_per_token=m.kv_bytes_per_token or defaults.kv_bytes_per_token,
+            drafter_kv_bytes_per_token=(
+                r.speculative.drafter_kv_bytes_per_token if r.speculative else 0
+            ),
+            runtime_reserve_gib=r.fit.runtime_reserve_gib,
+            pinned_extras_gib=r.fit.pinned_extras_gib,
+            scratch_base_gib=(r.fit.prefill_scratch_base_gib
+                              if r.fit.prefill_scratch_base_gib is not None
+                              else defaults.scratch_base_gib),
+            scratch_gib_per_token=(r.fit.prefill_scratch_gib_per_token
+                                   if r.fit.prefill_scratch_gib_per_token is not None
+                                   else defaults.scratch_gib_per_token),
+        )
+        if r.speculative and r.speculative.model and r.speculative.model not in catalog:
+            catalog[r.speculative.model] = ModelInfo(
+                r.speculative.model, max(0.1, r.speculative.drafter_weights_gb))
+    return catalog
+
+
+def repo_dir(repo: str) -> str:
+    """The HF cache folder name of a repo: models--org--name."""
+    return "models--" + repo.replace("/", "--")

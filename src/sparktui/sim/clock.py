@@ -1,0 +1,84 @@
+"""The simulator's clock: simulated seconds that run `speed` times faster than
+real time, or stand still until a test advances them (manual mode).
+
+It satisfies `core.clock.Clock`, so production code under test can be given
+the same clock the simulated cluster runs on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Awaitable, Callable
+
+# 2026-11-29T22:00:00Z: the simulated night starts here unless told otherwise.
+DEFAULT_EPOCH = 1796421600.0
+
+
+class SimClock:
+    """Simulated time. `speed=None` is manual mode: time moves only in `advance`."""
+
+    def __init__(self, *, speed: float | None = None, epoch: float = DEFAULT_EPOCH) -> None:
+        if speed is not None and speed <= 0:
+            raise ValueError("speed must be positive")
+        self.speed = speed
+        self.epoch = epoch
+        self._now = 0.0
+        self._real0 = time.monotonic()
+        self._sleepers: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+        self._on_advance: list[Callable[[float], Awaitable[None]]] = []
+
+    @property
+    def manual(self) -> bool:
+        return self.speed is None
+
+    def monotonic(self) -> float:
+        """Simulated seconds since the simulator started."""
+        if self.speed is None:
+            return self._now
+        return (time.monotonic() - self._real0) * self.speed
+
+    def time(self) -> float:
+        return self.epoch + self.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        if self.speed is not None:
+            await asyncio.sleep(max(0.0, seconds) / self.speed)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._sleepers, (self._now + max(0.0, seconds), next(self._seq), fut))
+        await fut
+
+    def on_advance(self, hook: Callable[[float], Awaitable[None]]) -> None:
+        """Run `hook(now)` at every step of a manual advance (the simulator's update)."""
+        self._on_advance.append(hook)
+
+    async def advance(self, seconds: float, *, step: float = 1.0) -> None:
+        """Manual mode: move time forward, in steps of at most `step` seconds,
+        waking sleepers in deadline order and letting woken tasks run."""
+        if self.speed is not None:
+            raise RuntimeError("advance() is only for a manual clock")
+        target = self._now + max(0.0, seconds)
+        while True:
+            nxt = min(target, self._now + step)
+            if self._sleepers and self._sleepers[0][0] < nxt:
+                nxt = self._sleepers[0][0]
+            self._now = max(self._now, nxt)
+            for hook in self._on_advance:
+                await hook(self._now)
+            while self._sleepers and self._sleepers[0][0] <= self._now:
+                _, _, fut = heapq.heappop(self._sleepers)
+                if not fut.done():
+                    fut.set_result(None)
+            await _let_run()
+            if self._now >= target:
+                return
+
+
+async def _let_run(rounds: int = 5) -> None:
+    """Give woken tasks a few loop iterations to reach their next await."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)

@@ -1,0 +1,106 @@
+"""The docker daemon of one node: images, containers, their logs and state
+(what `docker ps/inspect/logs` report). The CLI lives in docker_cli.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+@dataclass
+class Image:
+    repo: str
+    tag: str
+    id: str
+    """sha256 hex, 64 chars."""
+    size_bytes: int
+    created_t: float
+    labels: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.repo}:{self.tag}"
+
+
+@dataclass(frozen=True)
+class LogLine:
+    t: float
+    stream: str
+    """``stdout`` or ``stderr``."""
+    text: str
+    """One line without its trailing newline (may hold `\\r` progress updates)."""
+
+
+class EngineHandle(Protocol):
+    def stop(self, *, kill: bool) -> None: ...
+
+
+@dataclass
+class Container:
+    id: str
+    name: str
+    image: Image
+    image_arg: str
+    """The image as given to docker run (what `docker ps` shows in Image)."""
+    args: list[str]
+    labels: dict[str, str]
+    env: list[str]
+    binds: list[str]
+    created_t: float
+    options: dict[str, str] = field(default_factory=dict)
+    status: str = "created"
+    """created | running | exited | dead"""
+    started_t: float | None = None
+    finished_t: float | None = None
+    exit_code: int = 0
+    oom_killed: bool = False
+    pid: int = 0
+    logs: list[LogLine] = field(default_factory=list)
+    engine: EngineHandle | None = None
+
+    def log(self, t: float, text: str, stream: str = "stdout") -> None:
+        for line in text.split("\n"):
+            self.logs.append(LogLine(t, stream, line))
+
+    def finish(self, t: float, code: int, *, oom: bool = False) -> None:
+        if self.status != "running":
+            return
+        self.status, self.finished_t, self.exit_code, self.oom_killed = "exited", t, code, oom
+        self.pid = 0
+
+
+class DockerDaemon:
+    def __init__(self) -> None:
+        self.images: dict[str, Image] = {}
+        """By `repo:tag`."""
+        self.containers: dict[str, Container] = {}
+        """By name."""
+
+    def find_image(self, ref: str) -> Image | None:
+        if ref in self.images:
+            return self.images[ref]
+        if ":" not in ref.rsplit("/", 1)[-1] and f"{ref}:latest" in self.images:
+            return self.images[f"{ref}:latest"]
+        for img in self.images.values():
+            if img.id.startswith(ref.removeprefix("sha256:")) and len(ref) >= 12:
+                return img
+        return None
+
+    def find(self, name_or_id: str) -> Container | None:
+        c = self.containers.get(name_or_id.lstrip("/"))
+        if c is not None:
+            return c
+        if len(name_or_id) >= 4:
+            for c in self.containers.values():
+                if c.id.startswith(name_or_id):
+                    return c
+        return None
+
+    def running(self) -> list[Container]:
+        return [c for c in self.containers.values() if c.status == "running"]
+
+    def clear(self) -> None:
+        """Power loss: every container is gone (the node comes back clean)."""
+        self.containers.clear()

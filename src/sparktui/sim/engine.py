@@ -1,0 +1,349 @@
+"""A simulated inference engine inside one rank container: its boot follows
+the command line, the model on the NAS and the node it runs on, and every
+failure arises from that model (memory, cache path, fabric, kernel).
+
+The engine is a scheduler process (see scheduler.py); its log lines come from
+a `LogStyle` (vLLM or SGLang wording, engine_vllm.py / engine_sglang.py).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from .catalog import ModelInfo, repo_dir
+from .docker import Container
+from .engine_args import EngineArgs
+from .memory import GIB
+from .scheduler import Proc, Process
+
+if TYPE_CHECKING:
+    from .cluster import Sim
+    from .node import Node
+
+CUDA_CONTEXT_GIB = 1.2
+
+
+@dataclass
+class Request:
+    prompt_tokens: int
+    max_tokens: int
+    done: bool = False
+    error: str = ""
+    completion_tokens: int = 0
+    started_t: float = 0.0
+    first_token_t: float = 0.0
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    generation_tokens: int = 0
+    success: int = 0
+    running: int = 0
+    waiting: int = 0
+    ttft: list[float] = field(default_factory=list)
+    e2e: list[float] = field(default_factory=list)
+
+
+class LogStyle(Protocol):
+    """How one engine kind words its boot; each method logs to the container."""
+
+    def start(self, e: Engine) -> None: ...
+    def model_missing(self, e: Engine) -> None: ...
+    def admission_failed(self, e: Engine, free: float, requested: float) -> None: ...
+    def nccl_failed(self, e: Engine, reason: str, warn: str) -> None: ...
+    def load_begin(self, e: Engine) -> None: ...
+    def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None: ...
+    def load_end(self, e: Engine, gib: float, seconds: float) -> None: ...
+    def kv_short(self, e: Engine, need_gib: float, have_gib: float, fits: int) -> None: ...
+    def kv_ready(self, e: Engine, kv_gib: float, tokens: int) -> None: ...
+    def graphs(self, e: Engine, seconds: float, gib: float) -> None: ...
+    def serving(self, e: Engine) -> None: ...
+    def request_done(self, e: Engine, req: Request) -> None: ...
+    def rpc_timeout(self, e: Engine) -> None: ...
+    def peer_died(self, e: Engine) -> None: ...
+    def shutdown(self, e: Engine) -> None: ...
+
+
+class Engine:
+    def __init__(self, sim: Sim, node: Node, container: Container, args: EngineArgs,
+                 style: LogStyle, pid: int) -> None:
+        self.sim, self.node, self.container = sim, node, container
+        self.args, self.style = args, style
+        self.pid = pid
+        self.phase = "init"
+        """init | loading | loaded | kv | graphs | ready | dead | stopped"""
+        self.model: ModelInfo | None = sim.catalog.get(args.model)
+        self.kv_tokens = 0
+        self.stats = Stats()
+        self.requests: list[Request] = []
+        self.proc: Proc | None = None
+        self.http_wanted = False
+        self.health_status = 503
+        env = dict(e.split("=", 1) for e in container.env if "=" in e)
+        self.env = env
+        self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
+        self._held = 0.0
+
+    # --- identity -----------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return int(self.container.labels.get("sparktui.rank", self.args.node_rank))
+
+    @property
+    def nranks(self) -> int:
+        return int(self.container.labels.get("sparktui.nranks", self.args.nnodes))
+
+    @property
+    def serves_http(self) -> bool:
+        return self.rank == 0 and not self.args.headless
+
+    def t(self) -> float:
+        return self.sim.wall()
+
+    def log(self, text: str, stream: str = "stdout") -> None:
+        self.container.log(self.t(), text, stream)
+
+    # --- lifecycle ------------------------------------------------------------
+    def start(self) -> None:
+        self.proc = self.sim.sched.spawn(f"{self.node.name}/{self.container.name}", self._boot())
+        self.proc.gate = lambda: not self.node.thrashing
+
+    def hold(self, gib: float) -> None:
+        self._held = gib
+        self.node.memory.set(self.container.id, gib * GIB)
+
+    def peers(self) -> list[Engine]:
+        return self.sim.lane_engines(self)
+
+    def _die(self, code: int) -> None:
+        self.phase = "dead"
+        self.health_status = 503
+        self.container.finish(self.t(), code)
+        self.node.memory.set(self.container.id, 0)
+        self.node.memory.set(self.container.id + ":scratch", 0)
+        for r in self.requests:
+            if not r.done:
+                r.done, r.error = True, "EngineDeadError"
+        if self.http_wanted:
+            self.sim.schedule_http_stop(self, delay=5.0)
+
+    def stop(self, *, kill: bool) -> None:
+        """docker stop / rm -f: the process ends now."""
+        if self.container.status != "running":
+            return
+        self.sim.sched.cancel(self.proc)
+        if not kill:
+            self.style.shutdown(self)
+        graceful = not kill and self.phase == "ready"
+        self.phase = "stopped"
+        self.container.finish(self.t(), 0 if graceful else 137)
+        self.node.memory.set(self.container.id, 0)
+        self.node.memory.set(self.container.id + ":scratch", 0)
+        for r in self.requests:
+            if not r.done:
+                r.done, r.error = True, "aborted"
+        if self.http_wanted:
+            self.sim.schedule_http_stop(self, delay=0.0)
+
+    def fail(self, gen: Process) -> None:
+        """Replace the rest of the boot with a failure sequence."""
+        self.sim.sched.cancel(self.proc)
+        self.proc = self.sim.sched.spawn(f"{self.container.name}/fail", gen)
+        self.proc.gate = lambda: not self.node.thrashing
+
+    # --- the boot ---------------------------------------------------------------
+    def _boot(self) -> Process:
+        a, style = self.args, self.style
+        style.start(self)
+        yield 3.0
+        if not self._model_reachable():
+            style.model_missing(self)
+            yield 1.0
+            self._die(1)
+            return
+        free = self.node.memory.admission_free_gib()
+        requested = a.gmu * self.sim.usable_gib
+        if free < requested:
+            style.admission_failed(self, free, requested)
+            yield 1.0
+            self._die(1)
+            return
+        runtime = self._runtime_gib()
+        self.hold(CUDA_CONTEXT_GIB)
+        yield 4.0
+        if self.nranks > 1:
+            yield from self._join_fabric()
+            if self.phase == "dead":
+                return
+        yield from self._load_weights(runtime)
+        if self.nranks > 1:
+            yield lambda: all(p.phase != "loading" for p in self.peers()) or self._peer_dead()
+            if self._peer_dead():
+                yield from self._peer_failure()
+                return
+        yield from self._kv_and_graphs(runtime)
+        if self.phase == "dead":
+            return
+        self.phase = "ready"
+        if self.serves_http:
+            self.http_wanted = True
+            self.health_status = 200
+            self.sim.schedule_http_start(self)
+            style.serving(self)
+        yield from self._serve()
+
+    def _model_reachable(self) -> bool:
+        """The model's snapshot through the container's HF cache mount, as the engine
+        (HF_HUB_OFFLINE) would resolve it; False gives LocalEntryNotFoundError."""
+        if self.model is None:
+            return False
+        cache = self.env.get("HF_HUB_CACHE") or posixpath.join(
+            self.env.get("HF_HOME", "/root/.cache/huggingface"), "hub")
+        for bind in self.container.binds:
+            src, dst = bind.split(":")[:2]
+            if cache == dst or cache.startswith(dst.rstrip("/") + "/"):
+                host = posixpath.join(src, posixpath.relpath(cache, dst))
+                return self.node.fs.exists(posixpath.join(host, repo_dir(self.model.repo),
+                                                          "snapshots", self.model.snapshot))
+        return False
+
+    def _runtime_gib(self) -> float:
+        if self.model and self.model.runtime_reserve_gib is not None:
+            return self.model.runtime_reserve_gib
+        return self.sim.config.guards.runtime_reserve_gib
+
+    def weights_gib(self) -> float:
+        size = self.model.size_gb if self.model else 0.0
+        return size * 1e9 / max(1, self.args.tp, self.nranks) / GIB
+
+    def _join_fabric(self) -> Process:
+        yield lambda: len(self.peers()) >= self.nranks or self._peer_dead()
+        if self._peer_dead():
+            yield from self._peer_failure()
+            return
+        reason = self.sim.fabric_fault(self)
+        yield 6.0
+        if reason:
+            warn, msg = reason
+            self.style.nccl_failed(self, msg, warn)
+            yield 1.0
+            self._die(1)
+
+    def _peer_dead(self) -> bool:
+        return any(p.phase in ("dead", "stopped") for p in self.peers() if p is not self)
+
+    def _peer_failure(self) -> Process:
+        yield 8.0
+        self.style.peer_died(self)
+        self._die(1)
+
+    def _load_weights(self, runtime: float) -> Process:
+        self.phase = "loading"
+        shards = self.model.shards if self.model else 1
+        total = self.weights_gib()
+        per_shard_bytes = total * GIB / shards
+        self.style.load_begin(self)
+        self.style.load_progress(self, 0, shards, 0.0)
+        elapsed = 0.0
+        for i in range(1, shards + 1):
+            dt = per_shard_bytes / (self.sim.nfs_rate_bytes_per_s(self) or 1.0)
+            yield dt
+            elapsed += dt
+            self.hold(CUDA_CONTEXT_GIB + total * i / shards)
+            self.style.load_progress(self, i, shards, elapsed)
+        self.style.load_end(self, total, elapsed)
+        self.load_seconds = elapsed
+        self.phase = "loaded"
+
+    def _kv_and_graphs(self, runtime: float) -> Process:
+        a, m = self.args, self.model
+        assert m is not None
+        weights = self.weights_gib()
+        extras = m.pinned_extras_gib
+        per_token = m.kv_bytes_per_token + m.drafter_kv_bytes_per_token
+        if a.kv_cache_memory_bytes is not None:
+            kv_gib = a.kv_cache_memory_bytes / GIB
+        else:
+            kv_gib = a.gmu * self.sim.usable_gib - weights - runtime - extras
+        self.phase = "kv"
+        yield 12.0
+        self.hold(weights + extras + runtime * 0.8)
+        yield 8.0
+        max_len = a.max_model_len or 32768
+        need_gib = max_len * per_token / GIB
+        if kv_gib <= 0 or need_gib > kv_gib:
+            fits = int(max(0.0, kv_gib) * GIB / per_token) // a.block_size * a.block_size
+            self.style.kv_short(self, need_gib, max(0.0, kv_gib), fits)
+            yield 1.0
+            self._die(1)
+            return
+        self.kv_tokens = int(kv_gib * GIB / per_token)
+        self.hold(weights + extras + runtime * 0.8 + kv_gib)
+        self.sim.nvrm_noise(self.node)
+        self.style.kv_ready(self, kv_gib, self.kv_tokens)
+        self.phase = "graphs"
+        graph_s = 40.0 + 14.0 * bool(a.speculative)
+        yield graph_s
+        self.hold(weights + extras + runtime + kv_gib)
+        self.style.graphs(self, graph_s, runtime * 0.2)
+        yield 2.0
+
+    # --- serving ------------------------------------------------------------------
+    def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
+        req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)
+        if self.phase != "ready":
+            req.done, req.error = True, "EngineDeadError" if self.phase == "dead" else "not ready"
+        else:
+            self.requests.append(req)
+            self.stats.waiting += 1
+        return req
+
+    def _serve(self) -> Process:
+        while True:
+            yield lambda: any(not r.done for r in self.requests) or self._peer_dead()
+            if self._peer_dead():
+                yield from self._peer_failure()
+                return
+            req = next(r for r in self.requests if not r.done)
+            self.stats.waiting -= 1
+            self.stats.running += 1
+            ok = yield from self._prefill(req)
+            if not ok:
+                return
+            self.stats.running -= 1
+
+    def _prefill(self, req: Request) -> Process:
+        m = self.model
+        assert m is not None
+        scratch = m.scratch_base_gib + req.prompt_tokens * m.scratch_gib_per_token
+        lane = self.peers() or [self]
+        for p in lane:
+            p.node.memory.set(p.container.id + ":scratch", scratch * GIB)
+        prefill_s = req.prompt_tokens / 2000.0 + 0.05
+        deadline = self.sim.sched.t + prefill_s + self.rpc_timeout_s
+        stalled: Callable[[], bool] = lambda: any(p.node.thrashing for p in lane)  # noqa: E731
+        yield prefill_s
+        if stalled():
+            yield max(0.0, deadline - self.sim.sched.t)
+            self.style.rpc_timeout(self)
+            self._die(1)
+            return False
+        for p in lane:
+            p.node.memory.set(p.container.id + ":scratch", 0)
+        req.first_token_t = self.sim.sched.t
+        decode_s = req.max_tokens / 30.0
+        yield decode_s
+        req.completion_tokens = req.max_tokens
+        req.done = True
+        st = self.stats
+        st.prompt_tokens += req.prompt_tokens
+        st.generation_tokens += req.max_tokens
+        st.success += 1
+        st.ttft.append(req.first_token_t - req.started_t)
+        st.e2e.append(self.sim.sched.t - req.started_t)
+        self.style.request_done(self, req)
+        return True

@@ -1,0 +1,156 @@
+"""The engine's HTTP API on the node's api_host: /health, /v1/models, /metrics
+(Prometheus text, vLLM or SGLang metric names) and a tiny chat completion
+that runs through the engine model (so a long prompt can kill it)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from .engine_vllm import models_json
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+            7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+
+
+class _EngineCollector:
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+
+    def collect(self) -> Iterator[Metric]:
+        e, st = self.e, self.e.stats
+        p = "vllm" if e.args.kind == "vllm" else "sglang"
+        labels = ["model_name", "engine"] if p == "vllm" else ["model_name"]
+        values = [e.args.name, "0"] if p == "vllm" else [e.args.name]
+
+        def gauge(name: str, doc: str, value: float) -> Metric:
+            g = GaugeMetricFamily(f"{p}:{name}", doc, labels=labels)
+            g.add_metric(values, value)
+            return g
+
+        def counter(name: str, doc: str, value: float) -> Metric:
+            c = CounterMetricFamily(f"{p}:{name}", doc, labels=labels)
+            c.add_metric(values, value)
+            return c
+
+        def histogram(name: str, doc: str, samples: list[float]) -> Metric:
+            h = HistogramMetricFamily(f"{p}:{name}", doc, labels=labels)
+            buckets = [(str(b), float(sum(1 for s in samples if s <= b))) for b in _BUCKETS]
+            buckets.append(("+Inf", float(len(samples))))
+            h.add_metric(values, buckets, sum(samples))
+            return h
+
+        if p == "vllm":
+            yield gauge("num_requests_running", "Number of requests in model execution batches.",
+                        st.running)
+            yield gauge("num_requests_waiting", "Number of requests waiting to be processed.",
+                        st.waiting)
+            yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
+                        0.0 if not st.running else 0.05)
+            yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
+            yield counter("generation_tokens", "Number of generation tokens processed.",
+                          st.generation_tokens)
+            yield counter("num_preemptions", "Cumulative number of preemption from the engine.",
+                          0)
+            ok = CounterMetricFamily("vllm:request_success", "Count of successfully processed "
+                                     "requests.", labels=[*labels, "finished_reason"])
+            ok.add_metric([*values, "length"], st.success)
+            yield ok
+            yield histogram("time_to_first_token_seconds",
+                            "Histogram of time to first token in seconds.", st.ttft)
+            yield histogram("e2e_request_latency_seconds",
+                            "Histogram of e2e request latency in seconds.", st.e2e)
+        else:
+            yield gauge("num_running_reqs", "The number of running requests.", st.running)
+            yield gauge("num_queue_reqs", "The number of requests in the waiting queue.",
+                        st.waiting)
+            yield gauge("token_usage", "The token usage.", 0.0)
+            yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
+            yield counter("generation_tokens", "Number of generation tokens processed.",
+                          st.generation_tokens)
+            yield histogram("time_to_first_token_seconds",
+                            "Histogram of time to first token in seconds.", st.ttft)
+
+
+def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable[None]]) -> \
+        web.Application:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_EngineCollector(engine))  # type: ignore[arg-type]
+    created = int(time.time())
+
+    @web.middleware
+    async def access_log(request: web.Request, handler: Callable[[web.Request],
+                                                                 Awaitable[web.StreamResponse]]) \
+            -> web.StreamResponse:
+        await wait_for(lambda: engine.node.responsive)  # a thrashing node answers nothing
+        resp = await handler(request)
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        who = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
+        reason = resp.reason or ""
+        engine.log(f'INFO:     {who} - "{request.method} {request.path} HTTP/1.1" '
+                   f"{resp.status} {reason}", "stderr")
+        return resp
+
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(status=engine.health_status)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.Response(text=models_json(engine, created), content_type="application/json")
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def chat(request: web.Request) -> web.Response:
+        try:
+            body = json.loads(await request.text())
+        except ValueError:
+            return _error(400, "BadRequestError", "Invalid JSON body")
+        text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+        prompt = int(body.get("prompt_tokens_hint") or max(1, len(text) // 4))
+        max_tokens = int(body.get("max_tokens") or 16)
+        if prompt + max_tokens > (engine.args.max_model_len or 32768):
+            return _error(400, "BadRequestError",
+                          f"This model's maximum context length is {engine.args.max_model_len} "
+                          f"tokens. However, your request has {prompt + max_tokens} input tokens.")
+        req = engine.submit(prompt, max_tokens)
+        await wait_for(lambda: req.done)
+        if req.error:
+            return _error(500, "InternalServerError", req.error)
+        return web.json_response({
+            "id": f"chatcmpl-{engine.container.id[:24]}", "object": "chat.completion",
+            "created": int(engine.sim.wall()), "model": engine.args.name,
+            "choices": [{"index": 0, "message": {"role": "assistant",
+                                                 "content": "ok " * req.completion_tokens},
+                         "finish_reason": "length"}],
+            "usage": {"prompt_tokens": req.prompt_tokens,
+                      "completion_tokens": req.completion_tokens,
+                      "total_tokens": req.prompt_tokens + req.completion_tokens}})
+
+    app = web.Application(middlewares=[access_log])
+    app.router.add_get("/health", health)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics)
+    app.router.add_post("/v1/chat/completions", chat)
+    if engine.args.kind == "sglang":
+        app.router.add_get("/health_generate", health)
+    return app
+
+
+def _error(status: int, kind: str, message: str) -> web.Response:
+    return web.json_response({"object": "error", "message": message, "type": kind,
+                              "param": None, "code": status}, status=status)

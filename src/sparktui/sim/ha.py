@@ -1,0 +1,112 @@
+"""Home Assistant's REST API as far as sparktui uses it (REFERENCE.md §3):
+bearer auth, `/api/`, `/api/states/<id>`, `/api/services/switch/turn_on|off`.
+Switch state drives node power; faults: answer 500, hang, entity unavailable."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+
+from .timefmt import iso_ha
+
+if TYPE_CHECKING:
+    from .cluster import Sim
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+class HomeAssistant:
+    def __init__(self, sim: Sim, token: str, rng: random.Random) -> None:
+        self.sim = sim
+        self.token = token
+        self.rng = rng
+        self.fault = ""
+        """``""``, ``500`` or ``hang``."""
+        self.changed_t = {e: sim.wall() for e in sim.spec.entities}
+        self.context = {e: self._ulid() for e in sim.spec.entities}
+        self.calls: list[tuple[str, str]] = []
+        """(service, entity) of every accepted service call, for tests."""
+
+    def _ulid(self) -> str:
+        return "01" + "".join(self.rng.choice(_CROCKFORD) for _ in range(24))
+
+    def state_obj(self, entity_id: str) -> dict[str, object]:
+        spec = self.sim.spec.entities[entity_id]
+        attrs: dict[str, object] = {"friendly_name": spec.friendly_name}
+        if spec.state == "unavailable":
+            attrs = {"restored": True, "friendly_name": spec.friendly_name,
+                     "supported_features": 0}
+        t = iso_ha(self.changed_t[entity_id])
+        return {"entity_id": entity_id, "state": spec.state, "attributes": attrs,
+                "last_changed": t, "last_reported": t, "last_updated": t,
+                "context": {"id": self.context[entity_id], "parent_id": None, "user_id": None}}
+
+    def app(self) -> web.Application:
+        @web.middleware
+        async def guard(request: web.Request,
+                        handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) \
+                -> web.StreamResponse:
+            if self.fault == "hang":
+                await asyncio.Event().wait()
+            if self.fault == "500":
+                return web.Response(status=500, text="500: Internal Server Error")
+            if request.headers.get("Authorization", "") != f"Bearer {self.token}":
+                return web.Response(status=401, text="401: Unauthorized")
+            self.sim.sync()
+            return await handler(request)
+
+        async def root(request: web.Request) -> web.Response:
+            return web.json_response({"message": "API running."})
+
+        async def state(request: web.Request) -> web.Response:
+            entity = request.match_info["entity_id"]
+            if entity not in self.sim.spec.entities:
+                return web.json_response({"message": "Entity not found."}, status=404)
+            return web.json_response(self.state_obj(entity))
+
+        async def service(request: web.Request) -> web.Response:
+            domain, svc = request.match_info["domain"], request.match_info["service"]
+            try:
+                body = json.loads(await request.text() or "{}")
+            except ValueError:
+                return web.json_response({"message": "Data should be valid JSON."}, status=400)
+            if domain != "switch" or svc not in ("turn_on", "turn_off"):
+                return web.Response(status=400, text="400: Bad Request")
+            ids = body.get("entity_id") if isinstance(body, dict) else None
+            ids = [ids] if isinstance(ids, str) else ids
+            if not isinstance(ids, list):
+                return web.Response(status=400, text="400: Bad Request")
+            changed = []
+            for entity in ids:
+                if self._switch(str(entity), svc == "turn_on"):
+                    changed.append(self.state_obj(str(entity)))
+            await self.sim.settle()
+            return web.json_response(changed)
+
+        app = web.Application(middlewares=[guard])
+        app.router.add_get("/api/", root)
+        app.router.add_get("/api/states/{entity_id}", state)
+        app.router.add_post("/api/services/{domain}/{service}", service)
+        return app
+
+    def _switch(self, entity: str, on: bool) -> bool:
+        """Apply a service call; True when the state changed (unavailable: skipped)."""
+        spec = self.sim.spec.entities.get(entity)
+        if spec is None or spec.state == "unavailable":
+            return False
+        self.calls.append(("turn_on" if on else "turn_off", entity))
+        new = "on" if on else "off"
+        if spec.state == new:
+            return False
+        spec.state = new
+        self.changed_t[entity] = self.sim.wall()
+        self.context[entity] = self._ulid()
+        if spec.node:
+            self.sim.set_power(spec.node, on)
+        self.sim.notify()
+        return True

@@ -1,0 +1,68 @@
+"""The node's kernel journal and `journalctl -k` in short-iso-precise form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .timefmt import journal_precise
+
+NVRM_NO_MEMORY = (
+    "NVRM: nvCheckOkFailedNoLog: Check failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) "
+    "returned from _memdescAllocInternal(pMemDesc) @ mem_desc.c:1359"
+)
+NVRM_IOVA = (
+    "NVRM: _iovaspaceCreateMappingDataFromMemDesc: failed to allocate 0x176028 bytes for "
+    "IOVA mapping metadata"
+)
+NVRM_ASSERT = (
+    "NVRM: nvAssertOkFailedNoLog: Assertion failed: Out of memory [NV_ERR_NO_MEMORY] "
+    "(0x00000051) returned from rmapiAllocWithSecInfo @ nv_gpu_ops.c:4647"
+)
+FLUSHING = "Under memory pressure, flushing caches."
+
+
+@dataclass(frozen=True)
+class JournalEntry:
+    t: float
+    ident: str
+    """``kernel`` or ``systemd-journald[412]``."""
+    message: str
+
+
+class Journal:
+    def __init__(self, hostname: str, max_entries: int = 20000) -> None:
+        self.hostname = hostname
+        self.entries: list[JournalEntry] = []
+        self.max_entries = max_entries
+
+    def kernel(self, t: float, message: str) -> None:
+        self._add(JournalEntry(t, "kernel", message))
+
+    def journald(self, t: float, message: str) -> None:
+        self._add(JournalEntry(t, "systemd-journald[412]", message))
+
+    def _add(self, entry: JournalEntry) -> None:
+        self.entries.append(entry)
+        if len(self.entries) > self.max_entries:
+            del self.entries[: len(self.entries) - self.max_entries]
+
+    def render(self, entry: JournalEntry) -> str:
+        return f"{journal_precise(entry.t)} {self.hostname} {entry.ident}: {entry.message}\n"
+
+    def boot(self, t: float, kernel: str) -> None:
+        """The kernel lines of a fresh boot (the journal is per boot, as with -b)."""
+        self.entries.clear()
+        for dt, msg in [
+            (0.0, f"Linux version {kernel} (buildd@bos03-arm64-041) (aarch64-linux-gnu-gcc-13 "
+                  "(Ubuntu 13.3.0-6ubuntu2~24.04) 13.3.0, GNU ld 2.42) "
+                  "#31-Ubuntu SMP PREEMPT_DYNAMIC"),
+            (0.0, "Machine model: NVIDIA DGX Spark"),
+            (2.1, "mlx5_core 0000:01:00.0: firmware version: 28.45.1020"),
+            (2.4, "mlx5_core 0000:01:00.0 rocep1s0f0: renamed from mlx5_0"),
+            (2.5, "mlx5_core 0002:01:00.0 roceP2p1s0f0: renamed from mlx5_2"),
+            (4.8, "nvidia: loading out-of-tree module taints kernel."),
+            (5.0, "NVRM: loading NVIDIA UNIX Open Kernel Module for aarch64  580.95.05  "
+                  "Release Build  (dvs-builder@U22-I3-AM02-24-3)"),
+            (9.3, "NFS: Registering the id_resolver key type"),
+        ]:
+            self.kernel(t + dt, msg)

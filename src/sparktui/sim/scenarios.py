@@ -1,0 +1,113 @@
+"""Named scenarios: the seeds' incidents as states of the simulated world.
+Each one changes the world only; the incident itself follows from the model
+when the operator (or a test) does what the operator did that night."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .catalog import ModelInfo
+from .docker import Container
+from .spec import SimSpec
+
+if TYPE_CHECKING:
+    from .cluster import Sim
+
+SCENARIOS: dict[str, str] = {
+    "normal": "Every node up and clean, sw6_mt on, NAS mounted, HF cache symlinked everywhere.",
+    "boot-d-oom": "Serve DS4.1 eagerly (510 GB) on 4 nodes: 127.6 GB/rank > 121.6 GiB, all "
+                  "four thrash during load (09-14 14:37).",
+    "long-prompt": "The 22:45 lane (99 GiB weights/rank, 11 GiB KV pin): a ~150K-token prompt "
+                   "times out sample_tokens, EngineDead, dgx6+dgx7 hang.",
+    "cache-not-symlink": "dgx6-8 have a local ~/.cache/huggingface dir instead of the NAS "
+                         "symlink: their ranks die with LocalEntryNotFoundError.",
+    "nas-missing": "dgx7/dgx8 have no /mnt/nas (fstab line missing): the cache symlink dangles.",
+    "slow-8way-nfs": "NAS shared by 8 loaders at ~28 MB/s each: a healthy 122-min cold load.",
+    "gmu-091": "Admission as on GB10 (free 108.78 GiB): a GMU 0.91 recipe is refused "
+               "(needs 110.66).",
+    "kv-pin-short": "An 8 GiB KV pin 80 MB short of one 131072-token request plus the "
+                    "drafter's KV group: the engine refuses to start.",
+    "stale-container": "An exited sparktui-glm53-full-native-8x-dspark8-r0 left on dgx1 by an "
+                       "earlier boot: docker run of that rank conflicts.",
+    "bad-kernel": "dgx8 runs kernel 7.0.0-1019 (breaks NCCL/RoCE): any lane with dgx8 fails "
+                  "at NCCL init.",
+    "switch-off": "The sw6_mt fabric relay is off: every switch cluster fails at NCCL init.",
+    "shared-host-key": "All nodes share one ED25519 host key (the cloned Ubuntu image).",
+    "images-missing": "dgx6-8 have no vLLM image yet (the launcher must sync it).",
+}
+
+GIB = 1024**3
+
+SEED_MODELS: dict[str, ModelInfo] = {m.repo: m for m in (
+    ModelInfo("deepseek-ai/DeepSeek-V4.1-Flash", 510.0, shards=64, revision="60d8d707",
+              kv_bytes_per_token=9_728, pinned_extras_gib=0.0),
+    ModelInfo("zai-org/GLM-5.3", 753.3, shards=141, revision="aca966e4",
+              kv_bytes_per_token=53_947, drafter_kv_bytes_per_token=5_000),
+    ModelInfo("jovian/GLM-5.3-MXFP4-FP8", 98.86 * 4 * GIB / 1e9, shards=96, revision="r39",
+              kv_bytes_per_token=53_947, runtime_reserve_gib=3.0),
+    ModelInfo("deepseek-ai/DeepSeek-V4.1-Flash-0731", 307.2, shards=46, revision="0731",
+              kv_bytes_per_token=9_728, pinned_extras_gib=25.4, runtime_reserve_gib=12.0),
+    ModelInfo("RedHatAI/GLM-5.3-speculator.dspark", 2.3, shards=1, revision="198b3ced"),
+)}
+"""Models of the seeds' nights, added to the NAS unless a recipe already describes them."""
+
+STALE_LANE = "glm53-full-native-8x-dspark8"
+
+
+def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
+    """Change `spec` (in place) into the named scenario's world; returns it."""
+    if name not in SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
+    spec.scenario = name
+    for repo, model in SEED_MODELS.items():
+        spec.catalog.setdefault(repo, model)
+    nodes = {n.name: n for n in spec.nodes}
+
+    def each(*names: str) -> list:
+        return [nodes[n] for n in names if n in nodes]
+
+    if name == "long-prompt":
+        for n in each("dgx6", "dgx7"):
+            n.extra_os_gib = 1.0
+    elif name == "cache-not-symlink":
+        for n in each("dgx6", "dgx7", "dgx8"):
+            n.hf_cache_kind = "dir"
+    elif name == "nas-missing":
+        for n in each("dgx7", "dgx8"):
+            n.nas_present = False
+    elif name == "slow-8way-nfs":
+        spec.nas_aggregate_mbps = 221.0
+    elif name == "bad-kernel":
+        for n in each("dgx8"):
+            n.kernel = spec.kernel_bad[0] + "-nvidia"
+    elif name == "switch-off":
+        for entities in spec.cluster_switches.values():
+            for e in entities:
+                spec.entities[e].state = "off"
+    elif name == "shared-host-key":
+        spec.shared_host_key = True
+    elif name == "images-missing":
+        for n in each("dgx6", "dgx7", "dgx8"):
+            n.images = []
+    elif name == "stale-container" and spec.nodes:
+        first = spec.nodes[0]
+        image = first.images[0].ref if first.images else "vllm-node:latest"
+        spec.stale_containers.append((first.name, f"sparktui-{STALE_LANE}-r0", image))
+    return spec
+
+
+def place_stale_containers(sim: Sim) -> None:
+    """Containers left by an earlier boot: exited 137 an hour before the start."""
+    for node_name, cname, image_ref in sim.spec.stale_containers:
+        node = sim.nodes[node_name]
+        img = node.docker.find_image(image_ref)
+        if img is None:
+            continue
+        t = sim.wall()
+        c = Container(id=sim.new_container_id(), name=cname, image=img, image_arg=image_ref,
+                      args=["vllm", "serve", "zai-org/GLM-5.3"],
+                      labels={"sparktui.lane": STALE_LANE, "sparktui.rank": "0"},
+                      env=[], binds=[], created_t=t - 5400, status="running",
+                      started_t=t - 5400)
+        c.finish(t - 3600, 137)
+        node.docker.containers[cname] = c

@@ -1,0 +1,136 @@
+"""A node's sshd: real SSH (asyncssh) on loopback, public-key auth, exec
+channels and a long-lived `sh` reading commands on stdin.
+
+A front listener accepts every TCP connection itself and hands it to asyncssh
+only while the node is healthy: on a thrashing node the connection is
+accepted but no banner is ever sent (sshd starved), as on the seeds' nights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from typing import TYPE_CHECKING
+
+import asyncssh
+
+from .commands import node_commands
+from .shell import Shell, ShellEnv, ShellExit, incomplete
+
+if TYPE_CHECKING:
+    from .cluster import Sim
+    from .node import Node
+
+_SHELLS = {"sh", "/bin/sh", "bash", "/bin/bash", "sh -s", "bash -s", "exec sh"}
+HANDSHAKE_TIMEOUT_S = 30.0
+
+
+class NodeSshd:
+    def __init__(self, sim: Sim, node: Node, host_key: asyncssh.SSHKey,
+                 authorized: asyncssh.SSHAuthorizedKeys) -> None:
+        self.sim, self.node = sim, node
+        self.port = 0
+        self._options = asyncssh.SSHServerConnectionOptions(
+            server_host_keys=[host_key], authorized_client_keys=authorized,
+            process_factory=self._process, encoding=None, login_timeout=HANDSHAKE_TIMEOUT_S,
+            server_version="OpenSSH_9.6p1 Ubuntu-3ubuntu13.14", allow_pty=True)
+        self._listener: socket.socket | None = None
+        self._accept_task: asyncio.Task[None] | None = None
+        self._held: set[socket.socket] = set()
+        self._conns: set[asyncssh.SSHServerConnection] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def open(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", self.port))
+        sock.listen(64)
+        sock.setblocking(False)
+        self.port = sock.getsockname()[1]
+        self._listener = sock
+        self._accept_task = asyncio.create_task(self._accept_loop(sock))
+
+    async def close(self) -> None:
+        """Power loss: the listener, every session and every held connection go."""
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._accept_task
+            self._accept_task = None
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
+        for s in self._held:
+            s.close()
+        self._held.clear()
+        for conn in list(self._conns):
+            conn.abort()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._conns.clear()
+
+    async def _accept_loop(self, lsock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            conn_sock, _ = await loop.sock_accept(lsock)
+            self.sim.sync()
+            if not self.node.responsive:
+                self._held.add(conn_sock)  # accepted, never answered
+                continue
+            task = asyncio.create_task(self._serve(conn_sock))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, sock: socket.socket) -> None:
+        try:
+            conn = await asyncio.wait_for(asyncssh.run_server(sock, options=self._options),
+                                          HANDSHAKE_TIMEOUT_S)
+        except (OSError, asyncssh.Error, TimeoutError):
+            sock.close()
+            return
+        self._conns.add(conn)
+        try:
+            await conn.wait_closed()
+        finally:
+            self._conns.discard(conn)
+
+    async def _process(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        command = process.command
+        env = ShellEnv(commands=node_commands(self.sim, self.node), glob=self.node.fs.glob,
+                       home=self.node.spec.home, before_command=self._responsive,
+                       alive=lambda: not process.is_closing())
+        shell = Shell(env, process.stdout, process.stderr, process.stdin)
+        status = 0
+        try:
+            if command is None or command.strip() in _SHELLS:
+                status = await self._interactive(shell, process)
+            else:
+                status = await shell.run(command)
+        except ShellExit as e:
+            status = e.status
+        except (BrokenPipeError, ConnectionError, asyncssh.Error):
+            return
+        with contextlib.suppress(Exception):
+            await process.stdout.drain()
+        process.exit(status)
+
+    async def _interactive(self, shell: Shell, process: asyncssh.SSHServerProcess[bytes]) -> int:
+        """`sh` reading its script from stdin, line by line, keeping `$?`."""
+        pending = ""
+        while True:
+            raw = await process.stdin.readline()
+            if not raw:
+                return shell.env.status
+            pending += raw.decode(errors="replace")
+            if incomplete(pending):
+                continue
+            await shell.run(pending)
+            pending = ""
+            with contextlib.suppress(Exception):
+                await process.stdout.drain()
+
+    async def _responsive(self) -> None:
+        await self.sim.wait_until(lambda: self.node.responsive)
