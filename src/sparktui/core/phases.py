@@ -126,9 +126,13 @@ class PhaseTracker:
         self.phase_times.setdefault(self.phase, self.start)
 
     # ---- input -------------------------------------------------------------
-    def feed(self, rank: int, line: str, now: float) -> LogEvent | None:
-        """One raw log line (docker timestamp prefix allowed) of ``rank``."""
-        ts, body = split_timestamp(line)
+    def feed(self, rank: int, line: str, now: float, ts: str | None = None) -> LogEvent | None:
+        """One log line of ``rank``: raw (docker timestamp prefix allowed), or
+        already split by the follower (``ts`` given, ``line`` without it)."""
+        if ts is None:
+            ts, body = split_timestamp(line)
+        else:
+            body = line
         ev = classify(body)
         st = self._rank(rank)
         st.lines += 1

@@ -209,7 +209,7 @@ class LaneWatch:
         async for batch in follower.batches():
             now = self.clock.monotonic()
             for line in batch:
-                tr.feed(rc.rank, line.raw, now)
+                tr.feed(rc.rank, line.text, now, line.ts)
                 if self.on_line is not None:
                     maybe = self.on_line(rc.rank, line.raw)
                     if maybe is not None:
