@@ -267,12 +267,7 @@ class HealthReport:
             parts = [head, "all free" if len(online) == len(nodes) else "the online ones free"]
         else:
             parts = [head, f"{len(busy)} busy ({', '.join(s.node for s in busy)})"]
-        problems = [
-            f"{node}: {issue}"
-            for node, issues in self.issues.items()
-            for issue in issues
-            if self.cluster.get(node) in online
-        ]
+        problems = [f"{s.node}: {issue}" for s in online for issue in self.issues[s.node]]
         return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
 
     def table(self) -> Table:
