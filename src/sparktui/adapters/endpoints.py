@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from sparktui.core.config import Config
 
@@ -169,4 +170,5 @@ def _from_simulator(config: Config) -> Endpoints:
     ha_token_file = data.get("ha_token_file")
     if not isinstance(ha_url, str) or not isinstance(ha_token_file, str):
         raise EndpointError(f"{path}: 'ha_url' and 'ha_token_file' must be strings")
+    _loopback(urlsplit(ha_url).hostname, f"{path}: ha_url")
     return Endpoints(nodes, ha_url, ha_token_file, simulated=True)
