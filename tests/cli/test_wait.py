@@ -60,3 +60,11 @@ def test_describe_failed_names_rank_and_first_fatal_line() -> None:
 def test_describe_stalled_gives_last_progress() -> None:
     text = describe(result(Outcome.STALLED, last_progress="shard 10/141"))
     assert text == "m: stalled; last progress: shard 10/141"
+
+
+def test_describe_failed_with_cause() -> None:
+    f = Failure(0, Kind.ENGINE_FAILED, "EngineCore failed to start.", None, (),
+                cause="ValueError: To serve at least one request ...")
+    text = describe(result(Outcome.FAILED, failure=f))
+    assert text.splitlines()[:2] == ["m: failed on rank 0: EngineCore failed to start.",
+                                     "    cause: ValueError: To serve at least one request ..."]

@@ -222,3 +222,28 @@ def test_fuzz_tracker_never_raises(lines: list[tuple[int, str]]) -> None:
         tr.check_stall(float(i))
     tr.summary()
     tr.load_progress()
+
+
+def test_root_cause_after_a_generic_fatal_line_is_kept() -> None:
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    tr.feed(0, E + "EngineCore failed to start.", now=1)
+    tr.feed(1, "unrelated rank line", now=1)
+    tr.feed(0, "Traceback (most recent call last):", now=1)
+    tr.feed(0, '  File "gpu_worker.py", line 248, in init_device', now=1)
+    tr.feed(0, "ValueError: Free memory on device cuda:0 (108.78/121.6 GiB) on startup is less "
+               "than desired GPU memory utilization (0.91, 110.66 GiB). Decrease GPU memory "
+               "utilization or reduce GPU memory used by other processes.", now=1)
+    tr.feed(0, "RuntimeError: Engine core initialization failed. See root cause above.", now=1)
+    f = tr.failure
+    assert f is not None and f.kind is Kind.ENGINE_FAILED and f.rank == 0
+    assert f.cause is not None and f.cause.startswith("ValueError: Free memory on device")
+    assert len(f.after) == 4 and "unrelated rank line" not in f.after
+    assert "(cause: ValueError: Free memory" in f.describe()
+
+
+def test_specific_first_fatal_has_no_cause() -> None:
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    tr.feed(2, "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO "
+               "for details)", now=1)
+    tr.feed(2, "KeyError: 'x'", now=1)
+    assert tr.failure is not None and tr.failure.cause is None

@@ -118,6 +118,8 @@ def describe(result: WaitResult) -> str:
     if result.outcome is Outcome.FAILED and result.failure is not None:
         f = result.failure
         lines = [f"{result.lane}: failed on rank {f.rank}: {f.line}"]
+        if f.cause:
+            lines.append(f"    cause: {f.cause}")
         lines += [f"    | {c}" for c in f.context[-5:]]
         return "\n".join(lines)
     return f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sparktui.core.logsig import (
     BOOT_ORDER,
@@ -36,6 +36,13 @@ from sparktui.core.logsig import (
 _TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
 _TRACEBACK_WINDOW = 400
 """An exception line ends a traceback if it comes within this many lines."""
+AFTER_LINES = 20
+"""Lines of the failed rank kept after its first fatal line (the root cause
+often follows: vLLM prints "EngineCore failed to start." before the error)."""
+GENERIC_FATAL = frozenset({
+    Kind.ENGINE_FAILED, Kind.ENGINE_DEAD, Kind.WORKER_DIED, Kind.EXCEPTION, Kind.CONTAINER_EXIT,
+})
+"""Fatal kinds that say *that* the engine died rather than *why*."""
 
 
 @dataclass(frozen=True)
@@ -79,9 +86,14 @@ class Failure:
     timestamp: str | None
     context: tuple[str, ...]
     """The lines of that rank just before the fatal one (oldest first)."""
+    cause: str | None = None
+    """A more specific fatal line of the same rank right after a generic one."""
+    after: tuple[str, ...] = ()
+    """Lines of that rank after the fatal one (up to AFTER_LINES)."""
 
     def describe(self) -> str:
-        return f"rank {self.rank}: {self.line}"
+        text = f"rank {self.rank}: {self.line}"
+        return f"{text} (cause: {self.cause})" if self.cause else text
 
 
 @dataclass
@@ -136,6 +148,17 @@ class PhaseTracker:
         ev = classify(body)
         st = self._rank(rank)
         st.lines += 1
+        f = self.failure
+        if f is not None:
+            if rank == f.rank and len(f.after) < AFTER_LINES:
+                text = ev.text if ev is not None else body.rstrip("\r\n")
+                cause = f.cause
+                if cause is None and f.kind in GENERIC_FATAL and ev is not None and (
+                    (ev.fatal and ev.kind not in GENERIC_FATAL) or ev.kind is Kind.EXCEPTION
+                ):
+                    cause = ev.text
+                self.failure = replace(f, after=(*f.after, text), cause=cause)
+            return ev
         if ev is not None:
             self._apply(rank, st, ev, ts, now)
         st.recent.append(ev.text if ev is not None else body.rstrip("\r\n"))

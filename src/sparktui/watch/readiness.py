@@ -214,9 +214,11 @@ class LaneWatch:
                     maybe = self.on_line(rc.rank, line.raw)
                     if maybe is not None:
                         await maybe
-                if tr.phase is Phase.FAILED:
-                    self._finish(Outcome.FAILED)
-                    return
+            # the rest of the batch after a fatal line is fed too: it often
+            # holds the root cause, at no cost in latency
+            if tr.phase is Phase.FAILED:
+                self._finish(Outcome.FAILED)
+                return
         # the container's log ended: the container stopped or died
         try:
             state = await container_state(link, rc.container)
