@@ -22,6 +22,8 @@ class ModelInfo:
     kv_bytes_per_token: int = 65536
     """Per rank."""
     drafter_kv_bytes_per_token: int = 0
+    weights_per_rank_gib: float | None = None
+    """Measured for one recipe's rank count; otherwise size / ranks."""
     runtime_reserve_gib: float | None = None
     pinned_extras_gib: float = 0.0
     scratch_base_gib: float = 0.5
@@ -34,12 +36,17 @@ class ModelInfo:
         return self.revision or hashlib.sha1(self.repo.encode()).hexdigest()
 
 
-def from_recipes(recipes: Iterable[Recipe]) -> dict[str, ModelInfo]:
+def from_recipes(recipes: Iterable[Recipe]) -> tuple[dict[str, ModelInfo],
+                                                    dict[str, ModelInfo]]:
+    """(catalog by repo, profile by recipe name): a repo's architecture comes from
+    the first recipe naming it; a lane's envelope (measured weights per rank,
+    pinned extras, scratch) from its own recipe."""
     catalog: dict[str, ModelInfo] = {}
+    profiles: dict[str, ModelInfo] = {}
     for r in recipes:
         m = r.model
         defaults = ModelInfo(m.repo, m.size_gb)
-        catalog[m.repo] = ModelInfo(
+        profiles[r.name] = info = ModelInfo(
             repo=m.repo,
             size_gb=m.size_gb,
             shards=max(1, m.shards),
@@ -48,6 +55,7 @@ def from_recipes(recipes: Iterable[Recipe]) -> dict[str, ModelInfo]:
             drafter_kv_bytes_per_token=(
                 r.speculative.drafter_kv_bytes_per_token if r.speculative else 0
             ),
+            weights_per_rank_gib=m.weights_per_rank_gib,
             runtime_reserve_gib=r.fit.runtime_reserve_gib,
             pinned_extras_gib=r.fit.pinned_extras_gib,
             scratch_base_gib=(r.fit.prefill_scratch_base_gib
@@ -57,10 +65,11 @@ def from_recipes(recipes: Iterable[Recipe]) -> dict[str, ModelInfo]:
                                    if r.fit.prefill_scratch_gib_per_token is not None
                                    else defaults.scratch_gib_per_token),
         )
+        catalog.setdefault(m.repo, info)
         if r.speculative and r.speculative.model and r.speculative.model not in catalog:
             catalog[r.speculative.model] = ModelInfo(
                 r.speculative.model, max(0.1, r.speculative.drafter_weights_gb))
-    return catalog
+    return catalog, profiles
 
 
 def repo_dir(repo: str) -> str:

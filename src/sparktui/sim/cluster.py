@@ -19,6 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
+from .catalog import ModelInfo
 from .clock import DEFAULT_EPOCH, SimClock
 from .engine import Engine, Request
 from .engine_http import build_app
@@ -280,6 +281,13 @@ class Sim:
     def engines(self) -> list[Engine]:
         return [c.engine for n in self.nodes.values() for c in n.docker.containers.values()
                 if isinstance(c.engine, Engine)]
+
+    def model_for(self, lane: str, repo: str) -> ModelInfo | None:
+        """The model as the NAS has it, with the lane's measured envelope when known."""
+        if repo not in self.catalog:
+            return None
+        profile = self.spec.profiles.get(lane)
+        return profile if profile is not None and profile.repo == repo else self.catalog[repo]
 
     def lane_engines(self, engine: Engine) -> list[Engine]:
         lane = engine.container.labels.get("sparktui.lane")

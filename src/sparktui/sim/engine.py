@@ -76,7 +76,8 @@ class Engine:
         self.pid = pid
         self.phase = "init"
         """init | loading | loaded | kv | graphs | ready | dead | stopped"""
-        self.model: ModelInfo | None = sim.catalog.get(args.model)
+        self.model: ModelInfo | None = sim.model_for(container.labels.get("sparktui.lane", ""),
+                                                     args.model)
         self.kv_tokens = 0
         self.stats = Stats()
         self.requests: list[Request] = []
@@ -217,6 +218,8 @@ class Engine:
         return self.sim.config.guards.runtime_reserve_gib
 
     def weights_gib(self) -> float:
+        if self.model is not None and self.model.weights_per_rank_gib is not None:
+            return self.model.weights_per_rank_gib
         size = self.model.size_gb if self.model else 0.0
         return size * 1e9 / max(1, self.args.tp, self.nranks) / GIB
 

@@ -29,6 +29,9 @@ class SimSpec:
     nodes: list[NodeSpec]
     entities: dict[str, EntitySpec]
     catalog: dict[str, ModelInfo]
+    """What the NAS holds, by repo."""
+    profiles: dict[str, ModelInfo] = field(default_factory=dict)
+    """Per lane (recipe name): that configuration's envelope; falls back to the catalog."""
     cluster_switches: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """Per cluster, the entities of the blocking switches its fabric needs."""
     usable_gib: float = 121.6
@@ -53,17 +56,12 @@ def default_image(tag: str = "nightly-20260913", repo: str = "vllm-node") -> Ima
                  {"sparktui.checksum": digest[:16]})
 
 
-def spec_from_config(config: Config, *, seed: int | None = None,
-                     catalog: dict[str, ModelInfo] | None = None,
-                     images: list[Image] | None = None) -> SimSpec:
+def spec_from_config(config: Config, *, seed: int | None = None) -> SimSpec:
     """The shipped fleet as the simulator sees it: every node up, every switch on,
     the NAS holding the models the recipes name, the recipes' images present."""
-    if catalog is None:
-        recipes, _problems = load_all_recipes(config)
-        catalog = from_recipes(recipes.values())
-        images = images if images is not None else _recipe_images(r.image for r in
-                                                                   recipes.values())
-    imgs = images if images is not None else [default_image()]
+    recipes, _problems = load_all_recipes(config)
+    catalog, profiles = from_recipes(recipes.values())
+    imgs = _recipe_images(r.image for r in recipes.values())
     pin = config.guards.kernel_pin or "6.17.0-1031"
     nodes = [
         NodeSpec(name=n.name, index=i + 1, user=n.user, ib_ip=n.ib_ip,
@@ -84,7 +82,8 @@ def spec_from_config(config: Config, *, seed: int | None = None,
         for name, c in config.clusters.items()
     }
     return SimSpec(
-        nodes=nodes, entities=entities, catalog=catalog, cluster_switches=cluster_switches,
+        nodes=nodes, entities=entities, catalog=catalog, profiles=profiles,
+        cluster_switches=cluster_switches,
         usable_gib=config.guards.node_memory_gib,
         runtime_reserve_gib=config.guards.runtime_reserve_gib,
         kernel_bad=config.guards.kernel_bad or ("7.0.0-1019",),

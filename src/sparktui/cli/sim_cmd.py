@@ -1,0 +1,80 @@
+"""`sparktui sim`: run the simulated cluster alone until interrupted.
+
+The first stdout line is the endpoints JSON (docs/CONTRACTS.md); human lines
+follow. Other `sparktui` commands using the same config reach it through
+`<state_dir>/sim/endpoints.json`, which exists only while it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+
+from ..core.config import Config
+from ..core.config_load import load_config
+from ..sim.cluster import Sim
+from ..sim.runner import published_sim
+from ..sim.scenarios import SCENARIOS
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("sim", help="run the simulated cluster (SSH, engines, Home Assistant) "
+                                   "on loopback until interrupted",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
+                   help="a seed incident to reproduce (default: [simulator] scenario)")
+    p.add_argument("--speed", type=float, default=None,
+                   help="simulated seconds per real second (default: [simulator] speed)")
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: [simulator])")
+    p.add_argument("--list-scenarios", action="store_true", help="list scenarios and exit")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_scenarios:
+        for name, doc in SCENARIOS.items():
+            print(f"{name:18} {doc}")
+        return 0
+    config = load_config(args.config)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve(config, args))
+    return 0
+
+
+async def _serve(config: Config, args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with published_sim(config, scenario=args.scenario, speed=args.speed,
+                             seed=args.seed) as sim:
+        print(json.dumps(sim.endpoints()), flush=True)
+        print(f"sim: {len(sim.nodes)} nodes, scenario {sim.spec.scenario}, "
+              f"speed {sim.clock.speed:g}x, seed {sim.spec.seed}")
+        for name, node in sim.nodes.items():
+            print(f"  {name:6} ssh 127.0.0.1:{sim.sshd[name].port}  api {node.api_host}  "
+                  f"liveness {sim.liveness_ports[name]}  power {node.power}")
+        print(f"  home assistant http://127.0.0.1:{sim.ha_port} (token file {sim.token_file})")
+        print("Ctrl-C to stop", flush=True)
+        watcher = asyncio.create_task(_report_changes(sim))
+        await stop.wait()
+        watcher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await watcher
+    print("sim: stopped", file=sys.stderr)
+
+
+async def _report_changes(sim: Sim) -> None:
+    """One human line whenever a node's power or memory state changes."""
+    last: dict[str, str] = {}
+    while True:
+        for name, node in sim.nodes.items():
+            state = node.power if not node.thrashing else "THRASHING"
+            if last.get(name, state) != state:
+                print(f"sim: {name} {last[name]} -> {state}", flush=True)
+            last[name] = state
+        await asyncio.sleep(0.5)
