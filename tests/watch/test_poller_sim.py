@@ -1,0 +1,169 @@
+"""The poller and `sparktui health` against the simulated cluster over real SSH:
+8 nodes online, a thrashing (starved) node, a powered-off node, and recovery
+after a power cycle without restarting anything."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import httpx
+import pytest
+
+from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoints_path
+from sparktui.adapters.ssh import Fleet
+from sparktui.cli.main import main
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
+from sparktui.core.state import NodeState
+from sparktui.sim.cluster import Sim
+from sparktui.sim.testing import running_sim
+from sparktui.watch.poller import Poller, PowerSource
+
+SHIPPED = Path(__file__).resolve().parents[2] / "config.toml"
+GIB = 1024**3
+
+
+def sim_config(tmp: Path) -> Config:
+    config = load_config(SHIPPED)
+    console = replace(config.console, state_dir=str(tmp / "state"), probe_timeout_s=0.5)
+    liveness = replace(config.liveness, timeout_s=0.5)
+    return replace(config, console=console, liveness=liveness)
+
+
+def publish_endpoints(config: Config, sim: Sim) -> Endpoints:
+    """What `sparktui sim` does at start: write the endpoints file."""
+    path = sim_endpoints_path(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(sim.endpoints()))
+    return resolve_endpoints(config)
+
+
+def ha_power(config: Config, endpoints: Endpoints) -> PowerSource:
+    """A minimal Home Assistant plug reader (the real adapter belongs to ops)."""
+    token = Path(endpoints.ha_token_file).read_text().strip()
+
+    async def power(node: str) -> bool | None:
+        entity = config.nodes[node].switch
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            r = await client.get(
+                f"{endpoints.ha_url}/api/states/{entity}",
+                headers={"Authorization": f"Bearer {token}"},
+            )
+        state = r.json().get("state") if r.status_code == 200 else None
+        return {"on": True, "off": False}.get(state)
+
+    return power
+
+
+@dataclass
+class Rig:
+    config: Config
+    sim: Sim
+    fleet: Fleet
+    poller: Poller
+
+
+@pytest.fixture
+async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
+    config = sim_config(tmp_path)
+    async with running_sim(config) as sim:
+        endpoints = publish_endpoints(config, sim)
+        fleet = Fleet.from_config(config, endpoints, clock=sim.clock)
+        poller = Poller(
+            config, fleet, endpoints, clock=sim.clock, power=ha_power(config, endpoints)
+        )
+        try:
+            yield Rig(config, sim, fleet, poller)
+        finally:
+            await fleet.close()
+
+
+async def test_eight_nodes_online_and_free(rig: Rig) -> None:
+    snap = await rig.poller.poll_round()
+    assert [s.node for s in snap.nodes] == [f"dgx{i}" for i in range(1, 9)]
+    assert all(s.state is NodeState.ONLINE for s in snap.nodes), [s.error for s in snap.nodes]
+    for s in snap.nodes:
+        assert s.probe is not None and s.probe.problems == (), s.probe.problems
+        assert s.probe.meminfo is not None and s.probe.meminfo.total_kib == 127600748
+        assert s.probe.kernel == "6.17.0-1031-nvidia"
+        assert s.probe.mount_at("/mnt/nas") is not None
+        assert s.probe.hf_cache is not None and s.probe.hf_cache.is_symlink
+        assert not s.probe.busy and s.powered is True and s.liveness is True
+
+
+async def test_thrash_shows_as_starved_then_power_cycle_recovers(rig: Rig) -> None:
+    await rig.poller.poll_round()
+    # dgx6 takes more memory than the kernel can give: the seeds' 22:45 hang
+    rig.sim.nodes["dgx6"].memory.set("hog", 125 * GIB)
+    rig.sim.notify()
+    await rig.sim.advance(30)
+    snap = (await rig.poller.poll_round()).get("dgx6")
+    assert snap is not None and snap.state is NodeState.STARVED
+    assert snap.stalled and snap.liveness is True and snap.powered is True
+    others = (await rig.poller.poll_round()).nodes
+    assert [s.node for s in others if s.state is not NodeState.ONLINE] == ["dgx6"]
+
+    await rig.sim.power("dgx6", False)  # the HA plug: off ...
+    off = (await rig.poller.poll_round()).get("dgx6")
+    assert off is not None and off.state is NodeState.POWERED_OFF and off.powered is False
+
+    await rig.sim.power("dgx6", True)  # ... and on again; the node boots
+    await rig.sim.advance(60)
+    await rig.sim.settle()
+    back = (await rig.poller.poll_round()).get("dgx6")
+    assert back is not None and back.state is NodeState.ONLINE, back.error
+    assert back.consecutive_failures == 0
+    assert back.probe is not None and back.probe.meminfo is not None
+    assert back.probe.meminfo.available_kib > 100 * 1024 * 1024  # memory freed by the cycle
+    assert back.probe.uptime_s is not None and back.probe.uptime_s < 120
+    history = rig.poller.history("dgx6")
+    assert history[-1].t == back.taken_at
+
+
+async def test_unreachable_when_node_is_gone_without_ha(rig: Rig) -> None:
+    await rig.poller.poll_round()
+    rig.sim.set_power("dgx3", False)  # power lost behind HA's back
+    await rig.sim.settle()
+    rig.poller._power = None
+    snap = (await rig.poller.poll_round()).get("dgx3")
+    assert snap is not None and snap.state is NodeState.UNREACHABLE and snap.liveness is False
+
+
+async def test_loops_publish_to_subscribers(rig: Rig) -> None:
+    queue = rig.poller.subscribe()
+    async with rig.poller:
+        seen: set[str] = set()
+        async with asyncio.timeout(10):
+            while len(seen) < 8:
+                seen.add((await queue.get()).node)
+    assert seen == {f"dgx{i}" for i in range(1, 9)}
+
+
+async def test_health_cli_against_the_simulator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "state"
+    text = SHIPPED.read_text().replace(
+        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"'
+    )
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(text)
+    config = load_config(config_path)
+    async with running_sim(config, scenario="nas-missing", speed=1.0) as sim:
+        publish_endpoints(config, sim)
+        code = await asyncio.to_thread(main, ["health", "--config", str(config_path), "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert code == 1 and not data["ok"]
+        assert data["summary"] == (
+            "8/8 online, all free; dgx7: /mnt/nas not mounted; dgx8: /mnt/nas not mounted"
+        )
+        code = await asyncio.to_thread(
+            main, ["health", "--config", str(config_path), "--cluster", "2nodes-dac"]
+        )
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "2/2 online, all free" in out and "dgx1" in out and "dgx7" not in out
