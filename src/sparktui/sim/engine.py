@@ -215,7 +215,7 @@ class Engine:
     def _runtime_gib(self) -> float:
         if self.model and self.model.runtime_reserve_gib is not None:
             return self.model.runtime_reserve_gib
-        return self.sim.config.guards.runtime_reserve_gib
+        return self.sim.spec.runtime_reserve_gib
 
     def weights_gib(self) -> float:
         if self.model is not None and self.model.weights_per_rank_gib is not None:

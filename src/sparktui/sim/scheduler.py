@@ -33,6 +33,8 @@ class Scheduler:
         """The current simulated time (the time of the event being processed)."""
         self._procs: list[Proc] = []
         self.steps = 0
+        self.errors: list[tuple[str, BaseException]] = []
+        """Processes that raised: dropped, kept here so one bug cannot stop the cluster."""
 
     def spawn(self, name: str, gen: Process, *, delay: float = 0.0) -> Proc:
         proc = Proc(name, gen, wake=self.t + delay)
@@ -82,6 +84,11 @@ class Scheduler:
         try:
             what = next(proc.gen)
         except StopIteration:
+            proc.done = True
+            self._procs.remove(proc)
+            return
+        except Exception as exc:  # recorded; the simulation goes on
+            self.errors.append((proc.name, exc))
             proc.done = True
             self._procs.remove(proc)
             return

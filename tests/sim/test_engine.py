@@ -1,0 +1,139 @@
+"""A rendered recipe boots through vLLM's phases on the manual clock and then
+serves real HTTP; docker reports its state as the real CLI does."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import httpx
+import pytest
+
+from .conftest import exec_on, logs_cmd
+
+LANE = "glm53-full-mxfp4-4x-dspark8"  # 4nodes-switch, 376 GB, instanttensor, 9 GiB pin
+
+
+async def health(sim, node: str, port: int = 8000) -> int | str:
+    host = sim.nodes[node].api_host
+    try:
+        async with httpx.AsyncClient(timeout=5) as client:
+            return (await client.get(f"http://{host}:{port}/health")).status_code
+    except httpx.ConnectError:
+        return "refused"
+
+
+async def test_boot_phases_then_http(sim, serve):
+    results = await serve(sim, LANE)
+    assert [r[3] for r in results] == [0, 0, 0, 0]
+    assert all(re.fullmatch(r"[0-9a-f]{64}\n", r[1]) for r in results)
+    await sim.advance(60)
+    assert await health(sim, "dgx1") == "refused"  # uvicorn is not up during the load
+    ps, _, _ = await exec_on(sim, "dgx1", "docker ps -a --no-trunc --format '{{json .}}'")
+    row = json.loads(ps.splitlines()[0])
+    assert list(row) == sorted(row)
+    assert row["Names"] == f"sparktui-{LANE}-r0" and row["State"] == "running"
+    assert row["Status"] == "Up About a minute"
+    assert "sparktui.rank=0" in row["Labels"].split(",")
+    await sim.advance(4 * 3600)
+    assert await health(sim, "dgx1") == 200
+    logs, _, _ = await exec_on(sim, "dgx1", logs_cmd(f"sparktui-{LANE}-r0"))
+    for needle in ("Starting to load model RedHatAI/GLM-5.3-MXFP4...",
+                   "Loading safetensors using InstantTensor loader",
+                   "GPU KV cache size: ", "Graph capturing finished in",
+                   "INFO:     Application startup complete."):
+        assert needle in logs, needle
+    first = logs.splitlines()[0]
+    assert re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z \(APIServer pid=1\) INFO "
+                    r"\d\d-\d\d \d\d:\d\d:\d\d \[utils\.py:\d+\] non-default args: ", first)
+    took = re.search(r"Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds", logs)
+    assert took and float(took.group(1)) == pytest.approx(376e9 / 4 / 2**30, abs=0.01)
+    # 94 GB per rank over NFS at 130 MB/s per node (4 loaders share the NAS's 1.1 GB/s)
+    assert float(took.group(2)) == pytest.approx(94e9 / 130e6, rel=0.02)
+    kv = re.search(r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for 131,072 tokens "
+                   r"per request: ([\d.]+)x", logs)
+    assert kv is not None
+    assert int(kv.group(1).replace(",", "")) == 9 * 2**30 // (60688 + 5500)
+
+
+async def test_http_endpoints_after_boot(sim, serve):
+    await serve(sim, LANE)
+    await sim.advance(4 * 3600)
+    host = sim.nodes["dgx1"].api_host
+    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=5) as client:
+        models = (await client.get("/v1/models")).json()
+        assert models["object"] == "list"
+        assert models["data"][0]["id"] == "RedHatAI/GLM-5.3-MXFP4"
+        assert models["data"][0]["max_model_len"] == 131072
+        assert models["data"][0]["owned_by"] == "vllm"
+        req = sim.run_prompt(LANE, 1000, max_tokens=30)
+        await sim.advance(10)
+        assert req.done and not req.error
+        metrics = (await client.get("/metrics")).text
+        assert 'vllm:prompt_tokens_total{engine="0",model_name="RedHatAI/GLM-5.3-MXFP4"} 1000.0' \
+            in metrics
+        assert "# TYPE vllm:num_requests_running gauge" in metrics
+        assert "vllm:time_to_first_token_seconds_bucket{" in metrics
+    for rank_node in ("dgx2", "dgx3", "dgx4"):
+        assert await health(sim, rank_node) == "refused"  # headless ranks serve no HTTP
+
+
+async def test_chat_completion_over_http(sim, serve):
+    import asyncio
+
+    await serve(sim, LANE)
+    await sim.advance(4 * 3600)
+    host = sim.nodes["dgx1"].api_host
+    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client:
+        task = asyncio.create_task(client.post("/v1/chat/completions", json={
+            "model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 8,
+            "messages": [{"role": "user", "content": "hello " * 40}]}))
+        while not task.done():
+            await sim.advance(1)
+        body = (await task).json()
+    assert body["usage"] == {"prompt_tokens": 60, "completion_tokens": 8, "total_tokens": 68}
+
+
+async def test_stop_rm_and_inspect(sim, serve):
+    await serve(sim, LANE)
+    await sim.advance(4 * 3600)
+    name = f"sparktui-{LANE}-r0"
+    out, err, status = await exec_on(sim, "dgx1", f"docker rm {name}")
+    assert status == 1 and "container is running" in err
+    out, _, status = await exec_on(sim, "dgx1", f"docker stop -t 30 {name}")
+    assert (out, status) == (f"{name}\n", 0)
+    await sim.advance(1)
+    assert await health(sim, "dgx1") == "refused"
+    fmt = "'{{json .State}}'"
+    state, _, _ = await exec_on(sim, "dgx1", f"docker inspect --format {fmt} {name}")
+    st = json.loads(state)
+    assert (st["Status"], st["ExitCode"], st["OOMKilled"], st["Running"]) == ("exited", 0, False,
+                                                                              False)
+    full, _, _ = await exec_on(sim, "dgx1", f"docker inspect {name}")
+    assert full.startswith("[\n    {\n        \"Id\": ")
+    assert json.loads(full)[0]["Config"]["Labels"]["sparktui.lane"] == LANE
+    # the other ranks lose their peer and die with an NCCL error
+    await sim.advance(30)
+    logs, _, _ = await exec_on(sim, "dgx2", logs_cmd(f"sparktui-{LANE}-r1"))
+    assert "NCCL error: remote process exited or there was a network error" in logs
+    out, _, status = await exec_on(sim, "dgx1", f"docker rm {name}; docker ps -a -q")
+    assert status == 0
+
+
+async def test_logs_follow_streams_new_lines(sim, serve):
+    import asyncio
+
+    from sparktui.sim.testing import connect
+
+    await serve(sim, LANE)
+    await sim.advance(5)
+    async with connect(sim, "dgx1") as conn:
+        proc = await conn.create_process(
+            f"docker logs -f --tail 1 --timestamps sparktui-{LANE}-r0 2>&1")
+        first = await asyncio.wait_for(proc.stdout.readline(), 5)
+        assert "Initializing a V1 LLM engine" in first or "Starting to load" in first
+        await sim.advance(4 * 3600)
+        seen = ""
+        while "Application startup complete." not in seen:
+            seen += await asyncio.wait_for(proc.stdout.readline(), 5)
+        proc.close()
