@@ -329,6 +329,11 @@ class Engine:
         prefill_s = req.prompt_tokens / 2000.0 + 0.05
         deadline = self.sim.sched.t + prefill_s + self.rpc_timeout_s
         stalled: Callable[[], bool] = lambda: any(p.node.thrashing for p in lane)  # noqa: E731
+        # The executor's RPC timer runs in rank 0's API-side process, which a thrashing
+        # host still schedules (slowly): it fires; workers stuck in reclaim do not move.
+        gate = self.proc.gate if self.proc is not None else None
+        if self.proc is not None:
+            self.proc.gate = None
         yield prefill_s
         if stalled():
             yield max(0.0, deadline - self.sim.sched.t)
@@ -337,6 +342,8 @@ class Engine:
             return False
         for p in lane:
             p.node.memory.set(p.container.id + ":scratch", 0)
+        if self.proc is not None:
+            self.proc.gate = gate
         req.first_token_t = self.sim.sched.t
         decode_s = req.max_tokens / 30.0
         yield decode_s
