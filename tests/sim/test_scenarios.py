@@ -124,6 +124,7 @@ async def test_cache_dir_not_symlink_kills_those_ranks(fleet, serve):
 async def test_nas_missing_leaves_a_dangling_cache_link(fleet, serve):
     async with running_sim(fleet, scenario="nas-missing") as sim:
         out, err, status = await exec_on(sim, "dgx7", "stat -c '%F|%N' /mnt/nas; df -Pk /mnt/nas")
+        assert (out, status) == ("", 1)
         assert err == ("stat: cannot statx '/mnt/nas': No such file or directory\n"
                        "df: /mnt/nas: No such file or directory\n")
         results = await serve(sim, "dsv41-flash-8x")
@@ -178,7 +179,7 @@ async def test_stale_container_conflicts(fleet, serve):
         assert row["Status"] == "Exited (137) About an hour ago"
         results = await serve(sim, lane)
         node, _, err, status = results[0]
-        assert status == 125
+        assert (node, status) == ("dgx1", 125)
         assert err.startswith(f'docker: Error response from daemon: Conflict. The container name '
                               f'"/sparktui-{lane}-r0" is already in use by container "{row["ID"]}"')
 
