@@ -32,6 +32,18 @@ SENTINEL = "@@sparktui-done"
 CLOSE_TIMEOUT_S = 2.0
 """How long to wait for a channel to close after we asked it to."""
 STREAM_CHUNK = 65536
+PREFERRED_CIPHERS = [
+    "aes128-gcm@openssh.com",
+    "aes256-gcm@openssh.com",
+    "chacha20-poly1305@openssh.com",
+    "aes256-ctr",
+    "aes192-ctr",
+    "aes128-ctr",
+]
+"""asyncssh's default ciphers with AES-GCM first: a probe arrives as dozens of
+small packets, and asyncssh's ChaCha20-Poly1305 builds three cipher contexts
+per packet, which doubled the client CPU of a poll round (BENCHMARKS.md).
+AES-GCM is as strong and hardware-accelerated on x86 and on GB10's ARM cores."""
 
 
 class HostKeyError(RemoteError):
@@ -162,6 +174,7 @@ class NodeConnection:
             "login_timeout": self._ssh.connect_timeout_s,
             "keepalive_interval": self._ssh.keepalive_interval_s,
             "keepalive_count_max": self._ssh.keepalive_count_max,
+            "encryption_algs": PREFERRED_CIPHERS,
         }
         if ep.client_keys:
             options["client_keys"] = list(ep.client_keys)
