@@ -1,0 +1,195 @@
+"""Home Assistant's REST API for the nodes' smart plugs (httpx).
+
+Only ``GET /api/states/<entity>`` and ``POST /api/services/switch/turn_on|
+turn_off`` (REFERENCE.md §3). Home Assistant answers a service call to an
+``unavailable`` switch with 200 and ``[]`` and does nothing, so a switch is
+checked before the call and every change is confirmed by re-reading the
+entity's state until it matches; otherwise the call raises and says what
+state the plug is in (no half-state is ever reported as done).
+
+The bearer token comes from an environment variable or a file of mode 0600
+(a file readable by group or others is refused). It is kept out of every
+repr, message, log and journal entry.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from sparktui.core.clock import Clock, SystemClock
+
+CONFIRM_POLL_S = 0.5
+CONFIRM_TIMEOUT_S = 10.0
+
+
+class HomeAssistantError(Exception):
+    """A Home Assistant call failed; the message says what and what to do."""
+
+
+class TokenError(HomeAssistantError):
+    pass
+
+
+class SwitchUnavailable(HomeAssistantError):
+    """The entity's state is ``unavailable`` (or ``unknown``): the plug is offline."""
+
+
+class NotConfirmed(HomeAssistantError):
+    """The call was accepted but the state did not change."""
+
+
+class _Token:
+    """Holds the token; never shows it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def header(self) -> str:
+        return f"Bearer {self._value}"
+
+    def __repr__(self) -> str:
+        return "<token hidden>"
+
+    __str__ = __repr__
+
+
+def load_token(env_var: str, token_file: str | Path) -> _Token:
+    """The token from ``env_var``, else from ``token_file`` (mode 0600 or stricter)."""
+    value = os.environ.get(env_var, "").strip() if env_var else ""
+    if value:
+        return _Token(value)
+    path = Path(token_file).expanduser()
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise TokenError(f"no Home Assistant token: ${env_var} is unset and {path} does not "
+                         f"exist -> put a long-lived access token in {path} (chmod 600)") from None
+    if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: a token file must "
+                         f"not be readable by group or others -> chmod 600 {path}")
+    value = path.read_text().strip()
+    if not value:
+        raise TokenError(f"{path} is empty -> put the long-lived access token in it")
+    return _Token(value)
+
+
+@dataclass(frozen=True)
+class SwitchState:
+    entity: str
+    state: str
+    """on, off, unavailable, unknown."""
+    last_changed: str = ""
+
+    @property
+    def available(self) -> bool:
+        return self.state in ("on", "off")
+
+
+class HomeAssistant:
+    """One Home Assistant instance. Use as an async context manager."""
+
+    def __init__(self, url: str, token: _Token, *, timeout_s: float = 10.0,
+                 clock: Clock | None = None,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.clock = clock or SystemClock()
+        self._token = token
+        self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout_s,
+                                         transport=transport, trust_env=False)
+
+    def __repr__(self) -> str:
+        return f"HomeAssistant({self.url!r})"
+
+    async def __aenter__(self) -> HomeAssistant:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _request(self, method: str, path: str, json: object | None = None) -> httpx.Response:
+        headers = {"Authorization": self._token.header(), "Content-Type": "application/json"}
+        what = f"{method} {self.url}{path}"
+        try:
+            response = await self._client.request(method, path, json=json, headers=headers)
+        except httpx.TimeoutException:
+            raise HomeAssistantError(f"{what}: no answer within {self.timeout_s:g} s "
+                                     f"(Home Assistant hung or unreachable)") from None
+        except httpx.TransportError as exc:
+            raise HomeAssistantError(f"{what}: {type(exc).__name__}: {exc}") from None
+        if response.status_code == 401:
+            raise HomeAssistantError(f"{what}: 401 Unauthorized: the token was refused -> "
+                                     f"create a new long-lived access token at /profile")
+        if response.status_code >= 400:
+            body = response.text.strip()[:200]
+            raise HomeAssistantError(f"{what}: HTTP {response.status_code}: {body}")
+        return response
+
+    async def state(self, entity: str) -> SwitchState:
+        response = await self._request("GET", f"/api/states/{_entity(entity)}")
+        try:
+            data = response.json()
+            return SwitchState(str(data["entity_id"]), str(data["state"]),
+                               str(data.get("last_changed", "")))
+        except (ValueError, KeyError, TypeError):
+            raise HomeAssistantError(f"GET /api/states/{entity}: not a state object: "
+                                     f"{response.text[:200]!r}") from None
+
+    async def is_on(self, entity: str) -> bool | None:
+        """True/False, or None when the plug is unavailable/unknown."""
+        s = await self.state(entity)
+        return None if not s.available else s.state == "on"
+
+    async def turn(self, entity: str, on: bool, *, confirm_timeout_s: float = CONFIRM_TIMEOUT_S,
+                   poll_s: float = CONFIRM_POLL_S) -> SwitchState:
+        """Switch ``entity`` and confirm by re-reading its state.
+
+        Raises SwitchUnavailable before any call when the plug is offline,
+        NotConfirmed when the state does not follow within ``confirm_timeout_s``.
+        """
+        wanted = "on" if on else "off"
+        before = await self.state(entity)
+        if not before.available:
+            raise SwitchUnavailable(f"{entity} is {before.state} in Home Assistant (the plug is "
+                                    f"offline or not paired): nothing was switched -> check the "
+                                    f"plug, then retry")
+        if before.state == wanted:
+            return before
+        service = "turn_on" if on else "turn_off"
+        await self._request("POST", f"/api/services/switch/{service}", {"entity_id": entity})
+        deadline = self.clock.monotonic() + confirm_timeout_s
+        while True:
+            now = await self.state(entity)
+            if now.state == wanted:
+                return now
+            if self.clock.monotonic() >= deadline:
+                raise NotConfirmed(f"{entity}: {service} was accepted but the plug still reads "
+                                   f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
+            await self.clock.sleep(poll_s)
+
+    def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
+        """A poller PowerSource: node name -> is its plug on."""
+
+        async def powered(node: str) -> bool | None:
+            entity = entities.get(node)
+            return None if not entity else await self.is_on(entity)
+
+        return powered
+
+
+def _entity(entity: str) -> str:
+    domain, _, name = entity.partition(".")
+    if not domain or not name or not all(c.isalnum() or c in "._" for c in entity):
+        raise HomeAssistantError(f"not an entity id: {entity!r}")
+    return entity

@@ -1,0 +1,57 @@
+"""Unfinished workflows found in the journal at start, and what completes them.
+
+A workflow that began and never ended was killed, crashed, or failed with an
+obligation open (a plug left off). Each one is offered to the operator with
+what would complete it; nothing is resumed without being asked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sparktui.ops.context import OpsContext
+from sparktui.ops.journal import Journal, WorkflowRecord
+from sparktui.ops.workflows.power import _left_off, resume_power
+from sparktui.ops.workflows.runner import WorkflowResult
+
+
+@dataclass(frozen=True)
+class Offer:
+    record: WorkflowRecord
+    what: str
+    """What happened, step by step."""
+    action: str
+    """What completing it does (empty when it can only be closed)."""
+    plugs_off: tuple[str, ...] = ()
+
+
+def offers(journal: Journal, ctx: OpsContext | None = None) -> list[Offer]:
+    """One offer per unfinished workflow (oldest first)."""
+    out = []
+    for rec in journal.unfinished():
+        if rec.workflow == "resume":
+            continue
+        plugs = tuple(e for _, e in _left_off(rec, ctx)) if ctx is not None else \
+            tuple(s.target for s in rec.steps if s.step == "plug off")
+        if plugs:
+            action = (f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
+                      f"(`sparktui power resume {rec.wf}`)")
+        else:
+            action = ""
+        out.append(Offer(rec, rec.describe(), action, plugs))
+    return out
+
+
+async def resume(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
+    return await resume_power(ctx, record)
+
+
+def close(ctx: OpsContext, record: WorkflowRecord, reason: str) -> list[str]:
+    """Mark an unfinished workflow ended (the operator's decision) and remove the
+    locks it still holds; returns the nodes unlocked."""
+    freed = [lock.node for lock in ctx.locks.list() if lock.wf == record.wf]
+    for node in freed:
+        ctx.locks.close(node)
+    ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
+                       ok=False, message=f"closed by the operator: {reason}")
+    return freed

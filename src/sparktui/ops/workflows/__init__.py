@@ -1,0 +1,1 @@
+"""The guarded workflows: serve, stop, power (cycle/on/off), recover, cluster power."""

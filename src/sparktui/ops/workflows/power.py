@@ -1,0 +1,249 @@
+"""Power a node through its Home Assistant plug: cycle, on, off.
+
+A cycle is: guards -> lock -> plug off (confirmed) -> wait ``[power]
+off_seconds`` (35 s in the seeds' runbook) -> plug on (confirmed) -> wait for
+liveness -> wait for SSH -> re-check (snapshot: kernel, NAS mount, HF cache).
+From the moment the plug may be off until it is confirmed on again, the run
+owes "turn it back on": a failure or cancellation in between leaves the
+workflow unfinished in the journal, and `resume_power` completes it.
+"""
+
+from __future__ import annotations
+
+from sparktui.adapters.homeassistant import HomeAssistantError, SwitchUnavailable
+from sparktui.core.config import Config
+from sparktui.core.errors import RemoteError
+from sparktui.ops import guards
+from sparktui.ops.context import OpsContext
+from sparktui.ops.journal import WorkflowRecord
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+
+SSH_CHECK = ": sparktui-ssh-check; uname -r"
+SSH_CHECK_TIMEOUT_S = 10.0
+WAIT_POLL_S = 2.0
+
+
+def plug_action(entity: str, on: bool) -> str:
+    service = "turn_on" if on else "turn_off"
+    return (f"POST /api/services/switch/{service} {{\"entity_id\": \"{entity}\"}}, "
+            f"then GET /api/states/{entity} until {'on' if on else 'off'}")
+
+
+def back_steps(config_boot_s: float, node: str) -> list[PlannedStep]:
+    return [
+        PlannedStep("liveness", node, f"wait up to {config_boot_s:g} s for liveness"),
+        PlannedStep("ssh", node, f"wait up to {config_boot_s:g} s for `{SSH_CHECK}`"),
+        PlannedStep("re-check", node, "one probe: kernel, NAS mount, HF cache"),
+    ]
+
+
+def plan_power(config: Config, node: str, action: str,
+               off_seconds: float | None = None) -> list[PlannedStep]:
+    """The steps of ``power cycle|on|off NODE`` (the confirm modal's "what will happen")."""
+    entity = config.nodes[node].switch
+    off_s = config.power.off_seconds if off_seconds is None else off_seconds
+    boot = config.power.boot_timeout_s
+    if action == "off":
+        return [PlannedStep("plug off", entity, plug_action(entity, False))]
+    if action == "on":
+        return [PlannedStep("plug on", entity, plug_action(entity, True)),
+                *back_steps(boot, node)]
+    return [PlannedStep("plug off", entity, plug_action(entity, False)),
+            PlannedStep("wait off", node, f"wait {off_s:g} s with the plug off"),
+            PlannedStep("plug on", entity, plug_action(entity, True)),
+            *back_steps(boot, node)]
+
+
+def _power(ctx: OpsContext):  # type: ignore[no-untyped-def]
+    if ctx.power is None:
+        raise HomeAssistantError(f"Home Assistant is not available: {ctx.power_error}")
+    return ctx.power
+
+
+async def plug_off(run: WorkflowRun, node: str, entity: str) -> None:
+    """Turn the plug off; from here on the run owes turning it back on."""
+    ctx = run.ctx
+    run.owe(entity, f"{entity} ({node}) may be off: turn it back on (`sparktui power resume`)")
+    try:
+        await run.step("plug off", entity, plug_action(entity, False),
+                       lambda: _power(ctx).turn(entity, False),
+                       describe=lambda s: f"{entity} confirmed {s.state}")
+    except Exception as exc:
+        cause = exc.__cause__
+        if isinstance(cause, SwitchUnavailable) or await _still_on(ctx, entity):
+            run.settle(entity)  # nothing was switched
+        raise
+
+
+async def _still_on(ctx: OpsContext, entity: str) -> bool:
+    try:
+        return (await _power(ctx).state(entity)).state == "on"
+    except HomeAssistantError:
+        return False
+
+
+async def plug_on(run: WorkflowRun, node: str, entity: str) -> None:
+    ctx = run.ctx
+    await run.step("plug on", entity, plug_action(entity, True),
+                   lambda: _power(ctx).turn(entity, True),
+                   describe=lambda s: f"{entity} confirmed {s.state}")
+    run.settle(entity)
+
+
+async def wait_off(run: WorkflowRun, node: str, seconds: float) -> None:
+    async def wait() -> float:
+        await run.ctx.clock.sleep(seconds)
+        return seconds
+
+    await run.step("wait off", node, f"wait {seconds:g} s with the plug off", wait,
+                   describe=lambda s: f"{s:g} s off")
+
+
+async def wait_back(run: WorkflowRun, node: str) -> dict[str, object]:
+    """Liveness, then SSH, then one probe; returns the re-check's findings."""
+    ctx = run.ctx
+    clock = ctx.clock
+    timeout = ctx.config.power.boot_timeout_s
+    t0 = clock.monotonic()
+
+    async def until(check_name: str, check) -> float:  # type: ignore[no-untyped-def]
+        start = clock.monotonic()
+        deadline = t0 + timeout
+        attempts = 0
+        while True:
+            attempts += 1
+            if await check():
+                return clock.monotonic() - start
+            if clock.monotonic() >= deadline:
+                raise TimeoutError(f"{node}: no {check_name} after {timeout:g} s "
+                                   f"({attempts} attempts) -> check the node's console")
+            if attempts % 5 == 0:
+                run.progress(check_name, node, f"still waiting ({attempts} attempts, "
+                                               f"{clock.monotonic() - start:.0f} s)")
+            await clock.sleep(WAIT_POLL_S)
+
+    async def ssh_ok() -> bool:
+        try:
+            return (await ctx.link(node).run(SSH_CHECK, SSH_CHECK_TIMEOUT_S)).exit_status == 0
+        except RemoteError:
+            return False
+
+    boot = ctx.config.power.boot_timeout_s
+    await run.step("liveness", node, f"wait up to {boot:g} s for liveness",
+                   lambda: until("liveness", lambda: ctx.alive(node)),
+                   describe=lambda s: f"alive after {s:.0f} s")
+    await run.step("ssh", node, f"wait up to {boot:g} s for `{SSH_CHECK}`",
+                   lambda: until("ssh", ssh_ok), describe=lambda s: f"SSH answers after {s:.0f} s")
+    return await run.step("re-check", node, "one probe: kernel, NAS mount, HF cache",
+                          lambda: recheck(ctx, node),
+                          describe=lambda d: str(d["summary"]), detail=lambda d: d)
+
+
+async def recheck(ctx: OpsContext, node: str) -> dict[str, object]:
+    snap = (await ctx.snapshot([node])).get(node)
+    on = guards.online(snap, node)
+    if not on.passed:
+        raise RemoteError(node, "probe", on.message)
+    assert snap is not None and snap.probe is not None
+    cfg = ctx.config.nodes[node]
+    checks = [guards.kernel(ctx.config, node, snap.probe.kernel), guards.nas_mount(cfg, snap),
+              guards.hf_cache(cfg, snap)]
+    problems = [v.message for v in checks if not v.passed]
+    mem = snap.probe.meminfo
+    summary = (f"{node} back: kernel {snap.probe.kernel}"
+               + (f", MemAvailable {mem.available_gib:.1f} GiB" if mem else "")
+               + ("" if not problems else "; BUT " + "; ".join(problems)))
+    return {"summary": summary, "kernel": snap.probe.kernel, "problems": problems}
+
+
+async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str, object]:
+    """The cycle's steps inside an open run (used by power-cycle and recover)."""
+    entity = run.ctx.config.nodes[node].switch
+    await plug_off(run, node, entity)
+    await wait_off(run, node, off_seconds)
+    await plug_on(run, node, entity)
+    return await wait_back(run, node)
+
+
+def _power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
+    report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders())
+    if ctx.power is None:
+        extra = guards.Verdict("home-assistant", node, False,
+                               f"Home Assistant is not available: {ctx.power_error}")
+        report = guards.GuardReport((*report.verdicts, extra))
+    return report
+
+
+async def power_cycle(ctx: OpsContext, node: str, *,
+                      off_seconds: float | None = None) -> WorkflowResult:
+    off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
+    report = _power_guards(ctx, node, "power cycle")
+    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
+    steps = plan_power(ctx.config, node, "cycle", off_s) if node in ctx.config.nodes else []
+    async with WorkflowRun(ctx, "power-cycle", node, plan=steps,
+                           detail={"node": node, "entity": entity, "off_seconds": off_s}) as run:
+        run.guards(report)
+        run.lock([node])
+        found = await cycle_in(run, node, off_s)
+        run.finish(True, str(found["summary"]), found)
+    return run.outcome()
+
+
+async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
+    """``power on|off NODE``."""
+    action = "on" if on else "off"
+    report = _power_guards(ctx, node, f"power {action}")
+    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
+    steps = plan_power(ctx.config, node, action) if node in ctx.config.nodes else []
+    async with WorkflowRun(ctx, f"power-{action}", node, plan=steps,
+                           detail={"node": node, "entity": entity}) as run:
+        run.guards(report)
+        run.lock([node])
+        if on:
+            await plug_on(run, node, entity)
+            found = await wait_back(run, node)
+            run.finish(True, str(found["summary"]), found)
+        else:
+            await run.step("plug off", entity, plug_action(entity, False),
+                           lambda: _power(ctx).turn(entity, False),
+                           describe=lambda s: f"{entity} confirmed {s.state}")
+            run.finish(True, f"{node} powered off ({entity} off)")
+    return run.outcome()
+
+
+async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
+    """Complete an unfinished workflow that may have left plugs off: turn every
+    plug it turned off (or was turning off) back on, wait for each node, and
+    close the old record. Stale locks of the old workflow are removed."""
+    entities = _left_off(record, ctx)
+    nodes = [n for n, e in entities]
+    async with WorkflowRun(ctx, "resume", record.wf,
+                           plan=[PlannedStep("plug on", e, plug_action(e, True))
+                                 for _, e in entities],
+                           detail={"resumes": record.wf, "nodes": nodes}) as run:
+        for lock in ctx.locks.list():
+            if lock.wf == record.wf:
+                ctx.locks.close(lock.node)
+        run.lock(nodes)
+        found: dict[str, object] = {}
+        for node, entity in entities:
+            await plug_on(run, node, entity)
+            found[node] = (await wait_back(run, node))["summary"]
+        ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
+                           ok=False, message=f"completed by {run.wf}")
+        run.finish(True, "; ".join(str(v) for v in found.values()) or "nothing left off",
+                   {"resumed": record.wf})
+    return run.outcome()
+
+
+def _left_off(record: WorkflowRecord, ctx: OpsContext) -> list[tuple[str, str]]:
+    """(node, entity) of node plugs this workflow turned (or may have turned) off
+    and did not confirm on again; shared switches are never turned back on here."""
+    by_entity = {n.switch: n.name for n in ctx.config.nodes.values()}
+    state: dict[str, bool] = {}
+    for s in record.steps:
+        if s.step == "plug off":
+            state[s.target] = True  # off, or in doubt
+        elif s.step == "plug on" and s.ok:
+            state[s.target] = False
+    return [(by_entity[e], e) for e, off in state.items() if off and e in by_entity]

@@ -1,0 +1,307 @@
+"""``serve RECIPE --cluster C``: guards -> lock -> image sync where missing ->
+GID hook -> start ranks -> follow every rank's log with the watchers ->
+readiness by progress -> serving.
+
+On the first fatal line of any rank (or a rank's exit, or a stall) the run
+reports the rank and the line, collects the last lines of every rank, and
+stops the ranks unless ``keep``. The lock is released whatever happens.
+``detach`` returns once the ranks started (``sparktui wait`` picks it up).
+The boot itself is watched by ``watch/readiness.LaneWatch``; nothing here
+re-implements log parsing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktui.core.config import Config
+from sparktui.core.logsig import Phase
+from sparktui.core.phases import format_duration
+from sparktui.core.recipe import Recipe
+from sparktui.core.render import LaunchPlan, RankLaunch, choose_gid, plan
+from sparktui.core.state import ClusterSnapshot
+from sparktui.ops import guards
+from sparktui.ops.context import OpsContext
+from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
+from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer
+
+GID_TIMEOUT_S = 15.0
+START_TIMEOUT_S = 120.0
+LAST_LINES = 20
+RM_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class ServeOptions:
+    detach: bool = False
+    keep: bool = False
+    overrides: frozenset[guards.Override] = frozenset()
+    build_node: str | None = None
+    """Preferred image sync source."""
+    stall_after_s: float | None = None
+    first_token: bool = True
+    poll_s: float = 1.0
+
+
+@dataclass(frozen=True)
+class ServePreview:
+    """Everything the confirm modal shows before a serve: every verdict and every step."""
+
+    recipe: str
+    cluster: str
+    report: guards.GuardReport
+    steps: tuple[PlannedStep, ...]
+    syncs: dict[str, str] = field(default_factory=dict)
+    """node -> the node its image is synced from."""
+    stale: tuple[tuple[str, str], ...] = ()
+    """(node, container) removed first (stale-container overridden)."""
+
+
+def image_syncs(config: Config, recipe: Recipe, cluster: str, snapshot: ClusterSnapshot,
+                build_node: str | None) -> dict[str, str]:
+    out = {}
+    for name in config.clusters[cluster].nodes:
+        snap = snapshot.get(name)
+        if snap is None or snap.probe is None or guards.has_image(snap.probe.images, recipe.image):
+            continue
+        source = guards.image_source(config, snapshot, recipe.image,
+                                     [build_node] if build_node else [])
+        if source is not None:
+            out[name] = source
+    return out
+
+
+def plan_serve(config: Config, recipe: Recipe, cluster: str, launch: LaunchPlan,
+               syncs: Mapping[str, str], stale: Sequence[tuple[str, str]],
+               detach: bool) -> list[PlannedStep]:
+    steps = [PlannedStep("remove stale", node, f"docker rm {shlex.quote(c)}")
+             for node, c in stale]
+    save, load = sync_commands(recipe.image)
+    for node, source in syncs.items():
+        steps.append(PlannedStep("sync image", node,
+                                 f"{source}: {save} | {node}: {load}; then compare "
+                                 f"{checksum_command(recipe.image)} on both"))
+    for r in launch.ranks:
+        if r.gid_probe:
+            steps.append(PlannedStep(f"gid rank {r.rank}", r.node, r.gid_probe))
+    for r in launch.ranks:
+        steps.append(PlannedStep(f"start rank {r.rank}", r.node,
+                                 r.command(None) + ("  # + -e NCCL_IB_GID_INDEX=<detected>"
+                                                    if r.gid_probe else "")))
+    if not detach:
+        steps.append(PlannedStep("readiness", launch.lane,
+                                 "follow every rank's log; port -> /health -> /v1/models -> "
+                                 "first token; stop the ranks on the first fatal line"))
+    return steps
+
+
+async def switch_states(ctx: OpsContext, cluster: str) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in ctx.config.clusters[cluster].switches:
+        entity = ctx.config.switches[name].entity
+        try:
+            out[entity] = (await ctx.power.state(entity)).state if ctx.power else None
+        except Exception:
+            out[entity] = None
+    return out
+
+
+async def preview_serve(ctx: OpsContext, recipe: Recipe, cluster: str,
+                        options: ServeOptions = ServeOptions()) -> ServePreview:
+    """Evaluate every guard and plan every step; runs nothing on the nodes but
+    one probe each (all nodes: any of them may be an image source)."""
+    config = ctx.config
+    snapshot = await ctx.snapshot(list(config.nodes))
+    nodes = list(config.clusters[cluster].nodes)
+    fps = await ctx.fingerprints(nodes) if ctx.fingerprints else {}
+    report = guards.evaluate_serve(
+        config, recipe, cluster, snapshot, switch_states=await switch_states(ctx, cluster),
+        locks=ctx.locks.holders(), fingerprints=fps, build_node=options.build_node,
+        overrides=options.overrides)
+    launch = plan(config, recipe, cluster)
+    syncs = image_syncs(config, recipe, cluster, snapshot, options.build_node)
+    stale = tuple((v.subject, launch.ranks[nodes.index(v.subject)].container)
+                  for v in report.overridden if v.guard == "stale-container")
+    steps = plan_serve(config, recipe, cluster, launch, syncs, stale, options.detach)
+    return ServePreview(recipe.name, cluster, report, tuple(steps), syncs, stale)
+
+
+async def serve(ctx: OpsContext, recipe: Recipe, cluster: str,
+                options: ServeOptions = ServeOptions(),
+                preview: ServePreview | None = None) -> WorkflowResult:
+    config = ctx.config
+    preview = preview or await preview_serve(ctx, recipe, cluster, options)
+    launch = plan(config, recipe, cluster)
+    lane = recipe.name
+    nodes = [r.node for r in launch.ranks]
+    async with WorkflowRun(ctx, "serve", lane, plan=preview.steps,
+                           detail={"recipe": recipe.name, "cluster": cluster, "nodes": nodes,
+                                   "image": recipe.image, "detach": options.detach,
+                                   "keep": options.keep}) as run:
+        run.guards(preview.report)
+        run.lock(nodes, {r.node: [r.container] for r in launch.ranks})
+        for node, container in preview.stale:
+            await _run_ok(run, "remove stale", node, f"docker rm {shlex.quote(container)}",
+                          RM_TIMEOUT_S)
+        for node, source in preview.syncs.items():
+            await _sync(run, recipe.image, source, node)
+        gids = {}
+        for r in launch.ranks:
+            gids[r.rank] = await _gid(run, r)
+        started: list[RankLaunch] = []
+        try:
+            for r in launch.ranks:
+                await _run_ok(run, f"start rank {r.rank}", r.node, r.command(gids[r.rank]),
+                              START_TIMEOUT_S)
+                started.append(r)
+        except Exception:
+            if not options.keep:
+                await _stop_ranks(run, started)
+            raise
+        if options.detach:
+            run.finish(True, f"{lane}: {len(started)} rank(s) started on {cluster}; "
+                             f"`sparktui wait {lane}` follows the boot",
+                       {"recipe": recipe.name, "cluster": cluster, "detached": True})
+            return run.outcome()
+        await _readiness(run, recipe, cluster, launch, options)
+    return run.outcome()
+
+
+async def _run_ok(run: WorkflowRun, step: str, node: str, cmd: str, timeout: float) -> str:
+    link = run.ctx.link(node)
+
+    async def go() -> str:
+        res = await link.run(cmd, timeout)
+        if res.exit_status != 0:
+            out = (res.stderr or res.stdout).strip()[:400]
+            raise RuntimeError(f"exit {res.exit_status}: {out}")
+        return res.stdout.strip()
+
+    return await run.step(step, node, cmd, go, describe=lambda out: out[:80] or "ok")
+
+
+async def _sync(run: WorkflowRun, image: str, source: str, target: str) -> None:
+    ctx = run.ctx
+    save, load = sync_commands(image)
+
+    async def go() -> dict[str, Any]:
+        if ctx.pipe_image is None:
+            raise RuntimeError("no image pipe in this context")
+        src_sum = await _checksum(ctx, source, image)
+        if not src_sum:
+            raise RuntimeError(f"{image} on {source} has no sparktui.checksum label: a synced "
+                               f"copy could not be verified -> rebuild it with the label")
+        last = [0]
+
+        def progress(n: int) -> None:
+            if n - last[0] >= 1 << 30:
+                last[0] = n
+                run.progress("sync image", target, f"{n / 1e9:.1f} GB from {source}")
+
+        sent = await ctx.pipe_image(image, source, target, progress)
+        dst_sum = await _checksum(ctx, target, image)
+        if dst_sum != src_sum:
+            raise RuntimeError(f"checksum mismatch after sync: {source} {src_sum!r}, "
+                               f"{target} {dst_sum!r}")
+        return {"bytes": sent, "checksum": src_sum, "source": source}
+
+    await run.step("sync image", target, f"{source}: {save} | {target}: {load}", go,
+                   describe=lambda d: f"{d['bytes']:,} bytes from {d['source']}, checksum "
+                                      f"{d['checksum']} verified", detail=lambda d: d)
+
+
+async def _checksum(ctx: OpsContext, node: str, image: str) -> str:
+    res = await ctx.link(node).run(checksum_command(image), CHECKSUM_TIMEOUT_S)
+    value = res.stdout.strip()
+    return "" if res.exit_status != 0 or value in ("", "<no value>") else value
+
+
+async def _gid(run: WorkflowRun, r: RankLaunch) -> int | None:
+    if not r.gid_probe:
+        return None
+    link = run.ctx.link(r.node)
+
+    async def go() -> int:
+        res = await link.run(r.gid_probe, GID_TIMEOUT_S)
+        return choose_gid(res.stdout, r.hcas)
+
+    return await run.step(f"gid rank {r.rank}", r.node, r.gid_probe, go,
+                          describe=lambda i: f"NCCL_IB_GID_INDEX={i}")
+
+
+async def _stop_ranks(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> None:
+    for r in sorted(ranks, key=lambda r: (r.rank == 0, r.rank)):
+        try:
+            await _run_ok(run, f"stop rank {r.rank}", r.node, stop_command(r.container),
+                          STOP_TIMEOUT_S)
+        except Exception:
+            continue  # reported by the step; go on stopping the others
+
+
+async def _last_lines(run: WorkflowRun, launch: LaunchPlan) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for r in launch.ranks:
+        cmd = f"docker logs --tail {LAST_LINES} --timestamps {shlex.quote(r.container)} 2>&1"
+        try:
+            res = await run.ctx.link(r.node).run(cmd, 30.0)
+            out[str(r.rank)] = res.stdout.splitlines()[-LAST_LINES:]
+        except Exception as exc:
+            out[str(r.rank)] = [f"(could not read: {exc})"]
+    return out
+
+
+async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: LaunchPlan,
+                     options: ServeOptions) -> None:
+    ctx = run.ctx
+    lane = launch.lane
+    ranks = [RankContainer(r.rank, r.node, r.container, len(launch.ranks), recipe.port,
+                           recipe.engine, True) for r in launch.ranks]
+    stall = (options.stall_after_s or recipe.readiness.stall_after_s
+             or ctx.config.console.stall_after_s)
+    watch = LaneWatch(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
+                      ctx.api_host(launch.ranks[0].node), stall_after_s=stall, clock=ctx.clock,
+                      poll_s=options.poll_s,
+                      first_token=options.first_token and recipe.readiness.first_token)
+    last_phase: list[Phase | None] = [None]
+
+    def on_line(rank: int, line: str) -> None:
+        tr = watch.tracker
+        if tr.phase is not last_phase[0]:
+            last_phase[0] = tr.phase
+            run.progress("readiness", lane, tr.summary())
+
+    watch.on_line = on_line
+    result = await run.step("readiness", lane, "follow every rank's log until ready, failed "
+                                              "or stalled", watch.run,
+                            describe=lambda r: r.outcome.value)
+    tr = watch.tracker
+    detail: dict[str, Any] = {
+        "recipe": recipe.name, "cluster": cluster, "outcome": result.outcome.value,
+        "stages": {k: round(v, 1) for k, v in result.stages.items()},
+        "phases": {p.value: round(t, 1) for p, t in result.phase_times.items()},
+        "kv_tokens": tr.kv.tokens, "kv_max_len": tr.kv.max_len,
+        "kv_concurrency": tr.kv.concurrency, "summary": result.summary,
+    }
+    if result.outcome is Outcome.READY:
+        took = max(result.stages.values(), default=0.0)
+        run.finish(True, f"{lane} serving on {cluster} after {format_duration(took)}", detail)
+        return
+    if result.failure is not None:
+        f = result.failure
+        detail["failure"] = {"rank": f.rank, "kind": f.kind.value, "line": f.line,
+                             "timestamp": f.timestamp}
+        why = f"failed on rank {f.rank}: {f.line}"
+    else:
+        why = f"{result.outcome.value}; last progress: {result.last_progress}"
+    detail["last_lines"] = await _last_lines(run, launch)
+    if not options.keep:
+        await _stop_ranks(run, launch.ranks)
+        why += " (ranks stopped)"
+    else:
+        why += " (ranks kept: --keep)"
+    run.finish(False, f"{lane}: {why}", detail)

@@ -1,0 +1,117 @@
+"""``stop LANE``: guards -> lock -> stop the containers of every rank (workers
+first, the head last) -> verify the memory came back -> unlock.
+
+"Memory freed" means each node's MemAvailable is back near its baseline:
+MemTotal less the GB10 baseline reservation (``node_memory_gib -
+admission_free_gib``, ~12.8 GiB), read from a fresh probe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from collections.abc import Sequence
+
+from sparktui.core.state import KIB_PER_GIB
+from sparktui.ops import guards
+from sparktui.ops.context import OpsContext
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.watch.readiness import RankContainer, discover_lane
+
+STOP_GRACE_S = 30
+STOP_TIMEOUT_S = 90.0
+MEMORY_WAIT_S = 120.0
+MEMORY_POLL_S = 3.0
+
+
+def stop_command(container: str) -> str:
+    q = shlex.quote(container)
+    return f"docker stop -t {STOP_GRACE_S} {q} && docker rm {q}"
+
+
+def ordered(ranks: Sequence[RankContainer]) -> list[RankContainer]:
+    """Workers first, the head (rank 0) last."""
+    return sorted(ranks, key=lambda r: (r.rank == 0, r.rank))
+
+
+def plan_stop(ranks: Sequence[RankContainer]) -> list[PlannedStep]:
+    steps = [PlannedStep(f"stop rank {r.rank}", r.node, stop_command(r.container))
+             for r in ordered(ranks)]
+    nodes = sorted({r.node for r in ranks})
+    steps += [PlannedStep("memory freed", n, "probe until MemAvailable is back near baseline")
+              for n in nodes]
+    return steps
+
+
+def baseline_gib(ctx: OpsContext) -> float:
+    g = ctx.config.guards
+    return g.node_memory_gib - g.admission_free_gib
+
+
+async def memory_freed(ctx: OpsContext, node: str) -> str:
+    """Wait until the node's MemAvailable is within the baseline of MemTotal."""
+    clock = ctx.clock
+    deadline = clock.monotonic() + MEMORY_WAIT_S
+    base = baseline_gib(ctx)
+    last = "no probe"
+    while True:
+        snap = (await ctx.snapshot([node])).get(node)
+        mem = snap.probe.meminfo if snap and snap.probe else None
+        if mem is not None:
+            want = mem.total_kib / KIB_PER_GIB - base
+            last = (f"MemAvailable {mem.available_gib:.1f} GiB of {mem.total_gib:.1f} "
+                    f"(want >= {want:.1f})")
+            if mem.available_gib >= want:
+                return last
+        if clock.monotonic() >= deadline:
+            raise TimeoutError(f"{node}: memory not freed after {MEMORY_WAIT_S:g} s: {last} -> "
+                               f"something still holds memory (a leftover process?)")
+        await clock.sleep(MEMORY_POLL_S)
+
+
+async def find_lane(ctx: OpsContext, lane: str) -> list[RankContainer]:
+    links = {n: ctx.link(n) for n in ctx.config.nodes}
+    return await discover_lane(links, lane)  # type: ignore[arg-type]
+
+
+async def stop_lane(ctx: OpsContext, lane: str,
+                    ranks: Sequence[RankContainer] | None = None) -> WorkflowResult:
+    ranks = list(ranks) if ranks is not None else await find_lane(ctx, lane)
+    nodes = sorted({r.node for r in ranks})
+    report = guards.evaluate_stop(ctx.config, lane, nodes, ctx.locks.holders())
+    if not ranks:
+        report = guards.GuardReport((*report.verdicts, guards.Verdict(
+            "lane", lane, False, f"no container labelled sparktui.lane={lane} on any node "
+                                 f"that answered -> nothing to stop")))
+    async with WorkflowRun(ctx, "stop", lane, plan=plan_stop(ranks),
+                           detail={"nodes": nodes,
+                                   "containers": [r.container for r in ranks]}) as run:
+        run.guards(report)
+        run.lock(nodes, {n: [r.container for r in ranks if r.node == n] for n in nodes})
+        workers = [r for r in ordered(ranks) if r.rank != 0]
+        heads = [r for r in ranks if r.rank == 0]
+
+        async def stop(r: RankContainer) -> None:
+            cmd = stop_command(r.container)
+
+            async def go() -> str:
+                res = await ctx.link(r.node).run(cmd, STOP_TIMEOUT_S)
+                if res.exit_status != 0:
+                    raise RuntimeError(f"exit {res.exit_status}: "
+                                       f"{(res.stderr or res.stdout).strip()[:300]}")
+                return "stopped and removed"
+
+            await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
+
+        await asyncio.gather(*(stop(r) for r in workers))
+        for r in heads:
+            await stop(r)
+        freed = {}
+        for node in nodes:
+            freed[node] = await run.step("memory freed", node,
+                                         "probe until MemAvailable is back near baseline",
+                                         lambda n=node: memory_freed(ctx, n),
+                                         describe=lambda m: m)
+        run.finish(True, f"{lane} stopped on {', '.join(nodes)}",
+                   {"nodes": nodes, "memory": freed})
+    return run.outcome()

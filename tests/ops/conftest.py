@@ -1,0 +1,53 @@
+"""Fixtures for the workflow tests: the shipped fleet on the simulator (real SSH
+and HTTP on loopback) with the state dir in tmp_path, and the production
+context built over it exactly as `sparktui` builds it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
+from sparktui.ops.context import OpsContext, open_context
+from sparktui.ops.events import Recorder
+from sparktui.sim.cluster import Sim
+from sparktui.sim.testing import running_sim
+
+SPEED = 400.0
+"""Simulated seconds per real second: a 35 s plug-off wait takes ~0.09 s."""
+
+
+@pytest.fixture
+def fleet_config(config_copy: Callable[..., Path], tmp_path: Path) -> Config:
+    state = tmp_path / "state"
+
+    def edit(text: str) -> str:
+        return text.replace('state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"')
+
+    return load_config(config_copy(edit))
+
+
+@pytest.fixture
+def sim_ctx(fleet_config: Config) -> Callable[..., Any]:
+    """``async with sim_ctx(scenario) as (sim, ctx, events):``"""
+
+    @asynccontextmanager
+    async def make(scenario: str = "normal", speed: float = SPEED,
+                   config: Config | None = None) -> AsyncIterator[tuple[Sim, OpsContext,
+                                                                         Recorder]]:
+        cfg = config or fleet_config
+        async with running_sim(cfg, scenario=scenario, speed=speed) as sim:
+            path = cfg.state_dir() / "sim" / "endpoints.json"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(sim.endpoints()))
+            events = Recorder()
+            async with open_context(cfg, emit=events, clock=sim.clock) as ctx:
+                yield sim, ctx, events
+
+    return make

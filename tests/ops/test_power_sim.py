@@ -1,0 +1,21 @@
+"""Power workflows end to end against the simulator: real SSH, real HTTP to its
+Home Assistant, the plug state confirmed by re-reading it."""
+
+from __future__ import annotations
+
+from sparktui.ops.events import StepStarted, WorkflowFinished
+from sparktui.ops.workflows.power import power_cycle, power_switch
+
+
+async def test_power_cycle_dgx6_off_wait_on_back(sim_ctx):
+    async with sim_ctx() as (sim, ctx, events):
+        result = await power_cycle(ctx, "dgx6")
+        assert result.ok, result.message
+        steps = [e.step for e in events.of(StepStarted)]
+        assert steps == ["plug off", "wait off", "plug on", "liveness", "ssh", "re-check"]
+        assert sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
+        assert sim.nodes["dgx6"].up
+        assert "kernel 6.17.0-1031" in result.message
+        assert not ctx.locks.list()
+        assert not ctx.journal.unfinished()
+        assert isinstance(events.events[-1], WorkflowFinished)
