@@ -182,6 +182,11 @@ class PhaseTracker:
             return True
         return False
 
+    def mark_serving(self, now: float) -> None:
+        """The endpoint answered every readiness stage."""
+        self._progress("endpoint ready", now)
+        self._advance(Phase.SERVING, now)
+
     def mark_pulling(self, now: float) -> None:
         """The image is being pulled or synced (reported by the serve workflow)."""
         if self.phase is Phase.STARTING:

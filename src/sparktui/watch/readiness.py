@@ -138,6 +138,9 @@ class LaneWatch:
     """Called for each log line (rank, raw line), e.g. to print it."""
     memory_poll_s: float = 10.0
     """How often the rank nodes' MemAvailable is read while loading."""
+    stop_when_ready: bool = True
+    """False: keep watching a ready lane until it fails (or the task is cancelled)."""
+    ready: bool = False
     tracker: PhaseTracker = field(init=False)
     stages: dict[str, float] = field(default_factory=dict)
     _done: asyncio.Event = field(default_factory=asyncio.Event)
@@ -292,5 +295,8 @@ class LaneWatch:
                     wanted = list(STAGES if self.first_token else STAGES[:-1])
                     self.stages.clear()
                 await self.clock.sleep(self.poll_s)
-        self._finish(Outcome.READY)
+        self.ready = True
+        self.tracker.mark_serving(self.clock.monotonic())
+        if self.stop_when_ready:
+            self._finish(Outcome.READY)
 

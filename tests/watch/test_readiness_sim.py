@@ -1,0 +1,160 @@
+"""Readiness scenarios over real SSH and HTTP against the simulator (manual
+clock): a normal cold boot reaches serving with a sensible ETA; ranks 5-7
+die on a cache dir that is not the NAS symlink; a slow 8-way NFS load of two
+hours is never declared failed or stalled; the 22:45 long prompt kills the
+ready lane with EngineDead."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoints_path
+from sparktui.adapters.ssh import Fleet
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
+from sparktui.core.logsig import Kind, Phase
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import LaunchPlan, plan
+from sparktui.sim.cluster import Sim
+from sparktui.sim.testing import running_sim
+from sparktui.watch.readiness import LaneWatch, Outcome, discover_lane
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclasses.dataclass
+class World:
+    sim: Sim
+    config: Config
+    endpoints: Endpoints
+    fleet: Fleet
+
+
+@asynccontextmanager
+async def world(tmp_path: Path, scenario: str) -> AsyncIterator[World]:
+    """The shipped fleet on a simulator (manual clock), reached as production does."""
+    config = load_config(ROOT / "config.toml")
+    config = dataclasses.replace(
+        config, console=dataclasses.replace(config.console, state_dir=str(tmp_path / "state")))
+    async with running_sim(config, scenario=scenario, workdir=tmp_path / "sim") as sim:
+        path = sim_endpoints_path(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(sim.endpoints()))
+        endpoints = resolve_endpoints(config)
+        async with Fleet.from_config(config, endpoints, clock=sim.clock) as fleet:
+            yield World(sim, config, endpoints, fleet)
+
+
+async def serve(w: World, recipe: str) -> LaunchPlan:
+    """docker run every rank, as the serve workflow will (GID index 3)."""
+    launch = plan(w.config, load_recipe(w.config, recipe), load_recipe(w.config, recipe).cluster)
+    for r in launch.ranks:
+        result = await w.fleet.get(r.node).run(r.command(3), 30)
+        assert result.ok, result.stderr
+    return launch
+
+
+async def lane_watch(w: World, lane: str, **kw: object) -> LaneWatch:
+    links = {n: w.fleet.get(n) for n in w.config.nodes}
+    ranks = await discover_lane(links, lane)  # type: ignore[arg-type]
+    assert ranks, lane
+    api_host = w.endpoints.node(ranks[0].node).api_host
+    kw.setdefault("stall_after_s", w.config.console.stall_after_s)
+    return LaneWatch(lane, ranks, links, api_host, clock=w.sim.clock, **kw)  # type: ignore[arg-type]
+
+
+async def drive(sim: Sim, task: asyncio.Task, *, step: float, max_sim_s: float,
+                each: Callable[[], None] | None = None,
+                why: Callable[[], str] = lambda: "") -> None:
+    """Advance simulated time until ``task`` ends (real I/O runs between steps)."""
+    start = sim.clock.monotonic()
+    while not task.done():
+        assert sim.clock.monotonic() - start < max_sim_s, f"task did not end in time: {why()}"
+        await sim.advance(step)
+        await asyncio.sleep(0.002)
+        if each is not None:
+            each()
+
+
+async def test_normal_cold_boot_reaches_serving_with_a_sensible_eta(tmp_path: Path) -> None:
+    async with world(tmp_path, "normal") as w:
+        launch = await serve(w, "dsv41-flash-8x")
+        watch = await lane_watch(w, launch.lane)
+        task = asyncio.create_task(watch.run())
+        etas: list[tuple[float, float, float]] = []
+
+        def sample() -> None:
+            lp = watch.tracker.load_progress()
+            if lp is not None and lp.eta_s is not None and 0.4 < lp.fraction < 0.6:
+                etas.append((w.sim.clock.monotonic(), lp.eta_s, lp.fraction))
+
+        await drive(w.sim, task, step=5.0, max_sim_s=3 * 3600, each=sample,
+                    why=watch.tracker.summary)
+        result = task.result()
+        assert result.outcome is Outcome.READY, result.summary
+        assert list(result.stages) == ["port", "health", "models", "first token"]
+        times = result.phase_times
+        assert times[Phase.LOADING] < times[Phase.KV_ALLOC] < times[Phase.GRAPH_CAPTURE] \
+            <= times[Phase.SERVING]
+        assert etas, "no ETA seen mid-load"
+        t, eta, _ = etas[len(etas) // 2]
+        actual = times[Phase.KV_ALLOC] - t  # load end as seen by the tracker
+        assert abs(eta - actual) <= 0.2 * actual + 30, (eta, actual)
+        assert watch.tracker.kv.tokens and watch.tracker.kv.concurrency
+
+
+async def test_cache_dir_not_symlink_fails_on_rank_5_to_7(tmp_path: Path) -> None:
+    async with world(tmp_path, "cache-not-symlink") as w:
+        launch = await serve(w, "dsv41-flash-8x")
+        watch = await lane_watch(w, launch.lane)
+        task = asyncio.create_task(watch.run())
+        await drive(w.sim, task, step=1.0, max_sim_s=600, why=watch.tracker.summary)
+        result = task.result()
+        assert result.outcome is Outcome.FAILED
+        f = result.failure
+        assert f is not None and f.rank in (5, 6, 7), f
+        assert f.kind is Kind.HF_ENTRY_MISSING
+        assert "LocalEntryNotFoundError" in f.line
+        assert result.phase_times[Phase.FAILED] < 60
+
+
+async def test_slow_8way_nfs_load_is_never_declared_failed(tmp_path: Path) -> None:
+    """The seed's 122-minute load: the 1800 s wait that killed it cannot happen."""
+    async with world(tmp_path, "slow-8way-nfs") as w:
+        launch = await serve(w, "dsv41-flash-8x")
+        watch = await lane_watch(w, launch.lane, first_token=False, poll_s=5.0)
+        task = asyncio.create_task(watch.run())
+        await drive(w.sim, task, step=20.0, max_sim_s=5 * 3600, why=watch.tracker.summary)
+        result = task.result()
+        assert result.outcome is Outcome.READY, result.summary
+        assert result.stages["health"] > 1800 * 2
+        assert Phase.STALLED not in result.phase_times
+        assert result.failure is None
+
+
+async def test_long_prompt_kills_the_ready_lane_with_engine_dead(tmp_path: Path) -> None:
+    async with world(tmp_path, "long-prompt") as w:
+        launch = await serve(w, "glm53-mxfp4-fp8-4x-r39-196k")
+        watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False)
+        task = asyncio.create_task(watch.run())
+        start = w.sim.clock.monotonic()
+        while not watch.ready:
+            assert w.sim.clock.monotonic() - start < 4 * 3600, watch.tracker.summary()
+            assert not task.done(), task.result().summary
+            await w.sim.advance(5.0)
+            await asyncio.sleep(0.002)
+        req = w.sim.run_prompt(launch.lane, 150_000)
+        await drive(w.sim, task, step=5.0, max_sim_s=3600,
+                    why=lambda: f"{watch.tracker.summary()}; request {req}")
+        result = task.result()
+        assert result.outcome is Outcome.FAILED
+        f = result.failure
+        assert f is not None and f.rank == 0
+        assert f.kind in (Kind.RPC_TIMEOUT, Kind.ENGINE_DEAD), f
+        assert "sample_tokens" in f.line or "sample_tokens" in (f.cause or "") or any(
+            "sample_tokens" in a for a in f.after)
