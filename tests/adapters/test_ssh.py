@@ -230,3 +230,22 @@ async def test_refused_key_is_auth_error(ssh_server: SshTestServer) -> None:
     ep = ssh_server.endpoint(client_keys=(str(other),))
     with pytest.raises(AuthError):
         await NodeConnection(ep, SSH).run("true", timeout=5)
+
+
+async def test_shell_that_never_answers_from_the_start_drops_the_connection(
+    ssh_server: SshTestServer,
+) -> None:
+    async def silent(process: asyncssh.SSHServerProcess) -> None:
+        await asyncio.sleep(30)
+
+    ssh_server.handler = silent
+    conn = NodeConnection(ssh_server.endpoint(), SSH)
+    try:
+        with pytest.raises(ProbeStalled):
+            await conn.probe("true", timeout=0.3)
+        assert not conn.connected  # even a fresh shell stalled: start over next time
+        with pytest.raises(ProbeStalled):
+            await conn.probe("true", timeout=0.3)
+        assert conn.connects == 2
+    finally:
+        await conn.close()

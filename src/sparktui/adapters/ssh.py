@@ -310,8 +310,14 @@ class NodeConnection:
             except RemoteError:
                 raise
             except TimeoutError:
+                was_connected = self.connected
                 self._discard_shell()
-                if had_shell or self.connected:
+                if not had_shell:
+                    # not even a fresh shell answered: the connection itself is
+                    # suspect (dead peer, starved sshd), so the next probe starts
+                    # on a new one
+                    self._drop()
+                if was_connected:
                     raise ProbeStalled(
                         self.name, "probe", f"shell did not answer within {timeout:g} s"
                     ) from None
