@@ -257,3 +257,16 @@ async def test_snapshot_before_first_poll_is_unknown() -> None:
     snap = w.poller.snapshot()
     assert [s.state for s in snap.nodes] == [NodeState.UNKNOWN, NodeState.UNKNOWN]
     assert snap.get("dgx2") is not None and snap.get("nope") is None
+
+
+async def test_a_round_during_the_loops_never_doubles_a_probe() -> None:
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].duration = 1.5
+    w.poller.start()
+    try:
+        await w.clock.advance(0.5)
+        await w.round()
+        await w.clock.advance(5.0)
+    finally:
+        await w.poller.stop()
+    assert w.fleet.nodes["dgx1"].max_in_flight == 1

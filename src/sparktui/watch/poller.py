@@ -82,6 +82,8 @@ class Poller:
         self._history: dict[str, deque[HistoryPoint]] = {
             n: deque(maxlen=history_len) for n in self.names
         }
+        self._locks = {n: asyncio.Lock() for n in self.names}
+        """One poll per node at a time, even when `poll_round` meets the loops."""
         self._queues: list[asyncio.Queue[NodeSnapshot]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -147,13 +149,14 @@ class Poller:
 
     async def poll_node(self, name: str) -> NodeSnapshot:
         """Poll one node, record and publish the snapshot. Never raises."""
-        try:
-            snap = await self._poll(name)
-        except Exception as exc:  # a bug must not stop the node's loop
-            log.exception("polling %s failed", name)
-            snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {exc!r}")
-        self._record(snap)
-        return snap
+        async with self._locks[name]:
+            try:
+                snap = await self._poll(name)
+            except Exception as exc:  # a bug must not stop the node's loop
+                log.exception("polling %s failed", name)
+                snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {exc!r}")
+            self._record(snap)
+            return snap
 
     async def _poll(self, name: str) -> NodeSnapshot:
         started = self._clock.monotonic()
