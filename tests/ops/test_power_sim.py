@@ -4,7 +4,7 @@ Home Assistant, the plug state confirmed by re-reading it."""
 from __future__ import annotations
 
 from sparktui.ops.events import StepStarted, WorkflowFinished
-from sparktui.ops.workflows.power import power_cycle, power_switch
+from sparktui.ops.workflows.power import power_cycle
 
 
 async def test_power_cycle_dgx6_off_wait_on_back(sim_ctx):

@@ -10,7 +10,7 @@ workflow unfinished in the journal, and `resume_power` completes it.
 
 from __future__ import annotations
 
-from sparktui.adapters.homeassistant import HomeAssistantError, SwitchUnavailable
+from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
 from sparktui.ops import guards
@@ -61,17 +61,27 @@ def _power(ctx: OpsContext):  # type: ignore[no-untyped-def]
 
 
 async def plug_off(run: WorkflowRun, node: str, entity: str) -> None:
-    """Turn the plug off; from here on the run owes turning it back on."""
+    """Turn the plug off. From the moment the call is sent, the run owes turning
+    it back on; a call that fails before that (HA down, plug unavailable) or
+    whose plug still reads on afterwards owes nothing."""
     ctx = run.ctx
-    run.owe(entity, f"{entity} ({node}) may be off: turn it back on (`sparktui power resume`)")
+
+    async def go() -> SwitchState:
+        power = _power(ctx)
+        before = await power.state(entity)
+        if not before.available:
+            raise SwitchUnavailable(f"{entity} is {before.state} in Home Assistant (the plug is "
+                                    f"offline or not paired): nothing was switched")
+        run.owe(entity, f"{entity} ({node}) may be off: turn it back on "
+                        f"(`sparktui power resume`)")
+        return await power.turn(entity, False)
+
     try:
-        await run.step("plug off", entity, plug_action(entity, False),
-                       lambda: _power(ctx).turn(entity, False),
+        await run.step("plug off", entity, plug_action(entity, False), go,
                        describe=lambda s: f"{entity} confirmed {s.state}")
-    except Exception as exc:
-        cause = exc.__cause__
-        if isinstance(cause, SwitchUnavailable) or await _still_on(ctx, entity):
-            run.settle(entity)  # nothing was switched
+    except Exception:
+        if entity in run.obligations and await _still_on(ctx, entity):
+            run.settle(entity)
         raise
 
 
@@ -165,7 +175,7 @@ async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str,
     return await wait_back(run, node)
 
 
-def _power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
+def power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
     report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders())
     if ctx.power is None:
         extra = guards.Verdict("home-assistant", node, False,
@@ -177,7 +187,7 @@ def _power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport
 async def power_cycle(ctx: OpsContext, node: str, *,
                       off_seconds: float | None = None) -> WorkflowResult:
     off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = _power_guards(ctx, node, "power cycle")
+    report = power_guards(ctx, node, "power cycle")
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     steps = plan_power(ctx.config, node, "cycle", off_s) if node in ctx.config.nodes else []
     async with WorkflowRun(ctx, "power-cycle", node, plan=steps,
@@ -192,7 +202,7 @@ async def power_cycle(ctx: OpsContext, node: str, *,
 async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
     """``power on|off NODE``."""
     action = "on" if on else "off"
-    report = _power_guards(ctx, node, f"power {action}")
+    report = power_guards(ctx, node, f"power {action}")
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     steps = plan_power(ctx.config, node, action) if node in ctx.config.nodes else []
     async with WorkflowRun(ctx, f"power-{action}", node, plan=steps,

@@ -1,0 +1,98 @@
+"""What the workflow commands (serve, stop, power, recover, runlock) share:
+progress on stderr, the confirmation rule of ops/confirm.py read from stdin,
+unfinished workflows offered at start, and the exit codes.
+
+Exit codes: 0 done, 1 failed, 2 bad input, 3 refused by a guard, 4 not
+confirmed (nothing was done).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from sparktui.ops.confirm import Confirmation
+from sparktui.ops.context import OpsContext
+from sparktui.ops.events import WorkflowEvent, format_event
+from sparktui.ops.guards import GuardReport
+from sparktui.ops.resume import offers
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
+
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_REFUSED, EXIT_DECLINED = 0, 1, 2, 3, 4
+
+
+def add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="confirm without asking (not for overrides)")
+    p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def stderr_printer(stream: TextIO | None = None):  # type: ignore[no-untyped-def]
+    def emit(event: WorkflowEvent) -> None:
+        line = format_event(event)
+        if line:
+            print(line, file=stream or sys.stderr, flush=True)
+
+    return emit
+
+
+def show_offers(ctx: OpsContext) -> None:
+    for offer in offers(ctx.journal, ctx):
+        print(f"UNFINISHED: {offer.what}", file=sys.stderr)
+        if offer.action:
+            print(f"  to complete: {offer.action}", file=sys.stderr)
+        else:
+            print(f"  close it: `sparktui power resume {offer.record.wf} --close REASON`",
+                  file=sys.stderr)
+
+
+def show_plan(report: GuardReport | None, steps: Sequence[PlannedStep]) -> None:
+    err = sys.stderr
+    if report is not None:
+        for v in report.verdicts:
+            mark = ("REFUSED" if v.refused else "OVERRIDDEN" if v.overridden
+                    else "WARNING" if v.warning else "ok")
+            print(f"  [{mark}] {v.guard} {v.subject}: {v.message}", file=err)
+        if report.refused:
+            needed = report.needed_overrides()
+            if needed and not report.blocking():
+                print(f"  (overridable with --override {','.join(sorted(needed))})", file=err)
+            return
+    if steps:
+        print("what will happen:", file=err)
+        for i, s in enumerate(steps, 1):
+            print(f"  {i}. {s.describe()}", file=err)
+
+
+def confirm(conf: Confirmation, *, yes: bool, stdin: TextIO | None = None) -> bool:
+    """True when the operator confirmed; refuses without a terminal unless ``--yes``
+    stands in (never for overrides)."""
+    stdin = stdin or sys.stdin
+    if yes and conf.yes_allowed:
+        return True
+    if not stdin.isatty():
+        why = ("an override needs the name typed at a terminal (--yes does not stand in)"
+               if not conf.yes_allowed else "stdin is not a terminal: pass --yes to confirm")
+        print(f"not confirmed: {why}; nothing was done", file=sys.stderr)
+        return False
+    print(conf.prompt(), end="", file=sys.stderr, flush=True)
+    answer = stdin.readline()
+    if not conf.accepts(answer):
+        print("not confirmed; nothing was done", file=sys.stderr)
+        return False
+    return True
+
+
+def finish(result: WorkflowResult, as_json: bool, extra: dict[str, Any] | None = None) -> int:
+    if as_json:
+        json.dump({**result.to_json(), **(extra or {})}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        print(f"{result.kind} {result.target}: {'done' if result.ok else 'FAILED'}: "
+              f"{result.message}")
+    if result.ok:
+        return EXIT_OK
+    return EXIT_REFUSED if result.message.startswith("refused") else EXIT_FAILED

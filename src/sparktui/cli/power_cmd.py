@@ -1,0 +1,147 @@
+"""`sparktui power cycle|on|off NODE`, `power cluster on|off CLUSTER`,
+`power resume [WF] [--close REASON]`: node plugs through Home Assistant,
+with the same guards and confirmations as the console."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+from sparktui.adapters.endpoints import EndpointError
+from sparktui.core.config import Config
+from sparktui.ops import guards
+from sparktui.ops.confirm import confirmation_for
+from sparktui.ops.context import OpsContext, open_context
+from sparktui.ops.resume import close, offers, resume
+from sparktui.ops.workflows.cluster_power import cluster_power, plan_steps
+from sparktui.ops.workflows.power import plan_power, power_cycle, power_guards, power_switch
+
+from .common import load
+from .ops_common import (
+    EXIT_DECLINED,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    add_common,
+    confirm,
+    finish,
+    show_offers,
+    show_plan,
+    stderr_printer,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("power", help="power a node or a cluster through Home Assistant",
+                       description="Switch node plugs through Home Assistant. Every change is "
+                                   "confirmed by re-reading the plug; protected nodes and "
+                                   "shared switches are never toggled by a node action.")
+    acts = p.add_subparsers(dest="power_action", metavar="ACTION", required=True)
+    for name, text in (("cycle", "plug off, wait, plug on, wait for the node, re-check"),
+                       ("on", "plug on, wait for the node, re-check"),
+                       ("off", "plug off")):
+        a = acts.add_parser(name, help=text, description=text)
+        a.add_argument("node")
+        if name == "cycle":
+            a.add_argument("--off-seconds", type=float, default=None,
+                           help="how long the plug stays off (default: [power] off_seconds)")
+        _common(a)
+    c = acts.add_parser("cluster", help="power a cluster on (switch first) or off (switch "
+                                        "last); protected nodes skipped")
+    c.add_argument("state", choices=("on", "off"))
+    c.add_argument("cluster")
+    _common(c)
+    r = acts.add_parser("resume", help="list unfinished workflows, or complete/close one")
+    r.add_argument("wf", nargs="?", help="workflow id (from the list)")
+    r.add_argument("--close", metavar="REASON", help="mark it ended instead of completing it")
+    _common(r)
+    p.set_defaults(func=run)
+
+
+def _common(a: argparse.ArgumentParser) -> None:
+    add_common(a)
+    a.add_argument("--config", type=Path, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    try:
+        return asyncio.run(_main(config, args))
+    except EndpointError as exc:
+        print(f"sparktui power: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+async def _main(config: Config, args: argparse.Namespace) -> int:
+    async with open_context(config, emit=stderr_printer()) as ctx:
+        if args.power_action == "resume":
+            return await _resume(ctx, args)
+        show_offers(ctx)
+        if args.power_action == "cluster":
+            return await _cluster(ctx, args)
+        node = args.node
+        if node not in config.nodes:
+            print(f"sparktui power: unknown node {node!r} (known: {', '.join(config.nodes)})",
+                  file=sys.stderr)
+            return EXIT_INPUT
+        kind = {"cycle": "power-cycle", "on": "power-on", "off": "power-off"}[args.power_action]
+        report = power_guards(ctx, node, kind.replace("-", " "))
+        off_s = getattr(args, "off_seconds", None)
+        show_plan(report, plan_power(config, node, args.power_action, off_s))
+        if report.allowed and not confirm(confirmation_for(kind, node, report), yes=args.yes):
+            return EXIT_DECLINED
+        if args.power_action == "cycle":
+            result = await power_cycle(ctx, node, off_seconds=off_s)
+        else:
+            result = await power_switch(ctx, node, args.power_action == "on")
+        return finish(result, args.json)
+
+
+async def _cluster(ctx: OpsContext, args: argparse.Namespace) -> int:
+    on = args.state == "on"
+    if args.cluster not in ctx.config.clusters:
+        print(f"sparktui power: unknown cluster {args.cluster!r} (known: "
+              f"{', '.join(ctx.config.clusters)})", file=sys.stderr)
+        return EXIT_INPUT
+    p = guards.plan_cluster_power(ctx.config, args.cluster, on, ctx.locks.holders())
+    show_plan(p.report, plan_steps(ctx, p))
+    kind = f"cluster-power-{args.state}"
+    if p.report.allowed and not confirm(confirmation_for(kind, args.cluster, p.report),
+                                        yes=args.yes):
+        return EXIT_DECLINED
+    return finish(await cluster_power(ctx, args.cluster, on), args.json)
+
+
+async def _resume(ctx: OpsContext, args: argparse.Namespace) -> int:
+    found = {o.record.wf: o for o in offers(ctx.journal, ctx)}
+    if args.wf is None:
+        if args.json:
+            print(json.dumps([{"wf": o.record.wf, "workflow": o.record.workflow,
+                               "target": o.record.target, "what": o.what, "action": o.action}
+                              for o in found.values()], indent=2))
+        elif not found:
+            print("no unfinished workflow")
+        for o in ([] if args.json else found.values()):
+            print(f"{o.record.wf}: {o.what}")
+            print(f"  {'to complete: ' + o.action if o.action else 'close it with --close'}")
+        return 0
+    offer = found.get(args.wf)
+    if offer is None:
+        print(f"sparktui power resume: no unfinished workflow {args.wf!r}", file=sys.stderr)
+        return EXIT_INPUT
+    if args.close:
+        if not confirm(confirmation_for("resume", args.wf), yes=args.yes):
+            return EXIT_DECLINED
+        freed = close(ctx, offer.record, args.close)
+        print(f"{args.wf}: closed ({args.close}); unlocked: {', '.join(freed) or 'nothing'}")
+        return 0
+    if not offer.action:
+        print(f"{args.wf}: nothing to complete (no plug was left off); close it with --close",
+              file=sys.stderr)
+        return EXIT_INPUT
+    print(f"{offer.what}\nto complete: {offer.action}", file=sys.stderr)
+    if not confirm(confirmation_for("resume", args.wf), yes=args.yes):
+        return EXIT_DECLINED
+    return finish(await resume(ctx, offer.record), args.json)

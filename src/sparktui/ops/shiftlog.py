@@ -1,0 +1,123 @@
+"""The journal as a markdown night log, in the style of the seeds' shift plans:
+boots with their phases and durations and KV pool, failures with the first
+fatal line, power cycles, stops, refusals, and what is still unfinished."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from sparktui.core.phases import format_duration
+from sparktui.ops.journal import Entry, WorkflowRecord, fold
+
+PHASE_ORDER = ("pulling image", "starting", "loading weights", "KV allocation", "graph capture",
+               "API starting", "serving")
+
+
+def _hm(t: float) -> str:
+    return time.strftime("%H:%M", time.gmtime(t))
+
+
+def _date(t: float) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+
+def _window(n: int | None) -> str:
+    if not n:
+        return "?"
+    return f"{n // 1024}K" if n % 1024 == 0 else f"{n:,}"
+
+
+def _phases(phases: dict[str, float]) -> str:
+    """``{"starting": 0, "loading weights": 4, "serving": 700}`` -> durations per phase."""
+    known = sorted(((t, p) for p, t in phases.items() if p in PHASE_ORDER), key=lambda x: x[0])
+    parts = []
+    for (t, p), nxt in zip(known, [*known[1:], None], strict=True):
+        if nxt is None or p in ("starting", "serving"):
+            continue
+        parts.append(f"{p} {format_duration(nxt[0] - t)}")
+    return ", ".join(parts)
+
+
+def _boot(w: WorkflowRecord) -> str:
+    d: dict[str, Any] = w.end_detail
+    head = f"**{w.detail.get('recipe', w.target)} on {w.detail.get('cluster', '?')}**"
+    span = f"({_hm(w.began_at)} → {_hm(w.ended_at)} UTC" if w.ended_at else \
+        f"({_hm(w.began_at)} UTC"
+    if w.ended_at:
+        span += f", {format_duration(w.ended_at - w.began_at)})"
+    else:
+        span += ", never ended)"
+    if d.get("detached"):
+        return f"- {head} {span}: ranks started, detached (boot followed by `sparktui wait`)."
+    lines = []
+    if w.ok:
+        lines.append(f"- {head} {span}: **up**.")
+    elif "failure" in d:
+        f = d["failure"]
+        lines.append(f"- {head} {span}: **FAILED** on rank {f['rank']}: `{f['line']}`.")
+    elif "refused" in d:
+        return ""
+    else:
+        lines.append(f"- {head} {span}: **not up** — {w.message}.")
+    if phases := _phases(d.get("phases", {})):
+        lines.append(f"  Phases: {phases}.")
+    if d.get("kv_tokens"):
+        conc = d.get("kv_concurrency")
+        conc_text = f" ({conc:.2f}x)" if isinstance(conc, int | float) else ""
+        lines.append(f"  KV pool **{d['kv_tokens']:,} tokens @{_window(d.get('kv_max_len'))}"
+                     f"{conc_text}**.")
+    if stages := d.get("stages"):
+        lines.append("  Endpoint: " + ", ".join(f"{k} +{format_duration(v)}"
+                                                for k, v in stages.items()) + ".")
+    if not w.ok and "failure" in d:
+        lines.append("  " + ("Ranks kept (--keep)." if "kept" in w.message else
+                             "Ranks stopped; last lines of every rank are in the journal."))
+    return "\n".join(lines)
+
+
+def _power(w: WorkflowRecord) -> str:
+    when = _hm(w.began_at)
+    took = f", {format_duration(w.ended_at - w.began_at)}" if w.ended_at else ""
+    state = "done" if w.ok else "FAILED"
+    if w.workflow == "power-cycle":
+        off = w.detail.get("off_seconds", "?")
+        return (f"- {when} power-cycled {w.target} via HA (off {off:g} s → on){took}: "
+                f"{w.message if w.ok else state + ': ' + w.message}")
+    if w.workflow == "recover":
+        return f"- {when} recover {w.target}{took}: {state}: {w.message}"
+    if w.workflow.startswith("cluster-power"):
+        return f"- {when} {w.workflow.replace('-', ' ')} {w.target}{took}: {w.message}"
+    return f"- {when} {w.workflow} {w.target}{took}: {state}: {w.message}"
+
+
+def render(entries: Sequence[Entry], *, since: float | None = None) -> str:
+    """The night log of every workflow that began at or after ``since``."""
+    records = [w for w in fold(list(entries)) if since is None or w.began_at >= since]
+    if not records:
+        return "# Night log\n\nNothing happened in this window.\n"
+    first, last = records[0].began_at, records[-1].began_at
+    title = _date(first) if _date(first) == _date(last) else f"{_date(first)} → {_date(last)}"
+    out = [f"# Night log — {title}", ""]
+    boots = [b for b in (_boot(w) for w in records if w.workflow == "serve" and w.finished) if b]
+    power = [_power(w) for w in records if w.finished and
+             (w.workflow.startswith("power") or w.workflow in ("recover", "resume")
+              or w.workflow.startswith("cluster-power"))
+             and not w.end_detail.get("refused")]
+    stops = [f"- {_hm(w.began_at)} stop {w.target}: {'done' if w.ok else 'FAILED'}: {w.message}"
+             for w in records if w.workflow == "stop" and w.finished
+             and not w.end_detail.get("refused")]
+    refusals = [f"- {_hm(w.began_at)} {w.workflow} {w.target} refused:\n"
+                + "\n".join(f"  - {v['message']}" for v in w.end_detail["refused"])
+                for w in records if w.end_detail.get("refused")]
+    overrides = [f"- {_hm(e.t)} {e.workflow} {e.target}: override "
+                 f"{', '.join(e.detail.get('overrides', []))}"
+                 for e in entries if e.kind == "override" and (since is None or e.t >= since)]
+    unfinished = [f"- {w.describe()}" for w in records if not w.finished]
+    for title, items in (("Boots", boots), ("Power", power), ("Stops", stops),
+                         ("Refusals (guards)", refusals), ("Overrides", overrides),
+                         ("Unfinished — needs the operator", unfinished)):
+        if items:
+            out += [f"## {title}", "", *items, ""]
+    return "\n".join(out)

@@ -1,0 +1,43 @@
+"""The serve workflow end to end against the simulator."""
+
+from __future__ import annotations
+
+from sparktui.core.recipe_load import load_recipe
+from sparktui.ops.events import StepProgressed, StepStarted
+from sparktui.ops.workflows.serve import ServeOptions, preview_serve, serve
+
+
+async def test_serve_runs_through_readiness_and_releases_the_lock(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, events):
+        result = await serve(ctx, recipe, "4nodes-switch-b", ServeOptions(poll_s=5.0))
+        assert result.ok, result.message
+        assert "serving on 4nodes-switch-b" in result.message
+        steps = [e.step for e in events.of(StepStarted)]
+        assert steps[:4] == ["gid rank 0", "gid rank 1", "gid rank 2", "gid rank 3"]
+        assert steps[4:8] == ["start rank 0", "start rank 1", "start rank 2", "start rank 3"]
+        assert steps[-1] == "readiness"
+        assert result.detail["kv_tokens"]
+        assert set(result.detail["stages"]) >= {"port", "health", "models"}
+        assert any(isinstance(e, StepProgressed) for e in events.events)
+        assert not ctx.locks.list()
+        names = {c.name for n in ("dgx5", "dgx6", "dgx7", "dgx8")
+                 for c in sim.nodes[n].docker.containers.values()}
+        assert names == {f"sparktui-glm53-flash-eugr-2x-r{i}" for i in range(4)}
+        start = next(e for e in events.of(StepStarted) if e.step == "start rank 1")
+        assert "-e NCCL_IB_GID_INDEX=3" in start.action
+
+
+async def test_preview_lists_every_verdict_and_the_exact_commands(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, _events):
+        pv = await preview_serve(ctx, recipe, "4nodes-switch-b")
+        assert pv.report.allowed
+        guards_seen = {v.guard for v in pv.report.verdicts}
+        assert guards_seen >= {"protected-node", "blocking-switch", "fit", "runlock", "online",
+                               "kernel", "nas-mount", "hf-cache", "image", "stale-container",
+                               "node-busy"}
+        actions = [s.action for s in pv.steps]
+        assert any(a.startswith("docker run -d --name sparktui-glm53-flash-eugr-2x-r0") for a in
+                   actions)
+        assert not sim.ha.calls
