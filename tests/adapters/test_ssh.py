@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import asyncssh
 import pytest
@@ -249,3 +250,26 @@ async def test_shell_that_never_answers_from_the_start_drops_the_connection(
         assert conn.connects == 2
     finally:
         await conn.close()
+
+
+async def test_fleet_builds_one_connection_per_node_and_closes_them(
+    ssh_server: SshTestServer,
+) -> None:
+    from sparktui.adapters.endpoints import Endpoints
+    from sparktui.adapters.ssh import Fleet
+    from sparktui.core.config import Config, HomeAssistantConfig, NodeConfig
+
+    nodes = {
+        n: NodeConfig(n, i, "h", "operator", "10.0.0.1", f"switch.{n}", "test")
+        for i, n in enumerate(["dgx1", "dgx2"])
+    }
+    config = Config(Path("c.toml"), nodes, {}, {}, {}, HomeAssistantConfig("http://127.0.0.1:1"))
+    endpoints = Endpoints(
+        {n: ssh_server.endpoint(n) for n in nodes}, "http://127.0.0.1:1", "t", simulated=True
+    )
+    async with Fleet.from_config(config, endpoints) as fleet:
+        assert len(fleet) == 2 and [c.name for c in fleet] == ["dgx1", "dgx2"]
+        outs = await asyncio.gather(*(c.probe("echo hi", timeout=5) for c in fleet))
+        assert outs == ["hi\n", "hi\n"]
+        assert fleet.get("dgx2").connected
+    assert not any(c.connected for c in fleet)
