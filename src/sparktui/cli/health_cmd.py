@@ -267,7 +267,11 @@ class HealthReport:
             parts = [head, "all free" if len(online) == len(nodes) else "the online ones free"]
         else:
             parts = [head, f"{len(busy)} busy ({', '.join(s.node for s in busy)})"]
-        problems = [f"{s.node}: {issue}" for s in online for issue in self.issues[s.node]]
+        nodes_by_issue: dict[str, list[str]] = {}
+        for snap in online:
+            for issue in self.issues[snap.node]:
+                nodes_by_issue.setdefault(issue, []).append(snap.node)
+        problems = [f"{', '.join(names)}: {issue}" for issue, names in nodes_by_issue.items()]
         return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
 
     def table(self) -> Table:
