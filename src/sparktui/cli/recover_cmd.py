@@ -1,0 +1,65 @@
+"""`sparktui recover NODE`: the runbook for a node that stopped answering SSH —
+3 short SSH retries ~30 s apart, then a plug cycle of that node only, then a
+re-check. Never toggles a protected node or a shared switch."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from sparktui.adapters.endpoints import EndpointError
+from sparktui.core.config import Config
+from sparktui.ops.confirm import confirmation_for
+from sparktui.ops.context import open_context
+from sparktui.ops.workflows.power import power_guards
+from sparktui.ops.workflows.recover import plan_recover, recover
+
+from .common import load
+from .ops_common import (
+    EXIT_DECLINED,
+    EXIT_FAILED,
+    EXIT_INPUT,
+    add_common,
+    confirm,
+    finish,
+    show_offers,
+    show_plan,
+    stderr_printer,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("recover", help="SSH retries, then a plug cycle of one node",
+                       description="Recover NODE: [thrash] ssh_retries SSH attempts "
+                                   "ssh_retry_interval_s apart; if none answers, power-cycle "
+                                   "that node only through Home Assistant and re-check it.")
+    p.add_argument("node")
+    p.add_argument("--off-seconds", type=float, default=None,
+                   help="how long the plug stays off (default: [power] off_seconds)")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    try:
+        return asyncio.run(_main(config, args))
+    except EndpointError as exc:
+        print(f"sparktui recover: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+async def _main(config: Config, args: argparse.Namespace) -> int:
+    if args.node not in config.nodes:
+        print(f"sparktui recover: unknown node {args.node!r} (known: "
+              f"{', '.join(config.nodes)})", file=sys.stderr)
+        return EXIT_INPUT
+    async with open_context(config, emit=stderr_printer()) as ctx:
+        show_offers(ctx)
+        report = power_guards(ctx, args.node, "recover (power cycle)")
+        show_plan(report, plan_recover(ctx, args.node, args.off_seconds))
+        if report.allowed and not confirm(confirmation_for("recover", args.node, report),
+                                          yes=args.yes):
+            return EXIT_DECLINED
+        return finish(await recover(ctx, args.node, off_seconds=args.off_seconds), args.json)

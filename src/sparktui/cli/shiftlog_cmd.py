@@ -1,0 +1,55 @@
+"""`sparktui shiftlog [--since T]`: the journal as a markdown night log."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from datetime import UTC, datetime
+
+from sparktui.ops.journal import Journal
+from sparktui.ops.shiftlog import render
+
+from .common import load
+
+_AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
+
+
+def parse_since(text: str, now: float | None = None) -> float:
+    """``12h`` / ``90m`` (ago), ``2026-11-29T22:00`` or ``2026-11-29`` (UTC) -> epoch s."""
+    text = text.strip()
+    now = time.time() if now is None else now
+    if m := _AGO.match(text):
+        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a time: {text!r} (e.g. 12h, 2026-11-29T22:00, 2026-11-29)") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("shiftlog", help="render the journal as a markdown night log",
+                       description="Boots with phases, durations and KV pool; failures with "
+                                   "the first fatal line; power cycles, stops, refusals, "
+                                   "overrides and what is left unfinished.")
+    p.add_argument("--since", type=parse_since, default=None, metavar="T",
+                   help="only workflows begun since T: 12h, 90m, 2026-11-29T22:00 (UTC)")
+    p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    journal = Journal.in_state_dir(config.state_dir())
+    text = render(journal.entries(), since=args.since)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0

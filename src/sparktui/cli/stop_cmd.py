@@ -1,0 +1,60 @@
+"""`sparktui stop LANE`: stop every rank of a lane (workers first, the head
+last), verify the memory came back, with the console's guards (protected
+lanes and nodes) and its typed confirmation."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from sparktui.adapters.endpoints import EndpointError
+from sparktui.core.config import Config
+from sparktui.ops import guards
+from sparktui.ops.confirm import confirmation_for
+from sparktui.ops.context import open_context
+from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_lane
+
+from .common import load
+from .ops_common import (
+    EXIT_DECLINED,
+    EXIT_FAILED,
+    add_common,
+    confirm,
+    finish,
+    show_offers,
+    show_plan,
+    stderr_printer,
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("stop", help="stop a lane on every rank and verify memory is freed",
+                       description="Stop LANE: its rank containers are stopped and removed "
+                                   "(workers first, head last), then each node's MemAvailable "
+                                   "must come back near its baseline. Protected lanes refuse.")
+    p.add_argument("lane")
+    add_common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    try:
+        return asyncio.run(_main(config, args))
+    except EndpointError as exc:
+        print(f"sparktui stop: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+async def _main(config: Config, args: argparse.Namespace) -> int:
+    async with open_context(config, emit=stderr_printer()) as ctx:
+        show_offers(ctx)
+        ranks = await find_lane(ctx, args.lane)
+        nodes = sorted({r.node for r in ranks})
+        report = guards.evaluate_stop(config, args.lane, nodes, ctx.locks.holders())
+        show_plan(report, plan_stop(ranks))
+        if ranks and report.allowed and not confirm(
+                confirmation_for("stop", args.lane, report), yes=args.yes):
+            return EXIT_DECLINED
+        return finish(await stop_lane(ctx, args.lane, ranks), args.json)
