@@ -50,7 +50,8 @@ async def test_icmp_uses_exit_status_of_ping(tmp_path: Path) -> None:
     assert await icmp_alive("127.0.0.1", 0.5, executable=str(fake))
     assert (tmp_path / "args").read_text().split() == ["-n", "-c", "1", "-W", "1", "127.0.0.1"]
     assert not await icmp_alive("127.0.0.2", 0.5, executable=str(fake))
-    assert not await icmp_alive("127.0.0.1", 0.5, executable=str(tmp_path / "missing"))
+    with pytest.raises(OSError, match="install iputils-ping"):
+        await icmp_alive("127.0.0.1", 0.5, executable=str(tmp_path / "missing"))
     with pytest.raises(ValueError):
         await icmp_alive("-f", 0.5, executable=str(fake))
 

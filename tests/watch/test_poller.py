@@ -270,3 +270,18 @@ async def test_a_round_during_the_loops_never_doubles_a_probe() -> None:
     finally:
         await w.poller.stop()
     assert w.fleet.nodes["dgx1"].max_in_flight == 1
+
+
+async def test_liveness_that_cannot_run_is_unknown_and_says_why() -> None:
+    w = World(["dgx1"])
+
+    async def no_ping(ep: NodeEndpoint, timeout: float) -> bool:
+        raise OSError("cannot run 'ping': install iputils-ping")
+
+    w.poller._liveness = no_ping
+    w.fleet.nodes["dgx1"].mode = "stall"
+    snap = (await w.round())["dgx1"]
+    assert snap.state is NodeState.UNKNOWN and snap.liveness is None
+    assert snap.error.endswith("liveness check failed: cannot run 'ping': install iputils-ping")
+    w.fleet.nodes["dgx1"].mode = "ok"
+    assert (await w.round())["dgx1"].state is NodeState.ONLINE  # SSH answering is enough

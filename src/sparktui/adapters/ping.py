@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from sparktui.adapters.endpoints import NodeEndpoint
 
 LivenessCheck = Callable[[NodeEndpoint, float], Awaitable[bool]]
-"""``await check(endpoint, timeout_s) -> alive``; never raises for a dead node."""
+"""``await check(endpoint, timeout_s) -> alive``; never raises for a dead node,
+only when the check itself cannot run (ValueError, OSError)."""
 
 
 async def tcp_alive(host: str, port: int, timeout: float) -> bool:
@@ -42,7 +43,8 @@ async def tcp_alive(host: str, port: int, timeout: float) -> bool:
 
 
 async def icmp_alive(host: str, timeout: float, *, executable: str = "ping") -> bool:
-    """True when one ICMP echo to ``host`` is answered (system ping, exit 0)."""
+    """True when one ICMP echo to ``host`` is answered (system ping, exit 0).
+    Raises OSError when ping cannot be run at all: that says nothing about the node."""
     if not host or host.startswith("-"):
         raise ValueError(f"not a host name: {host!r}")
     wait_s = str(max(1, math.ceil(timeout)))
@@ -59,8 +61,11 @@ async def icmp_alive(host: str, timeout: float, *, executable: str = "ping") -> 
             stdout=asyncio.subprocess.DEVNULL,
             stderr=asyncio.subprocess.DEVNULL,
         )
-    except OSError:
-        return False
+    except OSError as exc:
+        raise OSError(
+            f"cannot run {executable!r} ({exc.strerror or exc}): install iputils-ping "
+            'or set [liveness] method = "tcp"'
+        ) from None
     try:
         async with asyncio.timeout(float(wait_s) + 1.0):
             return await proc.wait() == 0

@@ -160,7 +160,7 @@ class Poller:
 
     async def _poll(self, name: str) -> NodeSnapshot:
         started = self._clock.monotonic()
-        (text, error), alive, powered = await asyncio.gather(
+        (text, error), (alive, liveness_error), powered = await asyncio.gather(
             self._probe(name), self._alive(name), self._powered(name)
         )
         latency = self._clock.monotonic() - started
@@ -187,7 +187,9 @@ class Poller:
         return self._snap(
             name,
             state,
-            error=str(error),
+            error=f"{error}; liveness check failed: {liveness_error}"
+            if liveness_error
+            else str(error),
             alive=alive,
             powered=powered,
             stalled=isinstance(error, ProbeStalled),
@@ -200,12 +202,14 @@ class Poller:
             return None, exc
         return text, None
 
-    async def _alive(self, name: str) -> bool | None:
+    async def _alive(self, name: str) -> tuple[bool | None, str]:
+        """(alive, why the check could not run); alive is None when it could not."""
         try:
-            return await self._liveness(self._endpoints.node(name), self._config.liveness.timeout_s)
+            ep = self._endpoints.node(name)
+            return await self._liveness(ep, self._config.liveness.timeout_s), ""
         except (ValueError, OSError) as exc:
             log.warning("liveness check of %s failed: %s", name, exc)
-            return None
+            return None, str(exc)
 
     async def _powered(self, name: str) -> bool | None:
         if self._power is None:
