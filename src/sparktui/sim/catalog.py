@@ -6,7 +6,7 @@ token and measured envelopes)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sparktui.core.recipe import Recipe
@@ -19,11 +19,13 @@ class ModelInfo:
     """Decimal GB on disk (all ranks together)."""
     shards: int = 1
     revision: str = ""
-    kv_bytes_per_token: int = 65536
-    """Per rank."""
+    kv_bytes_per_token: int = 16384
+    """Per rank (16 KiB when a recipe has not measured it: an fp8 MLA-class figure)."""
     drafter_kv_bytes_per_token: int = 0
     weights_per_rank_gib: float | None = None
-    """Measured for one recipe's rank count; otherwise size / ranks."""
+    """Measured on `qualified_ranks` ranks (scaled to other rank counts); else size / ranks."""
+    qualified_ranks: int = 0
+    drafter_weights_gib: float = 0.0
     runtime_reserve_gib: float | None = None
     pinned_extras_gib: float = 0.0
     scratch_base_gib: float = 0.5
@@ -36,8 +38,8 @@ class ModelInfo:
         return self.revision or hashlib.sha1(self.repo.encode()).hexdigest()
 
 
-def from_recipes(recipes: Iterable[Recipe]) -> tuple[dict[str, ModelInfo],
-                                                    dict[str, ModelInfo]]:
+def from_recipes(recipes: Iterable[Recipe], ranks_of: Callable[[str], int]) \
+        -> tuple[dict[str, ModelInfo], dict[str, ModelInfo]]:
     """(catalog by repo, profile by recipe name): a repo's architecture comes from
     the first recipe naming it; a lane's envelope (measured weights per rank,
     pinned extras, scratch) from its own recipe."""
@@ -56,6 +58,9 @@ def from_recipes(recipes: Iterable[Recipe]) -> tuple[dict[str, ModelInfo],
                 r.speculative.drafter_kv_bytes_per_token if r.speculative else 0
             ),
             weights_per_rank_gib=m.weights_per_rank_gib,
+            qualified_ranks=ranks_of(r.cluster),
+            drafter_weights_gib=(r.speculative.drafter_weights_gb * 1e9 / 2**30
+                                 if r.speculative else 0.0),
             runtime_reserve_gib=r.fit.runtime_reserve_gib,
             pinned_extras_gib=r.fit.pinned_extras_gib,
             scratch_base_gib=(r.fit.prefill_scratch_base_gib

@@ -14,7 +14,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 # 2026-11-29T22:00:00Z: the simulated night starts here unless told otherwise.
-DEFAULT_EPOCH = 1796421600.0
+DEFAULT_EPOCH = 1795989600.0
 
 
 class SimClock:

@@ -178,7 +178,8 @@ class Sim:
             f.write(secrets.token_urlsafe(32))
         self.ha = HomeAssistant(self, self.token_file.read_text(), rng_for(self.spec, "ha"))
         self.ha.fault = self.spec.ha_fault
-        self._ha_runner = web.AppRunner(self.ha.app(), handle_signals=False, access_log=None)
+        self._ha_runner = web.AppRunner(self.ha.app(), handle_signals=False, access_log=None,
+                                        shutdown_timeout=0.5)
         await self._ha_runner.setup()
         site = web.TCPSite(self._ha_runner, "127.0.0.1", 0)
         await site.start()
@@ -343,6 +344,7 @@ class Sim:
             if not node.up or engine.phase != "ready":
                 return
             runner = web.AppRunner(build_app(engine, self.wait_until), handle_signals=False,
+                                   shutdown_timeout=0.5,
                                    access_log=None)
             await runner.setup()
             try:

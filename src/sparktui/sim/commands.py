@@ -17,6 +17,10 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
     from .docker_cli import docker_command
 
     async def cat(ctx: Ctx) -> int:
+        if len(ctx.argv) == 1:
+            data = await ctx.stdin.read() if ctx.stdin is not None else b""
+            ctx.out_sink.write(data)
+            return 0
         status = 0
         for path in ctx.argv[1:]:
             try:

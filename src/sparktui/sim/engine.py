@@ -88,6 +88,8 @@ class Engine:
         self.env = env
         self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
         self._held = 0.0
+        self.joined = False
+        """All ranks were present once (a rank missing after that has died)."""
 
     # --- identity -----------------------------------------------------------
     @property
@@ -218,8 +220,9 @@ class Engine:
         return self.sim.spec.runtime_reserve_gib
 
     def weights_gib(self) -> float:
-        if self.model is not None and self.model.weights_per_rank_gib is not None:
-            return self.model.weights_per_rank_gib
+        m = self.model
+        if m is not None and m.weights_per_rank_gib is not None:
+            return m.weights_per_rank_gib * (m.qualified_ranks or self.nranks) / self.nranks
         size = self.model.size_gb if self.model else 0.0
         return size * 1e9 / max(1, self.args.tp, self.nranks) / GIB
 
@@ -228,6 +231,7 @@ class Engine:
         if self._peer_dead():
             yield from self._peer_failure()
             return
+        self.joined = True
         reason = self.sim.fabric_fault(self)
         yield 6.0
         if reason:
@@ -237,7 +241,11 @@ class Engine:
             self._die(1)
 
     def _peer_dead(self) -> bool:
-        return any(p.phase in ("dead", "stopped") for p in self.peers() if p is not self)
+        """A rank of the lane has died, or vanished with its node's power."""
+        peers = self.peers()
+        if self.joined and len(peers) < self.nranks:
+            return True
+        return any(p.phase in ("dead", "stopped") for p in peers if p is not self)
 
     def _peer_failure(self) -> Process:
         yield 8.0
@@ -266,7 +274,7 @@ class Engine:
         a, m = self.args, self.model
         assert m is not None
         weights = self.weights_gib()
-        extras = m.pinned_extras_gib
+        extras = m.pinned_extras_gib + m.drafter_weights_gib
         per_token = m.kv_bytes_per_token + m.drafter_kv_bytes_per_token
         if a.kv_cache_memory_bytes is not None:
             kv_gib = a.kv_cache_memory_bytes / GIB

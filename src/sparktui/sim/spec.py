@@ -60,7 +60,9 @@ def spec_from_config(config: Config, *, seed: int | None = None) -> SimSpec:
     """The shipped fleet as the simulator sees it: every node up, every switch on,
     the NAS holding the models the recipes name, the recipes' images present."""
     recipes, _problems = load_all_recipes(config)
-    catalog, profiles = from_recipes(recipes.values())
+    catalog, profiles = from_recipes(
+        recipes.values(),
+        lambda c: len(config.clusters[c].nodes) if c in config.clusters else 0)
     imgs = _recipe_images(r.image for r in recipes.values())
     pin = config.guards.kernel_pin or "6.17.0-1031"
     nodes = [

@@ -1,0 +1,95 @@
+"""Home Assistant: auth, the REST shapes, switch state driving node power, faults."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import stat
+
+import httpx
+import pytest
+
+from .conftest import exec_on
+
+
+def client(sim, token: str | None = None) -> httpx.AsyncClient:
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return httpx.AsyncClient(base_url=sim.endpoints()["ha_url"], headers=headers, timeout=5)
+
+
+async def test_auth_and_shapes(sim):
+    token_file = sim.token_file
+    assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+    token = token_file.read_text()
+    async with client(sim) as anon:
+        r = await anon.get("/api/")
+        assert (r.status_code, r.text) == (401, "401: Unauthorized")
+    async with client(sim, "wrong") as bad:
+        assert (await bad.get("/api/states/switch.dgx1")).status_code == 401
+    async with client(sim, token) as ha:
+        assert (await ha.get("/api/")).json() == {"message": "API running."}
+        state = (await ha.get("/api/states/switch.dgx1")).json()
+        assert list(state) == ["entity_id", "state", "attributes", "last_changed",
+                               "last_reported", "last_updated", "context"]
+        assert state["state"] == "on" and state["attributes"] == {"friendly_name": "Dgx1"}
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00",
+                            state["last_changed"])
+        assert re.fullmatch(r"01[0-9A-HJKMNP-TV-Z]{24}", state["context"]["id"])
+        missing = await ha.get("/api/states/switch.nope")
+        assert (missing.status_code, missing.json()) == (404, {"message": "Entity not found."})
+        bad_json = await ha.post("/api/services/switch/turn_on", content=b"{nope")
+        assert (bad_json.status_code, bad_json.json()) == (
+            400, {"message": "Data should be valid JSON."})
+        unknown = await ha.post("/api/services/switch/explode", json={"entity_id": "switch.dgx1"})
+        assert (unknown.status_code, unknown.text) == (400, "400: Bad Request")
+
+
+async def test_plug_off_and_on_power_cycles_the_node(sim, serve):
+    token = sim.token_file.read_text()
+    await serve(sim, "glm53-flash-eugr-2x")
+    await sim.advance(30)
+    async with client(sim, token) as ha:
+        r = await ha.post("/api/services/switch/turn_off", json={"entity_id": "switch.dgx2"})
+        assert r.status_code == 200
+        assert [s["state"] for s in r.json()] == ["off"]
+        again = await ha.post("/api/services/switch/turn_off", json={"entity_id": "switch.dgx2"})
+        assert again.json() == []
+    ep = sim.endpoints()["nodes"]["dgx2"]
+    with pytest.raises(OSError):
+        await asyncio.open_connection("127.0.0.1", ep["port"])
+    with pytest.raises(OSError):
+        await asyncio.open_connection(ep["api_host"], ep["liveness_port"])
+    await sim.advance(3 * 3600)  # rank 0 on dgx1 finds its peer gone at the next collective
+    logs, _, _ = await exec_on(sim, "dgx1",
+                               "docker logs sparktui-glm53-flash-eugr-2x-r0 2>&1 | cat")
+    assert "Worker proc VllmWorker-1 died unexpectedly (exit code: 1)" in logs
+    async with client(sim, token) as ha:
+        await ha.post("/api/services/switch/turn_on", json={"entity_id": "switch.dgx2"})
+    await sim.advance(10)
+    assert sim.nodes["dgx2"].power == "booting"
+    await sim.advance(60)
+    out, _, status = await exec_on(sim, "dgx2", "docker ps -a -q; cat /proc/uptime")
+    assert status == 0
+    assert float(out.split()[0]) < 120  # freshly booted, no containers left
+
+
+async def test_faults_500_hang_unavailable(sim):
+    token = sim.token_file.read_text()
+    async with client(sim, token) as ha:
+        sim.inject("ha-500")
+        r = await ha.get("/api/")
+        assert r.status_code == 500
+        sim.inject("ha-hang")
+        with pytest.raises(httpx.ReadTimeout):
+            await ha.get("/api/", timeout=0.3)
+        sim.inject("ha-ok")
+        sim.inject("unavailable", "switch.dgx3")
+        state = (await ha.get("/api/states/switch.dgx3")).json()
+        assert state["state"] == "unavailable"
+        assert state["attributes"]["restored"] is True
+        r = await ha.post("/api/services/switch/turn_off", json={"entity_id": "switch.dgx3"})
+        assert (r.status_code, r.json()) == (200, [])
+    assert sim.nodes["dgx3"].up  # silently skipped, as Home Assistant does
