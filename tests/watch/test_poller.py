@@ -153,7 +153,7 @@ async def test_each_state_is_classified() -> None:
         "dgx5": NodeState.UNKNOWN,
     }
     assert snaps["dgx1"].probe is not None and snaps["dgx1"].probe.meminfo is not None
-    assert snaps["dgx1"].probe_latency_s == pytest.approx(0.1, abs=0.5)
+    assert snaps["dgx1"].probe_latency_s == pytest.approx(0.1)
     assert snaps["dgx2"].stalled and "did not answer" in snaps["dgx2"].error
     assert snaps["dgx5"].error == "dgx5: 'connect': HOST KEY CHANGED"
     assert all(s.taken_at >= w.clock.epoch for s in snaps.values())

@@ -159,11 +159,9 @@ class Poller:
             return snap
 
     async def _poll(self, name: str) -> NodeSnapshot:
-        started = self._clock.monotonic()
-        (text, error), (alive, liveness_error), powered = await asyncio.gather(
+        (text, error, latency), (alive, liveness_error), powered = await asyncio.gather(
             self._probe(name), self._alive(name), self._powered(name)
         )
-        latency = self._clock.monotonic() - started
         if text is not None:
             return self._snap(
                 name,
@@ -195,12 +193,14 @@ class Poller:
             stalled=isinstance(error, ProbeStalled),
         )
 
-    async def _probe(self, name: str) -> tuple[str | None, RemoteError | None]:
+    async def _probe(self, name: str) -> tuple[str | None, RemoteError | None, float]:
+        """(output, error, seconds the probe took)."""
+        started = self._clock.monotonic()
         try:
             text = await self._fleet.get(name).probe(self._scripts[name], self.probe_timeout_s)
         except RemoteError as exc:
-            return None, exc
-        return text, None
+            return None, exc, self._clock.monotonic() - started
+        return text, None, self._clock.monotonic() - started
 
     async def _alive(self, name: str) -> tuple[bool | None, str]:
         """(alive, why the check could not run); alive is None when it could not."""
