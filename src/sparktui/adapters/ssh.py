@@ -266,7 +266,11 @@ class NodeConnection:
         """Raw stdout chunks of ``cmd`` until it exits (merge stderr with
         ``2>&1`` in ``cmd``). Cancelling the consumer or calling ``aclose()``
         closes the channel; the remote command then dies on its next write
-        (SIGPIPE), and a TERM is sent first for servers that honour signals."""
+        (SIGPIPE), and a TERM is sent first for servers that honour signals.
+
+        Reads have no timeout on purpose: a followed log can be silent for
+        minutes. The caller owns the iteration and cancels it; a dead
+        connection ends it through the keepalive."""
         try:
             async with asyncio.timeout(self._ssh.connect_timeout_s + 1.0):
                 conn = await self.connection()

@@ -204,9 +204,12 @@ class Poller:
 
     async def _alive(self, name: str) -> tuple[bool | None, str]:
         """(alive, why the check could not run); alive is None when it could not."""
+        timeout = self._config.liveness.timeout_s
         try:
-            ep = self._endpoints.node(name)
-            return await self._liveness(ep, self._config.liveness.timeout_s), ""
+            async with asyncio.timeout(timeout + 2.0):  # in case a check ignores its timeout
+                return await self._liveness(self._endpoints.node(name), timeout), ""
+        except TimeoutError:
+            return False, ""
         except (ValueError, OSError) as exc:
             log.warning("liveness check of %s failed: %s", name, exc)
             return None, str(exc)
