@@ -1,0 +1,70 @@
+"""What the service reports up to the console, as plain frozen dataclasses.
+
+Named in the past tense: each one says something that has happened. The TUI
+wraps them in Textual messages; tests read them from a list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sparktui.core.state import HistoryPoint, NodeSnapshot
+from sparktui.core.thrash import ThrashVerdict
+from sparktui.service.lanes import LaneView
+from sparktui.watch.follower import LogLine
+
+
+@dataclass(frozen=True)
+class NodeSampled:
+    snapshot: NodeSnapshot
+    verdict: ThrashVerdict | None
+    last_point: HistoryPoint | None
+    """The newest memory history point (None when the probe failed)."""
+
+
+@dataclass(frozen=True)
+class LaneChanged:
+    lane: LaneView
+
+
+@dataclass(frozen=True)
+class LaneGone:
+    name: str
+
+
+@dataclass(frozen=True)
+class LogLinesArrived:
+    lane: str
+    rank: int
+    lines: tuple[LogLine, ...]
+    end: int
+    """Lines of this rank delivered so far, these included: a reader that
+    loaded `ClusterService.log_tail` up to N skips what it already has."""
+
+
+@dataclass(frozen=True)
+class Alert:
+    """Something the operator must see now, with its evidence and next step."""
+
+    key: str
+    """One alert per key (``thrash:dgx6``, ``fatal:lane``); a newer one replaces it."""
+    level: str
+    """``pressure``, ``thrash suspected``, ``thrash`` or ``fatal``."""
+    subject: str
+    evidence: tuple[str, ...]
+    next_step: str
+
+
+@dataclass(frozen=True)
+class AlertRaised:
+    alert: Alert
+
+
+@dataclass(frozen=True)
+class AlertCleared:
+    key: str
+
+
+ServiceEvent = NodeSampled | LaneChanged | LaneGone | LogLinesArrived | AlertRaised | AlertCleared
+Sink = Callable[[ServiceEvent], None]

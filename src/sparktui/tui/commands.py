@@ -1,0 +1,64 @@
+"""The command palette: every action by name (`:` or ctrl+p)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, cast
+
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+
+if TYPE_CHECKING:
+    from sparktui.tui.app import SparkTUI
+
+Command = tuple[str, Callable[[], object], str]
+
+
+class ActionCommands(Provider):
+    """Serve, stop, power, recover, cluster power, fit, runlocks, shift log.
+    In read-only mode only the commands that change nothing are offered."""
+
+    def _commands(self) -> list[Command]:
+        app = cast("SparkTUI", self.app)
+        service = app.service
+        out: list[Command] = []
+        for recipe in sorted(service.recipes):
+            r = service.recipes[recipe]
+            out.append((f"fit {recipe} on {r.cluster}", partial(app.show_fit, recipe),
+                        "memory envelope: weights, KV, prefill scratch (changes nothing)"))
+        out.append(("help", app.action_help, "every key and command"))
+        if app.read_only:
+            return out
+        out.append(("serve a recipe…", app.pick_and_serve, "pick a recipe and a cluster"))
+        for recipe in sorted(service.recipes):
+            out.append((f"serve {recipe}", partial(app.propose_serve, recipe),
+                        f"on {service.recipes[recipe].cluster}"))
+        for lane in sorted(service.lanes()):
+            out.append((f"stop {lane}", partial(app.propose_named, "stop", lane),
+                        "stop every rank (typed confirmation)"))
+        for node in app.config.nodes:
+            out.append((f"power-cycle {node}", partial(app.propose_named, "power-cycle", node),
+                        "Home Assistant plug off, wait, on"))
+            out.append((f"recover {node}", partial(app.propose_named, "recover", node),
+                        "SSH retries, then a plug cycle"))
+        for cluster in app.config.clusters:
+            out.append((f"cluster power off {cluster}",
+                        partial(app.propose_named, "cluster-off", cluster),
+                        "end of the night: every node's plug off"))
+            out.append((f"cluster power on {cluster}",
+                        partial(app.propose_named, "cluster-on", cluster),
+                        "every node's plug on"))
+        for name in ("runlock list", "runlock close", "shift log"):
+            out.append((name, partial(app.unavailable, name), "ops journal (issue 6)"))
+        return out
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._commands():
+            yield DiscoveryHit(name, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in self._commands():
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, matcher.highlight(name), callback, text=name, help=help_text)

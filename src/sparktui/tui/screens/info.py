@@ -1,0 +1,96 @@
+"""Read-only modals: help, details of a node or lane, a fit report, pickers."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, OptionList, Static
+from textual.widgets.option_list import Option
+
+from sparktui.tui.bindings import ACTION_IDS, all_bindings
+
+
+class TextScreen(ModalScreen[None]):
+    """A title and a text; escape or q closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q", "close", "Close", id="text-close")]
+
+    def __init__(self, title: str, body: Text | str, *, classes: str = "") -> None:
+        super().__init__(classes=f"info-modal {classes}".strip())
+        self.title_text = title
+        self.body = body
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(self.body, id="info-body")
+            yield Label("escape: close", classes="dialog-hint")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def help_text(read_only: bool) -> Text:
+    text = Text()
+    for b in all_bindings():
+        if read_only and b.id in ACTION_IDS:
+            continue
+        key = b.key_display or b.key
+        text.append(f"{key:>6}  ", style="bold")
+        text.append(f"{b.description:<9} ", style="bold")
+        text.append(f"{b.tooltip}\n")
+    text.append(f"{'tab':>6}  ", style="bold")
+    text.append(f"{'Move':<9} next pane; arrows move inside it, enter shows details\n")
+    text.append("\nCommands (:) — ", style="bold")
+    if read_only:
+        text.append("read-only: view commands only (fit, help)\n")
+    else:
+        text.append("serve, stop, power-cycle, recover, cluster power on/off, "
+                    "fit, runlock list/close, shift log\n")
+    text.append("\nWords, not only colours: STARVED / UNREACHABLE nodes, FAILED / STALLED "
+                "lanes, REFUSE verdicts, '!' marks fatal log lines, '*' a protected node "
+                "or lane.")
+    return text
+
+
+class HelpScreen(TextScreen):
+    def __init__(self, read_only: bool) -> None:
+        super().__init__("sparktui — keys" + (" (read-only)" if read_only else ""),
+                         help_text(read_only), classes="help")
+
+
+class PickerScreen(ModalScreen[str | None]):
+    """Choose one option by keyboard; escape cancels."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Cancel", id="picker-cancel")]
+
+    def __init__(self, title: str, options: list[tuple[str, str]]) -> None:
+        """``options``: (id, prompt) pairs."""
+        super().__init__(classes="picker-modal")
+        self.title_text = title
+        self.options = options
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="dialog-title")
+            yield OptionList(*[Option(prompt, id=oid) for oid, prompt in self.options],
+                             id="picker")
+            yield Label("enter: choose   escape: cancel", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

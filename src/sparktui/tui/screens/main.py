@@ -1,0 +1,369 @@
+"""The main screen: Nodes, Lanes, Boot log and Memory panes and the alert bar.
+
+Data flows in as service events and is always recorded; a pane that is hidden
+(compact layout) or under a modal is only marked dirty and painted when it
+shows again. In a wide terminal the four panes share a grid; below 120×36
+one pane shows at a time, chosen with 1–4 (tab moves focus as usual).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar, cast
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Container, Vertical
+from textual.events import ScreenResume
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from sparktui.core.state import NodeSnapshot
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.service.events import (
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    LogLinesArrived,
+    NodeSampled,
+)
+from sparktui.service.lanes import LaneView
+from sparktui.tui.bindings import ACTION_IDS, MAIN_BINDINGS
+from sparktui.tui.details import lane_details, node_details
+from sparktui.tui.messages import ServiceReported
+from sparktui.tui.screens.info import PickerScreen, TextScreen
+from sparktui.tui.widgets.alerts import AlertBar
+from sparktui.tui.widgets.bootlog import BootLog
+from sparktui.tui.widgets.memory import MemoryPane
+from sparktui.tui.widgets.tables import LanesTable, NodesTable
+
+if TYPE_CHECKING:
+    from sparktui.tui.app import SparkTUI
+
+PANES = ("nodes", "lanes", "bootlog", "memory")
+PANE_TITLES = {"nodes": "1 Nodes", "lanes": "2 Lanes", "bootlog": "3 Boot log",
+               "memory": "4 Memory"}
+ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
+                "recover": "recover"}
+
+
+class MainScreen(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = list(MAIN_BINDINGS)
+    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-short"), (36, "-tall")]
+
+    def __init__(self) -> None:
+        super().__init__(id="main")
+        self.current_pane = "nodes"
+        self.lane: str | None = None
+        self.rank = 0
+        self._log_end = 0
+        self._input_mode = "search"
+        self._lanes: dict[str, LaneView] = {}
+        self._pending_nodes: dict[str, tuple[NodeSnapshot, ThrashVerdict | None]] = {}
+        self._pending_lanes: set[str] = set()
+        self._activity: dict[str, str] = {}
+
+    @property
+    def spark(self) -> SparkTUI:
+        return cast("SparkTUI", self.app)
+
+    def compose(self) -> ComposeResult:
+        config = self.spark.config
+        yield Header(show_clock=False, icon="≡")
+        yield AlertBar(id="alerts")
+        yield Static("", id="tabs")
+        with Container(id="panes"):
+            with Vertical(id="nodes-pane", classes="pane -current"):
+                yield NodesTable(config, id="nodes")
+            with Vertical(id="lanes-pane", classes="pane"):
+                yield LanesTable(id="lanes")
+                yield Static("no lane yet: s serves a recipe", id="lanes-empty")
+            with Vertical(id="bootlog-pane", classes="pane"):
+                yield Static("", id="phase-banner")
+                yield BootLog(id="bootlog")
+                yield Input(id="log-input", placeholder="search")
+            with Vertical(id="memory-pane", classes="pane"):
+                yield MemoryPane(list(config.nodes), id="memory")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for name in PANES:
+            self.query_one(f"#{name}-pane").border_title = PANE_TITLES[name]
+        self.query_one("#log-input", Input).display = False
+        self.query_one("#log-input", Input).cursor_blink = False
+        self.query_one(AlertBar).display = False
+        self._show_tabs()
+        self._update_banner()
+        self.query_one(NodesTable).focus()
+
+    # -- visibility ----------------------------------------------------------
+
+    def _visible(self, pane: str) -> bool:
+        return self.app.screen is self and self.query_one(f"#{pane}-pane").display
+
+    def on_screen_resume(self, event: ScreenResume) -> None:
+        self._flush()
+
+    def _flush(self) -> None:
+        """Paint what arrived while a pane was hidden or under a modal."""
+        if self._visible("nodes") and self._pending_nodes:
+            table = self.query_one(NodesTable)
+            for snap, verdict in self._pending_nodes.values():
+                table.show(snap, verdict, _busy(snap))
+            self._pending_nodes.clear()
+        if self._visible("lanes") and self._pending_lanes:
+            for name in self._pending_lanes:
+                if name in self._lanes:
+                    self.query_one(LanesTable).show(self._lanes[name],
+                                                    self._activity.get(name, ""))
+            self._pending_lanes.clear()
+        log = self.query_one(BootLog)
+        if self._visible("bootlog"):
+            log.resume_render()
+        else:
+            log.paused_render = True
+        if self._visible("memory"):
+            self.query_one(MemoryPane).render_now()
+
+    # -- service events ------------------------------------------------------
+
+    @on(ServiceReported)
+    def _on_service(self, message: ServiceReported) -> None:
+        ev = message.event
+        if isinstance(ev, NodeSampled):
+            self._node_sampled(ev)
+        elif isinstance(ev, LaneChanged):
+            self._lane_changed(ev.lane)
+        elif isinstance(ev, LaneGone):
+            self._lanes.pop(ev.name, None)
+            self.query_one(LanesTable).drop_row(ev.name)
+            self.query_one("#lanes-empty").display = not self._lanes
+        elif isinstance(ev, LogLinesArrived):
+            if ev.lane == self.lane and ev.rank == self.rank and ev.end > self._log_end:
+                fresh = ev.lines[max(0, len(ev.lines) - (ev.end - self._log_end)):]
+                self._log_end = ev.end
+                log = self.query_one(BootLog)
+                log.paused_render = not self._visible("bootlog")
+                log.add_lines(fresh)
+        elif isinstance(ev, AlertRaised):
+            self.query_one(AlertBar).raise_alert(ev.alert)
+            self.notify(f"{ev.alert.subject}: {ev.alert.evidence[0] if ev.alert.evidence else ''}"
+                        f"\nnext: {ev.alert.next_step}", title=ev.alert.level.upper(),
+                        severity="error", timeout=15)
+        elif isinstance(ev, AlertCleared):
+            self.query_one(AlertBar).clear_alert(ev.key)
+
+    def _node_sampled(self, ev: NodeSampled) -> None:
+        snap = ev.snapshot
+        self._pending_nodes[snap.node] = (snap, ev.verdict)
+        row = self.query_one(MemoryPane).row(snap.node)
+        if ev.last_point is not None:
+            row.add_point(ev.last_point)
+        row.set_level(ev.verdict.level if ev.verdict else ThrashLevel.OK)
+        self._flush_nodes()
+
+    def _flush_nodes(self) -> None:
+        if self._visible("nodes"):
+            table = self.query_one(NodesTable)
+            for snap, verdict in self._pending_nodes.values():
+                table.show(snap, verdict, _busy(snap))
+            self._pending_nodes.clear()
+        if self._visible("memory"):
+            self.query_one(MemoryPane).render_now()
+
+    def _lane_changed(self, lane: LaneView) -> None:
+        self._lanes[lane.name] = lane
+        self.query_one("#lanes-empty").display = False
+        if self._visible("lanes"):
+            self.query_one(LanesTable).show(lane, self._activity.get(lane.name, ""))
+        else:
+            self._pending_lanes.add(lane.name)
+        if self.lane is None:
+            self.select_lane(lane.name, 0)
+        elif lane.name == self.lane:
+            self._update_banner()
+
+    # -- lane and rank selection ---------------------------------------------
+
+    def select_lane(self, lane: str, rank: int) -> None:
+        if (lane, rank) == (self.lane, self.rank):
+            return
+        self.lane, self.rank = lane, rank
+        log = self.query_one(BootLog)
+        log.clear_lines()
+        log.paused_render = not self._visible("bootlog")
+        lines, self._log_end = self.spark.service.log_tail(lane, rank)
+        log.add_lines(lines)
+        self._update_banner()
+
+    @on(DataTable.RowHighlighted, "#lanes")
+    def _lane_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value and event.row_key.value != self.lane:
+            self.select_lane(event.row_key.value, 0)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        key = event.row_key.value
+        if key is None:
+            return
+        if event.data_table.id == "nodes":
+            snap = self.spark.service.snapshot().get(key)
+            verdict = self.spark.service.detector.verdict(key)
+            self.app.push_screen(TextScreen(f"Node {key}", node_details(
+                self.spark.config, key, snap, verdict)))
+        elif key in self._lanes:
+            self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
+
+    def _update_banner(self) -> None:
+        log = self.query_one(BootLog)
+        state = "following" if log.follow else "PAUSED"
+        text = Text()
+        if self.lane is None or self.lane not in self._lanes:
+            text.append("no lane selected — the log of the lane selected in Lanes shows here")
+        else:
+            lv = self._lanes[self.lane]
+            node = lv.node_of(self.rank) or "?"
+            text.append(f" {lv.phase.upper()} ", style="bold reverse")
+            text.append(f" {lv.name} rank {self.rank} on {node}")
+            if lv.progress_text:
+                text.append(f" · {lv.progress_text}")
+            if lv.failure:
+                text.append(f" · first fatal: {lv.failure}", style="bold")
+        text.append(f"  [{state} · level {log.level_name}"
+                    + (f" · filter '{log.text_filter}'" if log.text_filter else "")
+                    + (f" · search '{log.search}'" if log.search else "")
+                    + (" · wrap" if log.wrap else "") + "]", style="dim")
+        self.query_one("#phase-banner", Static).update(text)
+
+    # -- panes ---------------------------------------------------------------
+
+    def _show_tabs(self) -> None:
+        text = Text()
+        for name in PANES:
+            style = "bold reverse" if name == self.current_pane else ""
+            text.append(f" {PANE_TITLES[name]} ", style=style)
+            text.append(" ")
+        self.query_one("#tabs", Static).update(text)
+
+    def action_pane(self, name: str) -> None:
+        self.current_pane = name
+        for pane in PANES:
+            self.query_one(f"#{pane}-pane").set_class(pane == name, "-current")
+        self._show_tabs()
+        target = {"nodes": NodesTable, "lanes": LanesTable, "bootlog": BootLog,
+                  "memory": MemoryPane}[name]
+        self.query_one(target).focus()
+        self.call_after_refresh(self._flush)
+
+    # -- actions -------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return not (self.spark.read_only and ACTION_NAMES.get(action) in ACTION_IDS)
+
+    def _selected_node(self) -> str | None:
+        return self.query_one(NodesTable).selected_key
+
+    def _selected_lane(self) -> str | None:
+        return self.query_one(LanesTable).selected_key or self.lane
+
+    def action_serve(self) -> None:
+        self.spark.pick_and_serve()
+
+    def action_stop(self) -> None:
+        lane = self._selected_lane()
+        if lane is None:
+            self.notify("no lane to stop: select one in the Lanes pane (2)", severity="warning")
+            return
+        self.spark.propose(self.spark.service.preview_stop(lane))
+
+    def action_power_cycle(self) -> None:
+        node = self._selected_node()
+        if node is not None:
+            self.spark.propose(self.spark.service.preview_power_cycle(node))
+
+    def action_recover(self) -> None:
+        node = self._selected_node()
+        if node is not None:
+            self.spark.propose(self.spark.service.preview_recover(node))
+
+    def action_follow(self) -> None:
+        log = self.query_one(BootLog)
+        log.follow = not log.follow
+        self._update_banner()
+
+    def action_wrap(self) -> None:
+        log = self.query_one(BootLog)
+        log.wrap = not log.wrap
+        self._update_banner()
+
+    def action_cycle_level(self) -> None:
+        self.query_one(BootLog).cycle_level()
+        self._update_banner()
+
+    def action_search(self) -> None:
+        self._open_input("search", self.query_one(BootLog).search)
+
+    def action_filter_text(self) -> None:
+        self._open_input("filter", self.query_one(BootLog).text_filter)
+
+    def _open_input(self, mode: str, value: str) -> None:
+        if self.query_one("#bootlog-pane").display is False:
+            self.action_pane("bootlog")
+        self._input_mode = mode
+        box = self.query_one("#log-input", Input)
+        box.placeholder = ("search the boot log (enter: find, empty: clear)" if mode == "search"
+                           else "show only lines containing (empty: all)")
+        box.value = value
+        box.display = True
+        box.focus()
+
+    @on(Input.Submitted, "#log-input")
+    def _input_done(self, event: Input.Submitted) -> None:
+        event.stop()
+        log = self.query_one(BootLog)
+        if self._input_mode == "search":
+            log.search = event.value
+            if event.value and not log.find_next():
+                self.notify(f"'{event.value}' not found in the boot log", severity="warning")
+        else:
+            log.text_filter = event.value
+        event.input.display = False
+        log.focus()
+        self._update_banner()
+
+    def action_next_match(self) -> None:
+        log = self.query_one(BootLog)
+        if log.search and not log.find_next():
+            self.notify(f"'{log.search}' not found", severity="warning")
+        self._update_banner()
+
+    def action_rank(self) -> None:
+        if self.lane is None or self.lane not in self._lanes:
+            self.notify("no lane selected", severity="warning")
+            return
+        lv = self._lanes[self.lane]
+        options = [(str(r.rank), f"rank {r.rank} on {r.node} ({r.container})")
+                   for r in lv.ranks]
+
+        def chosen(value: str | None) -> None:
+            if value is not None and self.lane is not None:
+                self.select_lane(self.lane, int(value))
+
+        self.app.push_screen(PickerScreen(f"Boot log of {lv.name}: which rank?", options),
+                             chosen)
+
+
+def _busy(snap: NodeSnapshot) -> str:
+    if snap.probe is None:
+        return "?"
+    running = snap.probe.running_containers
+    if not running:
+        return ""
+    c = running[0]
+    rank = c.labels.get("sparktui.rank")
+    return f"{c.lane} r{rank}" if c.lane and rank else c.name

@@ -1,0 +1,212 @@
+"""The boot log of one lane rank: a bounded buffer rendered only for the
+visible window (the Line API), with follow/pause, search, severity and text
+filters, wrap, and fatal lines marked in words as well as colour."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from itertools import count
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Size
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from sparktui.core.logsig import Severity, classify, clean
+from sparktui.watch.follower import LogLine
+
+MAX_LINES = 5000
+GUTTER = 6
+"""``r12 ! ``: rank and a severity mark, so fatal lines read without colour."""
+MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
+LEVELS: tuple[tuple[str, Severity | None], ...] = (
+    ("all", None), ("warn+", Severity.WARNING), ("fatal", Severity.FATAL))
+
+_FATAL = Style(bold=True, reverse=True)
+_WARN = Style(bold=True)
+_MATCH = Style(reverse=True, underline=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    seq: int
+    rank: int
+    text: str
+    severity: Severity | None
+
+
+class BootLog(ScrollView, can_focus=True):
+    """Holds at most ``max_lines`` lines; renders only the rows on screen."""
+
+    follow: reactive[bool] = reactive(True)
+    wrap: reactive[bool] = reactive(False)
+    level: reactive[int] = reactive(0)
+    text_filter: reactive[str] = reactive("")
+    search: reactive[str] = reactive("")
+
+    def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._seq = count()
+        self.entries: deque[Entry] = deque(maxlen=max_lines)
+        self._rows: deque[tuple[Entry, int, int]] = deque()
+        self._max_width = 0
+        self.match_row: int | None = None
+        """The row the last search landed on (drawn with a ``>`` in the gutter)."""
+        self.paused_render = False
+        """Set while the pane is hidden or under a modal: lines are kept, no paint."""
+
+    # -- feeding -------------------------------------------------------------
+
+    def clear_lines(self) -> None:
+        self.entries.clear()
+        self._rebuild()
+
+    def add_lines(self, lines: list[LogLine] | tuple[LogLine, ...]) -> None:
+        new = [self._entry(line) for line in lines]
+        self.entries.extend(new)
+        first = self.entries[0].seq if self.entries else 0
+        dropped = 0
+        while self._rows and self._rows[0][0].seq < first:
+            self._rows.popleft()
+            dropped += 1
+        if dropped and self.match_row is not None:
+            self.match_row = self.match_row - dropped if self.match_row >= dropped else None
+        for entry in new:
+            if self._visible(entry):
+                self._rows.extend(self._wrap_rows(entry))
+        self._resize()
+        if dropped and not self.follow:
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        if not self.paused_render:
+            self.refresh()
+
+    def _entry(self, line: LogLine) -> Entry:
+        text = clean(line.text)
+        ev = classify(text)
+        return Entry(next(self._seq), line.rank, text, ev.severity if ev else None)
+
+    # -- filters and layout --------------------------------------------------
+
+    @property
+    def row_count(self) -> int:
+        return len(self._rows)
+
+    @property
+    def level_name(self) -> str:
+        return LEVELS[self.level][0]
+
+    def cycle_level(self) -> None:
+        self.level = (self.level + 1) % len(LEVELS)
+
+    def _visible(self, entry: Entry) -> bool:
+        floor = LEVELS[self.level][1]
+        if floor is not None and (entry.severity is None or entry.severity < floor):
+            return False
+        return not self.text_filter or self.text_filter.lower() in entry.text.lower()
+
+    def _wrap_rows(self, entry: Entry) -> list[tuple[Entry, int, int]]:
+        n = len(entry.text)
+        width = max(10, self.scrollable_content_region.width - GUTTER)
+        if not self.wrap or n <= width:
+            self._max_width = max(self._max_width, n + GUTTER)
+            return [(entry, 0, n)]
+        return [(entry, i, min(n, i + width)) for i in range(0, n, width)]
+
+    def _rebuild(self) -> None:
+        self.match_row = None
+        self._rows = deque()
+        self._max_width = 0
+        for entry in self.entries:
+            if self._visible(entry):
+                self._rows.extend(self._wrap_rows(entry))
+        self._resize()
+        if self.follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.refresh()
+
+    def _resize(self) -> None:
+        width = self.scrollable_content_region.width if self.wrap else self._max_width
+        self.virtual_size = Size(width, len(self._rows))
+
+    def watch_wrap(self) -> None:
+        self._rebuild()
+
+    def watch_level(self) -> None:
+        self._rebuild()
+
+    def watch_text_filter(self) -> None:
+        self._rebuild()
+
+    def watch_search(self) -> None:
+        self.refresh()
+
+    def watch_follow(self, follow: bool) -> None:
+        if follow:
+            self.scroll_end(animate=False, immediate=True, x_axis=False)
+
+    def on_resize(self) -> None:
+        if self.wrap:
+            self._rebuild()
+
+    def resume_render(self) -> None:
+        self.paused_render = False
+        self.refresh()
+
+    # -- search --------------------------------------------------------------
+
+    def find_next(self, backwards: bool = False) -> bool:
+        """Scroll to the next row holding the search text; pauses following."""
+        if not self.search or not self._rows:
+            return False
+        needle = self.search.lower()
+        n = len(self._rows)
+        start = (self.match_row if self.match_row is not None else int(self.scroll_y) - 1)
+        start += 0 if backwards else 1
+        order = (range(start - 1, start - 1 - n, -1) if backwards
+                 else range(start, start + n))
+        for i in order:
+            entry, a, b = self._rows[i % n]
+            if needle in entry.text[a:b].lower():
+                self.follow = False
+                self.match_row = i % n
+                if not self.scroll_y <= self.match_row < self.scroll_y + self.size.height:
+                    self.scroll_to(y=self.match_row, animate=False, immediate=True)
+                self.refresh()
+                return True
+        return False
+
+    # -- rendering -----------------------------------------------------------
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if index >= len(self._rows):
+            return Strip.blank(width, base)
+        entry, a, b = self._rows[index]
+        strip = self._render_row(entry, a, b, index == self.match_row)
+        return strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
+
+    def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> Strip:
+        if a == 0:
+            mark = MARKS.get(entry.severity, " ") if entry.severity is not None else " "
+            gutter = f"r{entry.rank:<2} {mark}{'>' if current else ' '}"[:GUTTER].ljust(GUTTER)
+        else:
+            gutter = " " * (GUTTER - 1) + (">" if current else " ")
+        body = Text(entry.text[a:b])
+        if entry.severity is Severity.FATAL:
+            body.stylize(_FATAL + Style(color="red"))
+        elif entry.severity is Severity.WARNING:
+            body.stylize(_WARN + Style(color="yellow"))
+        if self.search:
+            body.highlight_words([self.search], _MATCH, case_sensitive=False)
+        gutter_text = Text(gutter, style=Style(dim=True))
+        segments = [*gutter_text.render(self.app.console), *body.render(self.app.console)]
+        return Strip([s for s in segments if s.text != "\n"] or [Segment("")])

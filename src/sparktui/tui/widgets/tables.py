@@ -1,0 +1,158 @@
+"""The Nodes and Lanes tables: rows keyed by node or lane name and updated
+cell by cell in place, never cleared and rebuilt."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from sparktui.core.config import Config
+from sparktui.core.phases import format_duration
+from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.service.lanes import LaneView
+
+STATE_WORDS = {
+    NodeState.ONLINE: "online",
+    NodeState.STARVED: "STARVED",
+    NodeState.UNREACHABLE: "UNREACHABLE",
+    NodeState.POWERED_OFF: "off",
+    NodeState.UNKNOWN: "unknown",
+}
+STATE_STYLES = {
+    NodeState.ONLINE: "green",
+    NodeState.STARVED: "bold red",
+    NodeState.UNREACHABLE: "bold red",
+    NodeState.POWERED_OFF: "dim",
+    NodeState.UNKNOWN: "yellow",
+}
+BAR_WIDTH = 8
+
+
+class KeyedTable(DataTable[Text | str]):
+    """A DataTable whose rows are addressed by a string key."""
+
+    COLUMNS: Sequence[tuple[str, str]] = ()
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id, cursor_type="row", zebra_stripes=False)
+        self._last: dict[str, tuple[Text | str, ...]] = {}
+
+    def on_mount(self) -> None:
+        self._ensure_columns()
+
+    def _ensure_columns(self) -> None:
+        if not self.columns:
+            for key, label in self.COLUMNS:
+                self.add_column(label, key=key)
+
+    def put_row(self, key: str, cells: tuple[Text | str, ...]) -> None:
+        """Add the row, or update only the cells that changed."""
+        self._ensure_columns()
+        old = self._last.get(key)
+        if old == cells:
+            return
+        self._last[key] = cells
+        if old is None:
+            self.add_row(*cells, key=key)
+            return
+        for (col, _), value, before in zip(self.COLUMNS, cells, old, strict=True):
+            if value != before:
+                self.update_cell(key, col, value, update_width=True)
+
+    def drop_row(self, key: str) -> None:
+        if self._last.pop(key, None) is not None:
+            self.remove_row(key)
+
+    @property
+    def selected_key(self) -> str | None:
+        if not self.row_count:
+            return None
+        row_key, _ = self.coordinate_to_cell_key(self.cursor_coordinate)
+        return row_key.value
+
+
+class NodesTable(KeyedTable):
+    COLUMNS = (("node", "Node"), ("state", "State"), ("role", "Role"), ("kernel", "Kernel"),
+               ("mem", "Used/Avail GiB"), ("psi", "PSI full"), ("risk", "Risk"),
+               ("busy", "Busy with"))
+
+    def __init__(self, config: Config, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.config = config
+
+    def on_mount(self) -> None:
+        for name in self.config.nodes:
+            self.show(NodeSnapshot(name, NodeState.UNKNOWN, 0.0, error="not polled"), None, "")
+
+    def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str) -> None:
+        cfg = self.config.nodes[snap.node]
+        guards = self.config.guards
+        role = cfg.role + ("*" if snap.node in guards.protected_nodes else "")
+        probe = snap.probe
+        kernel: Text | str = "—"
+        mem, psi = "—", "—"
+        if probe is not None:
+            if probe.kernel:
+                kernel = kernel_cell(probe.kernel, guards.kernel_pin, guards.kernel_bad)
+            if probe.meminfo:
+                m = probe.meminfo
+                mem = f"{m.used_kib / KIB_PER_GIB:5.1f}/{m.available_kib / KIB_PER_GIB:5.1f}"
+            if probe.psi and probe.psi.full:
+                psi = f"{probe.psi.full.avg10:5.2f}%"
+        state = Text(STATE_WORDS[snap.state], style=STATE_STYLES[snap.state])
+        self.put_row(snap.node, (snap.node, state, role, kernel, mem, psi,
+                                 risk_cell(verdict), busy or "free"))
+
+
+def kernel_cell(kernel: str, pin: str, bad: Sequence[str]) -> Text:
+    short = kernel.removesuffix("-nvidia")
+    if any(kernel.startswith(b) for b in bad):
+        return Text(f"{short} BAD", style="bold red")
+    if pin and not kernel.startswith(pin):
+        return Text(f"{short} ≠pin", style="yellow")
+    return Text(f"{short} pin")
+
+
+def risk_cell(verdict: ThrashVerdict | None) -> Text:
+    if verdict is None:
+        return Text("—")
+    style = {ThrashLevel.OK: "", ThrashLevel.PRESSURE: "yellow",
+             ThrashLevel.SUSPECTED: "bold yellow", ThrashLevel.THRASH: "bold red reverse"}
+    word = "ok" if verdict.level is ThrashLevel.OK else verdict.level.label.upper()
+    return Text(word, style=style[verdict.level])
+
+
+def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
+    filled = round(max(0.0, min(1.0, fraction)) * width)
+    return "█" * filled + "░" * (width - filled)
+
+
+class LanesTable(KeyedTable):
+    COLUMNS = (("lane", "Lane"), ("cluster", "Cluster"), ("phase", "Phase"),
+               ("progress", "Progress / ETA"), ("kv", "KV tokens"), ("conc", "Conc"),
+               ("health", "Health"), ("tps", "tok/s"), ("up", "Up"))
+
+    def show(self, lane: LaneView, activity: str = "") -> None:
+        name = lane.name + (" *" if lane.protected else "")
+        phase_style = {"serving": "green", "failed": "bold red reverse",
+                       "stalled": "bold yellow"}.get(lane.phase, "")
+        phase = Text(lane.phase.upper() if lane.phase in ("failed", "stalled") else lane.phase,
+                     style=phase_style)
+        if activity:
+            progress = activity
+        elif lane.progress is not None:
+            eta = lane.progress_text.rsplit("ETA ", 1)[-1] if "ETA" in lane.progress_text else ""
+            progress = f"{progress_bar(lane.progress)} {lane.progress:4.0%} {eta}".rstrip()
+        else:
+            progress = "—"
+        self.put_row(lane.name, (
+            name, lane.cluster, phase, progress,
+            f"{lane.kv_tokens:,}" if lane.kv_tokens else "—",
+            f"{lane.concurrency:.2f}x" if lane.concurrency else "—",
+            lane.health,
+            f"{lane.decode_tps:.1f}" if lane.decode_tps is not None else "—",
+            format_duration(lane.uptime_s) if lane.uptime_s is not None else "—",
+        ))

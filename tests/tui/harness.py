@@ -1,0 +1,75 @@
+"""Build the console on the shipped config over the fake fleet, with a
+deterministic clock, the same way the CLI does (through `make_app`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
+from sparktui.service.cluster import ClusterService
+from sparktui.tui.app import SparkTUI, make_app
+
+from .fakecluster import FakeFleet, alive, fake_endpoints, fake_fleet
+
+ROOT = Path(__file__).resolve().parents[2]
+EPOCH = 1_795_999_200.0
+"""2026-11-29 22:40:00 UTC, the night of the fake boots."""
+
+
+class ScaledClock:
+    """Wall time frozen at EPOCH plus ``speed`` x real time; sleeps are
+    ``1/speed`` as long. ``speed=0`` freezes time and makes sleeps real."""
+
+    def __init__(self, speed: float = 0.0) -> None:
+        self.speed = speed
+        self._start = asyncio.get_event_loop().time() if speed else 0.0
+
+    def _elapsed(self) -> float:
+        if not self.speed:
+            return 0.0
+        return (asyncio.get_event_loop().time() - self._start) * self.speed
+
+    def time(self) -> float:
+        return EPOCH + self._elapsed()
+
+    def monotonic(self) -> float:
+        return self._elapsed()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds / self.speed if self.speed else seconds)
+
+
+async def no_engine(node: str, port: int) -> tuple[str, dict[str, float]]:
+    return "ok", {}
+
+
+@dataclass
+class Console:
+    config: Config
+    fleet: FakeFleet
+    service: ClusterService
+    app: SparkTUI
+
+
+def build(*, read_only: bool = False, speed: float = 0.0,
+          config: Config | None = None) -> Console:
+    config = config or load_config(ROOT / "config.toml")
+    fleet = fake_fleet(config)
+    clock = ScaledClock(speed)
+    service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
+                             clock=clock, liveness=alive, engine_probe=no_engine)
+    app = make_app(config, service=service, read_only=read_only)
+    return Console(config, fleet, service, app)
+
+
+async def wait_for(pilot: object, predicate, timeout: float = 5.0) -> None:
+    """Let the app run until ``predicate()`` holds (fails the test on timeout)."""
+    loop = asyncio.get_event_loop()
+    end = loop.time() + timeout
+    while not predicate():
+        if loop.time() > end:
+            raise AssertionError("condition not reached in time")
+        await pilot.pause(0.02)  # type: ignore[attr-defined]
