@@ -31,6 +31,19 @@ from .scheduler import Proc, Process, Scheduler
 from .spec import SimSpec, rng_for
 from .ssh_server import NodeSshd
 
+_PREFIXES_IN_USE: set[str] = set()
+
+
+def _claim_prefix() -> str:
+    """A random 127.A.B prefix no other simulator in this process holds."""
+    net = random.SystemRandom()
+    while True:
+        prefix = f"127.{net.randint(1, 254)}.{net.randint(1, 254)}"
+        if prefix not in _PREFIXES_IN_USE:
+            _PREFIXES_IN_USE.add(prefix)
+            return prefix
+
+
 _NAMES = ("admiring", "brave", "clever", "eager", "focused", "keen", "quirky", "tender")
 _SURNAMES = ("turing", "hopper", "lovelace", "shannon", "noether", "curie", "dijkstra", "knuth")
 
@@ -46,8 +59,7 @@ class Sim:
         self.usable_gib = spec.usable_gib
         self.rng = rng_for(spec, "ids")
         self._journal_rng = rng_for(spec, "journal")
-        net = random.SystemRandom()
-        self.api_prefix = f"127.{net.randint(1, 254)}.{net.randint(1, 254)}"
+        self.api_prefix = _claim_prefix()
         self.nodes: dict[str, Node] = {}
         for ns in spec.nodes:
             node = Node(ns, usable_gib=spec.usable_gib, catalog=spec.catalog, now=self.wall)
@@ -209,6 +221,7 @@ class Sim:
         await asyncio.gather(*(self._close_node(n) for n in self.nodes))
         if self._ha_runner is not None:
             await self._ha_runner.cleanup()
+        _PREFIXES_IN_USE.discard(self.api_prefix)
 
     async def _open_node(self, name: str) -> None:
         async with self._lock(name):
