@@ -140,9 +140,12 @@ class Journal:
         line = (json.dumps(entry.to_json(), separators=(",", ":"), default=str) + "\n").encode()
         created = not self.path.exists()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                line = b"\n" + line  # a crash tore the last line: never glue onto it
             os.write(fd, line)
             os.fsync(fd)
         finally:
