@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import os
 import random
 import secrets
@@ -27,6 +28,7 @@ from .ha import HomeAssistant
 from .journal import FLUSHING, NVRM_ASSERT, NVRM_IOVA, NVRM_NO_MEMORY
 from .keys import host_keys, make_client_key, write_known_hosts
 from .node import Node
+from .scenarios import apply_scenario, place_stale_containers
 from .scheduler import Proc, Process, Scheduler
 from .spec import SimSpec, rng_for
 from .ssh_server import NodeSshd
@@ -50,7 +52,10 @@ _SURNAMES = ("turing", "hopper", "lovelace", "shannon", "noether", "curie", "dij
 
 class Sim:
     def __init__(self, spec: SimSpec, *, workdir: Path, speed: float | None = None,
-                 epoch: float = DEFAULT_EPOCH) -> None:
+                 epoch: float = DEFAULT_EPOCH, scenario: str | None = None) -> None:
+        self._pristine = copy.deepcopy(spec)
+        """The world before any scenario, for `set_scenario`."""
+        apply_scenario(spec, scenario or spec.scenario or "normal")
         self.spec = spec
         self.workdir = workdir
         self.clock = SimClock(speed=speed, epoch=epoch)
@@ -201,8 +206,6 @@ class Sim:
                 self.nodes[ent.node].power_off()
                 await self._close_node(ent.node)
             del name
-        from .scenarios import place_stale_containers
-
         place_stale_containers(self)
         if not self.clock.manual:
             self._ticker = asyncio.create_task(self._tick())
@@ -398,6 +401,27 @@ class Sim:
         req = self.lane_rank0(lane).submit(prompt_tokens, max_tokens)
         self.notify()
         return req
+
+    def set_scenario(self, name: str) -> None:
+        """Turn the running world into another scenario's: kernels, cache paths,
+        NAS mounts, images, system memory, shared switches, NAS speed, leftovers.
+        Node power and running containers stay; a shared host key cannot change live."""
+        fresh = apply_scenario(copy.deepcopy(self._pristine), name)
+        for ns in fresh.nodes:
+            node = self.nodes[ns.name]
+            old = node.spec
+            node.spec = ns
+            node.memory.os_gib += ns.extra_os_gib - old.extra_os_gib
+            node.docker.images = {img.ref: img for img in ns.images}
+            node.rebuild_fs()
+        for entity, ent in fresh.entities.items():
+            if not ent.node:
+                self.spec.entities[entity].state = ent.state
+        self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
+        self.spec.stale_containers = fresh.stale_containers
+        self.spec.scenario = name
+        place_stale_containers(self)
+        self.notify()
 
     def inject(self, fault: str, target: str = "") -> None:
         """Faults that are not consequences of the model: ``ha-500``, ``ha-hang``,

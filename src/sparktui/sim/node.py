@@ -90,6 +90,11 @@ class Node:
         return max(0.0, self._now() - self.boot_t)
 
     # --- files ----------------------------------------------------------------
+    def rebuild_fs(self) -> None:
+        """A new file tree from the (changed) spec; what docker created is lost."""
+        self.fs = NodeFs()
+        self._build_fs()
+
     def _build_fs(self) -> None:
         s, fs = self.spec, self.fs
         fs.add_file("/proc/meminfo", self.memory.meminfo_text)

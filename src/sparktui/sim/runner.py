@@ -14,7 +14,6 @@ from pathlib import Path
 from sparktui.core.config import Config
 
 from .cluster import Sim
-from .scenarios import apply_scenario
 from .spec import spec_from_config
 
 
@@ -28,11 +27,11 @@ async def published_sim(config: Config, *, scenario: str | None = None,
                         seed: int | None = None) -> AsyncIterator[Sim]:
     """Start the simulator for `config` at `speed` (default: the config's) and
     publish its endpoints; both are gone when the block ends."""
-    spec = apply_scenario(spec_from_config(config, seed=seed),
-                          scenario or config.simulator.scenario)
+    spec = spec_from_config(config, seed=seed)
     base = config.state_dir() / "sim"
     workdir = base / f"run-{os.getpid()}"
-    sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed)
+    sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed,
+              scenario=scenario or config.simulator.scenario)
     path = endpoints_path(config)
     try:
         await sim.start()

@@ -84,6 +84,8 @@ def place_stale_containers(sim: Sim) -> None:
     """Containers left by an earlier boot: exited 137 an hour before the start."""
     for node_name, cname, image_ref in sim.spec.stale_containers:
         node = sim.nodes[node_name]
+        if cname in node.docker.containers:
+            continue
         img = node.docker.find_image(image_ref)
         if img is None:
             continue

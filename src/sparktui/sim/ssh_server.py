@@ -113,6 +113,10 @@ class NodeSshd:
             status = e.status
         except (BrokenPipeError, ConnectionError, asyncssh.Error):
             return
+        except Exception as exc:  # a simulator bug: fail this command, keep the node
+            self.sim.sched.errors.append((f"{self.node.name}: {command!r}", exc))
+            process.stderr.write(f"sh: 1: simulator error: {exc!r}\n".encode())
+            status = 2
         with contextlib.suppress(Exception):
             await process.stdout.drain()
         process.exit(status)

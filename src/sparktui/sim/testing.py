@@ -20,7 +20,6 @@ import asyncssh
 from sparktui.core.config import Config
 
 from .cluster import Sim
-from .scenarios import apply_scenario
 from .spec import SimSpec, spec_from_config
 
 
@@ -35,10 +34,9 @@ async def running_sim(config: Config | None = None, *, spec: SimSpec | None = No
         if config is None:
             raise ValueError("running_sim needs a config or a spec")
         spec = spec_from_config(config, seed=seed)
-    apply_scenario(spec, scenario or spec.scenario or "normal")
     own_dir = workdir is None
     root = Path(tempfile.mkdtemp(prefix="sparktui-sim-")) if workdir is None else workdir
-    sim = Sim(spec, workdir=root, speed=speed)
+    sim = Sim(spec, workdir=root, speed=speed, scenario=scenario)
     try:
         await sim.start()
         yield sim

@@ -1,0 +1,66 @@
+"""The control API (set_scenario), SGLang lanes, and docker's edge answers."""
+
+from __future__ import annotations
+
+import re
+
+import httpx
+
+from sparktui.sim.timefmt import rfc3339nano
+
+from .conftest import exec_on, logs_cmd
+
+
+async def test_set_scenario_changes_the_running_world(sim):
+    out, _, _ = await exec_on(sim, "dgx8", "uname -r; stat -c '%F' /home/kilork/.cache/huggingface")
+    assert out == "6.17.0-1031-nvidia\nsymbolic link\n"
+    sim.set_scenario("bad-kernel")
+    out, _, _ = await exec_on(sim, "dgx8", "uname -r")
+    assert out == "7.0.0-1019-nvidia\n"
+    sim.set_scenario("cache-not-symlink")
+    out, _, _ = await exec_on(sim, "dgx8", "uname -r; stat -c '%F' /home/kilork/.cache/huggingface")
+    assert out == "6.17.0-1031-nvidia\ndirectory\n"  # back to the pinned kernel
+    sim.set_scenario("switch-off")
+    assert sim.spec.entities["switch.sw6_mt"].state == "off"
+    sim.set_scenario("normal")
+    assert sim.spec.entities["switch.sw6_mt"].state == "on"
+
+
+async def test_sglang_lane_boots_and_serves(sim, serve):
+    lane = "dsv41-flash-sglang-4x"
+    results = await serve(sim, lane)
+    assert all(r[3] == 0 for r in results), results
+    await sim.advance(4 * 3600)
+    logs, _, _ = await exec_on(sim, "dgx1", logs_cmd(f"sparktui-{lane}-r0"))
+    assert re.search(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d TP0\] Load weight begin\. avail mem=", logs)
+    assert "The server is fired up and ready to roll!" in logs
+    host = sim.nodes["dgx1"].api_host
+    async with httpx.AsyncClient(base_url=f"http://{host}:30000", timeout=5) as client:
+        assert (await client.get("/health")).status_code == 200
+        metrics = (await client.get("/metrics")).text
+    assert "sglang:num_running_reqs{" in metrics
+
+
+async def test_logs_since_and_tail(sim, serve):
+    lane = "glm53-full-mxfp4-4x-dspark8"
+    await serve(sim, lane)
+    await sim.advance(60)
+    mark = sim.wall()
+    await sim.advance(4 * 3600)
+    name = f"sparktui-{lane}-r0"
+    every, _, _ = await exec_on(sim, "dgx1", logs_cmd(name))
+    later, _, _ = await exec_on(sim, "dgx1", f"docker logs --since {rfc3339nano(mark)} "
+                                             f"--timestamps {name} 2>&1")
+    assert 0 < len(later.splitlines()) < len(every.splitlines())
+    assert every.endswith(later)
+    tail, _, _ = await exec_on(sim, "dgx1", f"docker logs --tail 2 {name} 2>&1")
+    assert tail.splitlines() == [re.sub(r"^\S+ ", "", x) for x in every.splitlines()[-2:]]
+
+
+async def test_docker_edge_answers(sim):
+    _, err, status = await exec_on(sim, "dgx1", "docker run -d --bogus x vllm serve m")
+    assert (err, status) == ("unknown flag: --bogus\nSee 'docker run --help'.\n", 125)
+    _, err, status = await exec_on(sim, "dgx1", "docker logs nope")
+    assert (err, status) == ("Error response from daemon: No such container: nope\n", 1)
+    _, err, status = await exec_on(sim, "dgx1", "docker frobnicate")
+    assert status == 1 and err.startswith("docker: 'frobnicate' is not a docker command.")
