@@ -1,0 +1,169 @@
+"""Stop, cluster power and recover end to end against the simulator, and the
+fault tests: Home Assistant 401/500/hang/unavailable, a node gone mid-step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sparktui.core.recipe_load import load_recipe
+from sparktui.ops.events import StepStarted
+from sparktui.ops.workflows.cluster_power import cluster_power
+from sparktui.ops.workflows.power import power_cycle, power_switch
+from sparktui.ops.workflows.recover import recover
+from sparktui.ops.workflows.serve import ServeOptions, serve
+from sparktui.ops.workflows.stop import stop_lane
+
+B = "4nodes-switch-b"
+B_NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
+
+
+def containers(sim, nodes=B_NODES):
+    return {c.name for n in nodes for c in sim.nodes[n].docker.containers.values()}
+
+
+async def test_stop_stops_every_rank_head_last_and_waits_for_memory(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
+    async with sim_ctx() as (sim, ctx, events):
+        started = await serve(ctx, recipe, B, ServeOptions(detach=True))
+        assert started.ok, started.message
+        await sim.clock.sleep(120)  # let the load eat memory
+        result = await stop_lane(ctx, recipe.name)
+        assert result.ok, result.message
+        steps = [e.step for e in events.of(StepStarted) if e.step.startswith("stop rank")]
+        assert steps[-1] == "stop rank 0" and sorted(steps) == [f"stop rank {i}"
+                                                                for i in range(4)]
+        assert containers(sim) == set()
+        for node in B_NODES:
+            assert "MemAvailable" in result.detail["memory"][node]
+        assert ctx.locks.list() == []
+
+
+async def test_a_protected_lane_is_not_stopped(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, _):
+        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
+        result = await stop_lane(ctx, recipe.name)
+        assert not result.ok and result.message.startswith("refused")
+        assert "must NOT be stopped" in result.message
+        assert len(containers(sim)) == 4
+        assert ctx.journal.workflows()[-1].end_detail["refused"]
+
+
+async def test_cluster_power_off_then_on_orders_the_shared_switch(sim_ctx):
+    async with sim_ctx() as (sim, ctx, _):
+        off = await cluster_power(ctx, B, on=False)
+        assert off.ok, off.message
+        assert all(sim.nodes[n].power == "off" for n in B_NODES)
+        assert sim.ha.calls == [("turn_off", f"switch.{n}") for n in B_NODES]
+        assert "kept on (shared)" in off.message  # sw6_mt also carries production
+        assert sim.spec.entities["switch.sw6_mt"].state == "on"
+        sim.ha.calls.clear()
+        on = await cluster_power(ctx, B, on=True)
+        assert on.ok, on.message
+        assert sim.ha.calls == [("turn_on", f"switch.{n}") for n in B_NODES]  # sw6_mt was on
+        assert all(sim.nodes[n].up for n in B_NODES)
+
+
+async def test_cluster_power_on_turns_the_switch_on_first(sim_ctx):
+    async with sim_ctx("switch-off") as (sim, ctx, _):
+        result = await cluster_power(ctx, B, on=True)
+        assert result.ok, result.message
+        assert sim.ha.calls[0] == ("turn_on", "switch.sw6_mt")
+
+
+async def test_cluster_power_off_skips_production_and_refuses_busy_nodes(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, _):
+        result = await cluster_power(ctx, "8nodes-switch", on=False)
+        assert result.ok, result.message
+        assert "skipped (protected): dgx1, dgx2, dgx3, dgx4" in result.message
+        assert all(sim.nodes[n].up for n in ("dgx1", "dgx2", "dgx3", "dgx4"))
+        assert {e for _, e in sim.ha.calls} == {f"switch.{n}" for n in B_NODES}
+        assert (await cluster_power(ctx, B, on=True)).ok
+        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
+        sim.ha.calls.clear()
+        busy = await cluster_power(ctx, B, on=False)
+        assert not busy.ok and "stop its lanes first" in busy.message
+        assert sim.ha.calls == []
+
+
+async def test_production_node_is_never_cycled(sim_ctx):
+    async with sim_ctx() as (sim, ctx, _):
+        result = await power_cycle(ctx, "dgx1")
+        assert not result.ok and "protected node" in result.message
+        assert sim.ha.calls == []
+
+
+async def test_recover_stops_at_the_first_ssh_answer(sim_ctx):
+    async with sim_ctx() as (sim, ctx, events):
+        result = await recover(ctx, "dgx7")
+        assert result.ok and result.detail["power_cycled"] is False
+        assert [e.step for e in events.of(StepStarted)] == ["ssh retry 1"]
+        assert sim.ha.calls == []
+
+
+async def test_recover_retries_three_times_then_cycles_that_node_only(sim_ctx):
+    async with sim_ctx() as (sim, ctx, events):
+        sim.set_power("dgx7", False)  # a hung node as SSH sees it: no answer
+        await sim.settle()
+        result = await recover(ctx, "dgx7", off_seconds=5)
+        assert result.ok, result.message
+        steps = [e.step for e in events.of(StepStarted)]
+        assert steps[:3] == ["ssh retry 1", "ssh retry 2", "ssh retry 3"]
+        assert steps[3:] == ["plug off", "wait off", "plug on", "liveness", "ssh", "re-check"]
+        assert {e for _, e in sim.ha.calls} == {"switch.dgx7"}
+        assert sim.nodes["dgx7"].up and result.detail["power_cycled"]
+
+
+@pytest.mark.parametrize("fault", ["ha-500", "ha-hang", "unavailable", "401"])
+async def test_ha_faults_leave_no_half_state(sim_ctx, fleet_config, fault, monkeypatch):
+    cfg = replace(fleet_config, home_assistant=replace(fleet_config.home_assistant,
+                                                       timeout_s=0.5))
+    if fault == "401":
+        monkeypatch.setenv("SPARKTUI_HA_TOKEN", "not-the-token")
+    async with sim_ctx(config=cfg) as (sim, ctx, _):
+        if fault == "unavailable":
+            sim.inject("unavailable", "switch.dgx6")
+        elif fault != "401":
+            sim.inject(fault)
+        result = await power_cycle(ctx, "dgx6")
+        assert not result.ok
+        expect = {"ha-500": "HTTP 500", "ha-hang": "no answer within 0.5 s",
+                  "unavailable": "unavailable in Home Assistant",
+                  "401": "401 Unauthorized"}[fault]
+        assert expect in result.message
+        assert "not-the-token" not in result.message
+        assert sim.ha.calls == []
+        assert sim.nodes["dgx6"].up
+        assert ctx.journal.unfinished() == []
+        assert ctx.locks.list() == []
+        sim.inject("ha-ok")
+
+
+async def test_ha_failing_after_the_plug_went_off_leaves_it_unfinished(sim_ctx, fleet_config):
+    cfg = replace(fleet_config, home_assistant=replace(fleet_config.home_assistant,
+                                                       timeout_s=0.5))
+    async with sim_ctx(config=cfg) as (sim, ctx, events):
+        def on_event(e):  # HA dies right after the plug went off
+            events(e)
+            if isinstance(e, StepStarted) and e.step == "wait off":
+                sim.inject("ha-500")
+
+        ctx.emit = on_event
+        result = await power_cycle(ctx, "dgx6", off_seconds=2)
+        assert not result.ok and "UNFINISHED" in result.message
+        assert "switch.dgx6 (dgx6) may be off" in result.message
+        (rec,) = ctx.journal.unfinished()
+        assert rec.done("plug off") and not rec.done("plug on")
+        assert ctx.locks.list() == []
+        assert sim.nodes["dgx6"].power == "off"
+
+
+async def test_power_off_then_on_a_single_node(sim_ctx):
+    async with sim_ctx() as (sim, ctx, _):
+        assert (await power_switch(ctx, "dgx8", on=False)).ok
+        assert sim.nodes["dgx8"].power == "off"
+        back = await power_switch(ctx, "dgx8", on=True)
+        assert back.ok and "dgx8 back" in back.message
