@@ -101,8 +101,19 @@ async def test_long_prompt_kills_the_engine_and_hangs_the_workers(fleet, serve):
                                              f"sparktui-{lane}-r0")
         assert json.loads(st)["Status"] == "exited"
         assert sim.nodes["dgx6"].thrashing and sim.nodes["dgx7"].thrashing
+        assert not sim.nodes["dgx5"].thrashing  # rank 0 exited, its memory is back
         assert not await banner_arrives(sim, "dgx6")
         assert await liveness_accepts(sim, "dgx7")
+        await sim.advance(1800)
+        assert not sim.nodes["dgx8"].thrashing  # the OOM killer got its worker
+        journal, _, _ = await exec_on(sim, "dgx8", "journalctl -k --no-pager -n 200")
+        assert re.search(r"kernel: Out of memory: Killed process \d+ \(python3\) total-vm:",
+                         journal)
+        st, _, _ = await exec_on(sim, "dgx8", f"docker inspect --format '{{{{json .State}}}}' "
+                                             f"sparktui-{lane}-r3")
+        state = json.loads(st)
+        assert (state["ExitCode"], state["OOMKilled"]) == (137, False)
+        assert sim.nodes["dgx6"].thrashing and sim.nodes["dgx7"].thrashing
 
 
 async def test_cache_dir_not_symlink_kills_those_ranks(fleet, serve):

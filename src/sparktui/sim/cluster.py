@@ -25,7 +25,7 @@ from .clock import DEFAULT_EPOCH, SimClock
 from .engine import Engine, Request
 from .engine_http import build_app
 from .ha import HomeAssistant
-from .journal import FLUSHING, NVRM_ASSERT, NVRM_IOVA, NVRM_NO_MEMORY
+from .journal import FLUSHING, NVRM_ASSERT, NVRM_IOVA, NVRM_NO_MEMORY, oom_kill_lines
 from .keys import host_keys, make_client_key, write_known_hosts
 from .node import Node
 from .scenarios import apply_scenario, place_stale_containers
@@ -126,6 +126,10 @@ class Sim:
                 if node.memory.thrashing:
                     if node.thrash_onset is None:
                         node.thrash_onset = self.sched.t
+                    limit = node.spec.oom_kill_after_s
+                    if limit is not None and self.sched.t - node.thrash_onset >= limit:
+                        self._oom_kill(node)
+                        continue
                     node.journal.journald(self.wall(), FLUSHING)
                     for line in rng.sample([NVRM_NO_MEMORY, NVRM_IOVA, NVRM_ASSERT],
                                            k=rng.randint(2, 3)):
@@ -138,6 +142,18 @@ class Sim:
                     return
         finally:
             self._memwatch.pop(node.name, None)
+
+    def _oom_kill(self, node: Node) -> None:
+        victims = [c for c in node.docker.running() if isinstance(c.engine, Engine)]
+        if not victims:
+            return
+        victim = max(victims, key=lambda c: node.memory.holdings.get(c.id, 0.0))
+        rss_kb = int(node.memory.holdings.get(victim.id, 0.0) / 1024)
+        for line in oom_kill_lines(victim.id, victim.pid, rss_kb):
+            node.journal.kernel(self.wall(), line)
+        assert isinstance(victim.engine, Engine)
+        victim.engine.oom_killed()
+        node.thrash_onset = None
 
     async def _on_advance(self, now: float) -> None:
         self._run_to(now)

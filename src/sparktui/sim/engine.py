@@ -152,11 +152,11 @@ class Engine:
         if self.http_wanted:
             self.sim.schedule_http_stop(self, delay=0.0)
 
-    def fail(self, gen: Process) -> None:
-        """Replace the rest of the boot with a failure sequence."""
+    def oom_killed(self) -> None:
+        """The kernel's global OOM killer took this rank: exit 137, not OOMKilled
+        (that flag is for cgroup OOMs)."""
         self.sim.sched.cancel(self.proc)
-        self.proc = self.sim.sched.spawn(f"{self.container.name}/fail", gen)
-        self.proc.gate = lambda: not self.node.thrashing
+        self._die(137)
 
     # --- the boot ---------------------------------------------------------------
     def _boot(self) -> Process:

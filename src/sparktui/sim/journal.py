@@ -21,6 +21,19 @@ NVRM_ASSERT = (
 FLUSHING = "Under memory pressure, flushing caches."
 
 
+def oom_kill_lines(container_id: str, pid: int, rss_kb: int) -> list[str]:
+    """The kernel's global OOM-kill report (mm/oom_kill.c) for one process."""
+    return [
+        "python3 invoked oom-killer: gfp_mask=0x140dca(GFP_HIGHUSER_MOVABLE|__GFP_COMP|"
+        "__GFP_ZERO), order=0, oom_score_adj=0",
+        "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,mems_allowed=0,global_oom,"
+        f"task_memcg=/system.slice/docker-{container_id}.scope,task=python3,pid={pid},uid=0",
+        f"Out of memory: Killed process {pid} (python3) total-vm:{rss_kb + 41_943_040}kB, "
+        f"anon-rss:{rss_kb}kB, file-rss:81920kB, shmem-rss:8192kB, UID:0 "
+        f"pgtables:{rss_kb // 512}kB oom_score_adj:0",
+    ]
+
+
 @dataclass(frozen=True)
 class JournalEntry:
     t: float

@@ -39,6 +39,10 @@ class NodeSpec:
     extra_os_gib: float = 0.0
     """System memory beyond the common baseline (per-node services)."""
     boot_seconds: float = 45.0
+    oom_kill_after_s: float | None = None
+    """Seconds of thrash after which the kernel's OOM killer finally takes the largest
+    process (the node recovers by itself); None: the host wedges silently, as GB10
+    hosts do (no OOM kill, no panic) until power-cycled."""
 
     @property
     def home(self) -> str:
