@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import httpx
+import pytest
 
 from sparktui.sim.timefmt import rfc3339nano
 
@@ -64,3 +65,39 @@ async def test_docker_edge_answers(sim):
     assert (err, status) == ("Error response from daemon: No such container: nope\n", 1)
     _, err, status = await exec_on(sim, "dgx1", "docker frobnicate")
     assert status == 1 and err.startswith("docker: 'frobnicate' is not a docker command.")
+
+
+async def test_same_seed_same_night(fleet, serve):
+    async def run() -> tuple[list[str], str]:
+        from sparktui.sim.testing import running_sim
+
+        async with running_sim(fleet, scenario="boot-d-oom", seed=7) as s:
+            ids = [r[1] for r in await serve(s, "dsv41-flash-r37-4x-eager")]
+            await s.advance(600)
+            logs, _, _ = await exec_on(s, "dgx1", logs_cmd("sparktui-dsv41-flash-r37-4x-eager-r0"))
+            await s.advance(1400)  # dgx1 thrashes now: read its journal from the inside
+            journal = "".join(s.nodes["dgx1"].journal.render(e)
+                              for e in s.nodes["dgx1"].journal.entries)
+            assert "NVRM" in journal
+            return ids, logs + journal
+
+    assert await run() == await run()
+
+
+async def test_health_503_after_engine_death_then_port_closes(fleet, serve):
+    from sparktui.sim.testing import running_sim
+
+    lane = "glm53-mxfp4-fp8-4x-r39-196k"
+    async with running_sim(fleet, scenario="long-prompt") as s:
+        await serve(s, lane)
+        await s.advance(3 * 3600)
+        rank0 = s.lane_rank0(lane)
+        s.run_prompt(lane, 150_000)
+        while rank0.phase != "dead":
+            await s.advance(1)
+        url = f"http://{s.nodes['dgx5'].api_host}:8000/health"
+        async with httpx.AsyncClient(timeout=5) as client:
+            assert (await client.get(url)).status_code == 503
+            await s.advance(6)
+            with pytest.raises(httpx.ConnectError):
+                await client.get(url)

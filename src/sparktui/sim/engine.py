@@ -87,7 +87,6 @@ class Engine:
         env = dict(e.split("=", 1) for e in container.env if "=" in e)
         self.env = env
         self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
-        self._held = 0.0
         self.joined = False
         """All ranks were present once (a rank missing after that has died)."""
 
@@ -116,7 +115,6 @@ class Engine:
         self.proc.gate = lambda: not self.node.thrashing
 
     def hold(self, gib: float) -> None:
-        self._held = gib
         self.node.memory.set(self.container.id, gib * GIB)
 
     def peers(self) -> list[Engine]:
@@ -267,7 +265,6 @@ class Engine:
             self.hold(CUDA_CONTEXT_GIB + total * i / shards)
             self.style.load_progress(self, i, shards, elapsed)
         self.style.load_end(self, total, elapsed)
-        self.load_seconds = elapsed
         self.phase = "loaded"
 
     def _kv_and_graphs(self, runtime: float) -> Process:
