@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
+from sparktui.adapters.homeassistant import SwitchState
 from sparktui.adapters.ssh import ProbeStalled
 from sparktui.core.config import Config
 
@@ -209,3 +210,28 @@ def vllm_boot_lines(shards: int = 4, upto: str = "serving") -> list[str]:
         (t + 32, "(APIServer pid=1) INFO:     Application startup complete."),
     ]
     return [f"{ts(t)} {text}" for t, text in lines]
+
+
+class FakePower:
+    """Home Assistant's switch states for the fake fleet's plugs."""
+
+    def __init__(self, fleet: FakeFleet, config: Config) -> None:
+        self.fleet = fleet
+        self.by_entity = {n.switch: n.name for n in config.nodes.values()}
+        self.switches = {s.entity: True for s in config.switches.values()}
+        """Shared switches (sw6_mt ...): on, as in the seeds' night."""
+        self.calls: list[tuple[str, str]] = []
+
+    async def state(self, entity: str) -> SwitchState:
+        if entity in self.switches:
+            return SwitchState(entity, "on" if self.switches[entity] else "off")
+        node = self.fleet.nodes[self.by_entity[entity]]
+        return SwitchState(entity, "on" if node.powered else "off")
+
+    async def turn(self, entity: str, on: bool) -> SwitchState:
+        self.calls.append(("turn_on" if on else "turn_off", entity))
+        if entity in self.switches:
+            self.switches[entity] = on
+        else:
+            self.fleet.nodes[self.by_entity[entity]].powered = on
+        return await self.state(entity)

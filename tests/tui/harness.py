@@ -4,6 +4,7 @@ deterministic clock, the same way the CLI does (through `make_app`)."""
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from sparktui.core.config_load import load_config
 from sparktui.service.cluster import ClusterService
 from sparktui.tui.app import SparkTUI, make_app
 
-from .fakecluster import FakeFleet, alive, fake_endpoints, fake_fleet
+from .fakecluster import FakeFleet, FakePower, alive, fake_endpoints, fake_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1_795_999_200.0
@@ -50,19 +51,23 @@ async def no_engine(node: str, port: int) -> tuple[str, dict[str, float]]:
 class Console:
     config: Config
     fleet: FakeFleet
+    power: FakePower
     service: ClusterService
     app: SparkTUI
 
 
-def build(*, read_only: bool = False, speed: float = 0.0,
-          config: Config | None = None) -> Console:
+def build(*, read_only: bool = False, speed: float = 0.0, config: Config | None = None,
+          state_dir: Path | None = None) -> Console:
+    """The journal and run locks go to ``state_dir`` (a fresh temp dir by default)."""
     config = config or load_config(ROOT / "config.toml")
     fleet = fake_fleet(config)
+    power = FakePower(fleet, config)
     clock = ScaledClock(speed)
     service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
-                             clock=clock, liveness=alive, engine_probe=no_engine)
+                             clock=clock, liveness=alive, engine_probe=no_engine, power=power,
+                             state_dir=state_dir or Path(tempfile.mkdtemp(prefix="sparktui-")))
     app = make_app(config, service=service, read_only=read_only)
-    return Console(config, fleet, service, app)
+    return Console(config, fleet, power, service, app)
 
 
 async def wait_for(pilot: object, predicate, timeout: float = 5.0) -> None:

@@ -61,6 +61,7 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert "switch.dgx6" in text and "turn_off" in text and "turn_on" in text
         assert "wait 35 s" in text
         assert "PASS" in text and "REFUSE" not in text
+        assert "protected-node dgx6" in text
         confirm = modal.query_one("#confirm", Button)
         assert confirm.disabled
         assert modal.focused is modal.query_one("#cancel", Button)  # Cancel is the default
@@ -72,11 +73,9 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert not confirm.disabled
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
-        # The workflow layer (issue 6) is not in this build: the console says so
-        # and runs nothing rather than improvising the steps.
-        await wait_for(pilot, lambda: any("not available" in str(n.message)
-                                          for n in c.app._notifications))
-        assert c.fleet.nodes["dgx6"].powered
+        # the workflow runs in the background: its step shows in the Lanes pane
+        await wait_for(pilot, lambda: "power-cycle dgx6: wait off" in screen_text(c.app))
+        assert c.power.calls == [("turn_off", "switch.dgx6")]
 
 
 async def test_cancel_is_the_default():
@@ -100,7 +99,7 @@ async def test_protected_node_power_cycle_is_refused_with_reasons():
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
         text = screen_text(c.app)
-        assert "REFUSED" in text and "dgx1 is protected" in text
+        assert "REFUSED" in text and "dgx1 is a protected node" in text
         assert "dgx1, dgx2, dgx3, dgx4" in text
         assert not c.app.screen.query("#confirm")
 
@@ -275,4 +274,6 @@ async def test_serve_picker_shows_fit_refusal_for_boot_d():
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
         text = screen_text(c.app)
-        assert "memory fit" in text and "REFUSE" in text
+        assert "REFUSE fit dsv41-flash-r37-4x-eager@4nodes-switch" in text
+        assert "127.6 GB (118.84 GiB)" in text  # the Boot D numbers, not just a "no"
+        assert "REFUSE protected-node dgx1" in text

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints
+from sparktui.adapters.homeassistant import HomeAssistant, load_token
 from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.clock import Clock, SystemClock
@@ -23,7 +25,22 @@ from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.service import actions
+from sparktui.ops.confirm import confirmation_for
+from sparktui.ops.context import OpsContext, Power, _fingerprints
+from sparktui.ops.events import WorkflowEvent
+from sparktui.ops.guards import GuardReport, Verdict, evaluate_stop, plan_cluster_power
+from sparktui.ops.imagesync import ssh_image_pipe
+from sparktui.ops.journal import Journal
+from sparktui.ops.resume import Offer, close, offers, resume
+from sparktui.ops.runlocks import RunLock, RunLocks, owner_alive
+from sparktui.ops.shiftlog import render as render_shiftlog
+from sparktui.ops.workflows.cluster_power import busy_nodes, cluster_power, plan_steps
+from sparktui.ops.workflows.power import plan_power, plug_action, power_cycle, power_guards
+from sparktui.ops.workflows.recover import plan_recover, recover
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
+from sparktui.ops.workflows.serve import ServeOptions, preview_serve, serve
+from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_lane
+from sparktui.service.actions import ActionPreview, RunWorkflow
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -32,11 +49,12 @@ from sparktui.service.events import (
     NodeSampled,
     ServiceEvent,
     Sink,
+    WorkflowProgressed,
 )
 from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
 from sparktui.service.lanes import LaneView, discover_lanes, lane_cluster, lane_uptime
 from sparktui.watch.follower import LogLine
-from sparktui.watch.poller import Poller, PowerSource
+from sparktui.watch.poller import Poller
 from sparktui.watch.readiness import NodeLink
 from sparktui.watch.thrash import ThrashDetector
 
@@ -50,10 +68,6 @@ class NodeLinks(Protocol):
     def get(self, name: str) -> NodeLink: ...
 
 
-class WorkflowUnavailable(RuntimeError):
-    """The ops workflow for an action is not in this build."""
-
-
 class ClusterService:
     def __init__(
         self,
@@ -63,21 +77,25 @@ class ClusterService:
         endpoints: Endpoints | None = None,
         clock: Clock | None = None,
         liveness: LivenessCheck = check_liveness,
-        power: PowerSource | None = None,
+        power: Power | None = None,
         engine_probe: EngineProbe | None = None,
         recipes: Mapping[str, Recipe] | None = None,
+        state_dir: Path | None = None,
         follow_journals: bool = True,
     ) -> None:
         """Everything that does I/O can be injected (tests, benchmarks); by
-        default the endpoints come from the config (or the running simulator)
-        and the links are an SSH `Fleet`, both made by `start()`."""
+        default the endpoints come from the config (or the running simulator),
+        the links are an SSH `Fleet` and power is Home Assistant, all made by
+        `start()` and closed by `stop()`."""
         self.config = config
         self.clock = clock or SystemClock()
         self._links = links
         self._endpoints = endpoints
         self._liveness = liveness
         self._power = power
+        self._power_error = ""
         self._engine_probe = engine_probe
+        self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self.recipe_problems: list[Problem] = []
         if recipes is None:
@@ -86,7 +104,9 @@ class ClusterService:
         self.recipes: dict[str, Recipe] = dict(recipes)
         self.detector = ThrashDetector(config.thrash, clock=self.clock)
         self.poller: Poller | None = None
+        self.ops: OpsContext | None = None
         self._fleet: Fleet | None = None
+        self._ha: HomeAssistant | None = None
         self._sink: Sink = _drop
         self._tasks: list[asyncio.Task[None]] = []
         self._lanes: dict[str, LaneWatch] = {}
@@ -100,14 +120,21 @@ class ClusterService:
         self._sink = sink
         if self._endpoints is None:
             self._endpoints = resolve_endpoints(self.config)
+        endpoints = self._endpoints
         if self._links is None:
-            self._fleet = Fleet.from_config(self.config, self._endpoints, clock=self.clock)
+            self._fleet = Fleet.from_config(self.config, endpoints, clock=self.clock)
             self._links = self._fleet
+        if self._power is None:
+            self._power = self._open_home_assistant(endpoints)
         if self._engine_probe is None:
-            endpoints = self._endpoints
             self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
-        self.poller = Poller(self.config, self._links, self._endpoints, clock=self.clock,
-                             liveness=self._liveness, power=self._power)
+        power_source = None
+        if isinstance(self._power, HomeAssistant):
+            power_source = self._power.power_source(
+                {n.name: n.switch for n in self.config.nodes.values()})
+        self.poller = Poller(self.config, self._links, endpoints, clock=self.clock,
+                             liveness=self._liveness, power=power_source)
+        self.ops = self._ops_context(endpoints)
         queue = self.poller.subscribe()
         self.poller.start()
         self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
@@ -115,6 +142,43 @@ class ClusterService:
             links = {n: self._links.get(n) for n in self.config.nodes}
             self._tasks.append(asyncio.create_task(self.detector.follow_journals(links),
                                                    name="service:journals"))
+
+    def _open_home_assistant(self, endpoints: Endpoints) -> HomeAssistant | None:
+        ha_cfg = self.config.home_assistant
+        try:
+            token = load_token(ha_cfg.token_env, endpoints.ha_token_file if endpoints.simulated
+                               else ha_cfg.token_file)
+        except Exception as exc:  # load_token's message never holds the token
+            self._power_error = str(exc)
+            return None
+        self._ha = HomeAssistant(endpoints.ha_url, token, timeout_s=ha_cfg.timeout_s,
+                                 clock=self.clock)
+        return self._ha
+
+    def _ops_context(self, endpoints: Endpoints) -> OpsContext:
+        assert self._links is not None and self.poller is not None
+        links, fleet, poller = self._links, self._fleet, self.poller
+        liveness, timeout = self._liveness, self.config.liveness.timeout_s
+
+        async def snapshot(names: Sequence[str]) -> ClusterSnapshot:
+            await asyncio.gather(*(poller.poll_node(n) for n in names))
+            return poller.snapshot().select(list(names))
+
+        async def alive(name: str) -> bool:
+            return await liveness(endpoints.node(name), timeout)
+
+        return OpsContext(
+            config=self.config, link=links.get, power=self._power,  # type: ignore[arg-type]
+            power_error=self._power_error, snapshot=snapshot, alive=alive,
+            api_host=lambda n: endpoints.node(n).api_host,
+            journal=Journal.in_state_dir(self._state_dir, self.clock),
+            locks=RunLocks.in_state_dir(self._state_dir), clock=self.clock,
+            emit=self._workflow_event,
+            fingerprints=(lambda names: _fingerprints(fleet, names)) if fleet else None,
+            pipe_image=ssh_image_pipe(fleet) if fleet else None)
+
+    def _workflow_event(self, event: WorkflowEvent) -> None:
+        self._emit(WorkflowProgressed(event))
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""
@@ -129,6 +193,9 @@ class ClusterService:
         if self._fleet is not None:
             await self._fleet.close()
             self._fleet = None
+        if self._ha is not None:
+            await self._ha.aclose()
+            self._ha = None
 
     # -- reading -------------------------------------------------------------
 
@@ -155,37 +222,125 @@ class ClusterService:
 
     # -- previews and actions ------------------------------------------------
 
-    def preview_power_cycle(self, node: str) -> actions.ActionPreview:
-        return actions.power_cycle_preview(self.config, self.snapshot(), self.lanes(), node)
+    def _ctx(self) -> OpsContext:
+        if self.ops is None:
+            raise RuntimeError("the service is not started")
+        return self.ops
 
-    def preview_recover(self, node: str) -> actions.ActionPreview:
-        return actions.power_cycle_preview(self.config, self.snapshot(), self.lanes(), node,
-                                           recover=True)
+    def _preview(self, kind: str, target: str, title: str, steps: list[PlannedStep],
+                 report: GuardReport, run: RunWorkflow, *, nodes: tuple[str, ...] = (),
+                 entities: tuple[str, ...] = ()) -> ActionPreview:
+        return ActionPreview(kind, target, title, tuple(steps), report,
+                             confirmation_for(kind, target, report), nodes, entities,
+                             run if report.allowed else None)
 
-    def preview_stop(self, lane: str) -> actions.ActionPreview:
-        return actions.stop_preview(self.config, self.lanes(), lane)
+    async def preview_power_cycle(self, node: str) -> ActionPreview:
+        ctx = self._ctx()
+        entity = self.config.nodes[node].switch
+        return self._preview(
+            "power-cycle", node, f"Power-cycle {node} ({self._state_word(node)})",
+            plan_power(self.config, node, "cycle"), power_guards(ctx, node, "power cycle"),
+            lambda: power_cycle(ctx, node), nodes=(node,), entities=(entity,))
 
-    def preview_serve(self, recipe: str, cluster: str | None = None) -> actions.ActionPreview:
+    async def preview_recover(self, node: str) -> ActionPreview:
+        ctx = self._ctx()
+        entity = self.config.nodes[node].switch
+        return self._preview(
+            "recover", node, f"Recover {node} ({self._state_word(node)})",
+            plan_recover(ctx, node), power_guards(ctx, node, "recover (power cycle)"),
+            lambda: recover(ctx, node), nodes=(node,), entities=(entity,))
+
+    async def preview_stop(self, lane: str) -> ActionPreview:
+        ctx = self._ctx()
+        watch = self._lanes.get(lane)
+        ranks = list(watch.ranks) if watch is not None else await find_lane(ctx, lane)
+        nodes = sorted({r.node for r in ranks})
+        report = evaluate_stop(self.config, lane, nodes, ctx.locks.holders())
+        if not ranks:
+            report = GuardReport((*report.verdicts, Verdict(
+                "lane", lane, False, f"no container labelled sparktui.lane={lane} on any node "
+                                     "that answered -> nothing to stop")))
+        return self._preview("stop", lane, f"Stop lane {lane}", plan_stop(ranks), report,
+                             lambda: stop_lane(ctx, lane, ranks), nodes=tuple(nodes))
+
+    async def preview_serve(self, recipe: str, cluster: str | None = None) -> ActionPreview:
+        ctx = self._ctx()
         r = self.recipes[recipe]
-        return actions.serve_preview(self.config, self.snapshot(), self.lanes(), r,
-                                     cluster or r.cluster)
+        cluster = cluster or r.cluster
+        options = ServeOptions()
+        preview = await preview_serve(ctx, r, cluster, options)
+        return self._preview(
+            "serve", recipe, f"Serve {recipe} on {cluster}", list(preview.steps),
+            preview.report, lambda: serve(ctx, r, cluster, options, preview),
+            nodes=tuple(self.config.clusters[cluster].nodes))
 
-    def preview_cluster_power(self, cluster: str, *, on: bool) -> actions.ActionPreview:
-        return actions.cluster_power_preview(self.config, self.snapshot(), self.lanes(),
-                                             cluster, on=on)
+    async def preview_cluster_power(self, cluster: str, *, on: bool) -> ActionPreview:
+        ctx = self._ctx()
+        p = plan_cluster_power(self.config, cluster, on, ctx.locks.holders())
+        report = p.report
+        if ctx.power is None:
+            report = GuardReport((*report.verdicts, Verdict(
+                "home-assistant", cluster, False,
+                f"Home Assistant is not available: {ctx.power_error}")))
+        if not on:
+            report = GuardReport((*report.verdicts, *busy_nodes(
+                [s for s in self.snapshot().nodes if s.node in p.nodes])))
+        verb = "on" if on else "off"
+        entities = (*p.switches_before, *(self.config.nodes[n].switch for n in p.nodes),
+                    *p.switches_after)
+        return self._preview(
+            f"cluster-power-{verb}", cluster, f"Cluster power {verb}: {cluster}",
+            plan_steps(ctx, p), report, lambda: cluster_power(ctx, cluster, on),
+            nodes=p.nodes, entities=entities)
 
-    async def run(self, preview: actions.ActionPreview) -> str:
-        """Run a confirmed action through its ops workflow; returns the outcome.
+    def unfinished(self) -> list[Offer]:
+        """Workflows the journal says began and never ended (offered at start)."""
+        ctx = self._ctx()
+        return offers(ctx.journal, ctx)
 
-        The workflows (issue 6: serve, stop, power-cycle, recover, cluster
-        power, with their journal) are not in this build yet, so this refuses
-        rather than improvising the steps the preview promised.
-        """
-        if not preview.allowed:
-            raise PermissionError("; ".join(v.detail for v in preview.refusals))
-        raise WorkflowUnavailable(
-            f"{preview.kind} workflow is not available in this build (ops workflows pending); "
-            "nothing was run")
+    async def preview_resume(self, offer: Offer) -> ActionPreview:
+        ctx = self._ctx()
+        record = offer.record
+        steps = [PlannedStep("plug on", e, plug_action(e, True)) for e in offer.plugs_off]
+        report = GuardReport((Verdict("journal", record.wf, True, offer.what),))
+        return self._preview("resume", record.wf, f"Complete {record.workflow} "
+                             f"{record.target}", steps, report, lambda: resume(ctx, record),
+                             entities=offer.plugs_off)
+
+    def close_unfinished(self, offer: Offer, reason: str) -> list[str]:
+        return close(self._ctx(), offer.record, reason)
+
+    def runlocks(self) -> list[RunLock]:
+        return self._ctx().locks.list()
+
+    async def preview_runlock_close(self, node: str) -> ActionPreview:
+        ctx = self._ctx()
+        lock = ctx.locks.get(node)
+        if lock is None:
+            report = GuardReport((Verdict("runlock", node, False, f"{node} holds no lock"),))
+        else:
+            alive = owner_alive(lock)
+            report = GuardReport((Verdict(
+                "runlock", node, alive is not True,
+                f"{node}: {lock.describe()}" + (" -> its owner process is alive: let it "
+                                                "finish" if alive else " (owner gone)")),))
+
+        async def run() -> WorkflowResult:
+            closed = ctx.locks.close(node)
+            return WorkflowResult("", "runlock-close", node, closed is not None,
+                                  f"lock of {node} closed" if closed else "no lock to close")
+
+        return self._preview("runlock-close", node, f"Close the run lock of {node}", [
+            PlannedStep("close lock", node, f"remove {node}'s lock file")], report, run,
+            nodes=(node,))
+
+    def shift_log(self, since_s: float = 16 * 3600) -> str:
+        ctx = self._ctx()
+        return render_shiftlog(ctx.journal.entries(), since=self.clock.time() - since_s)
+
+    def _state_word(self, node: str) -> str:
+        snap = self.snapshot().get(node)
+        return snap.state.value if snap else "not polled"
 
     # -- internals -----------------------------------------------------------
 

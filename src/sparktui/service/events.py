@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from sparktui.core.state import HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashVerdict
+from sparktui.ops.events import WorkflowEvent
 from sparktui.service.lanes import LaneView
 from sparktui.watch.follower import LogLine
 
@@ -66,5 +67,13 @@ class AlertCleared:
     key: str
 
 
-ServiceEvent = NodeSampled | LaneChanged | LaneGone | LogLinesArrived | AlertRaised | AlertCleared
+@dataclass(frozen=True)
+class WorkflowProgressed:
+    """A workflow started, passed a step or finished (ops/events.py)."""
+
+    event: WorkflowEvent
+
+
+ServiceEvent = (NodeSampled | LaneChanged | LaneGone | LogLinesArrived | AlertRaised
+                | AlertCleared | WorkflowProgressed)
 Sink = Callable[[ServiceEvent], None]

@@ -3,6 +3,8 @@ tests, snapshots and benchmarks."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import ClassVar
 
 from rich.text import Text
@@ -13,6 +15,8 @@ from textual.worker import Worker, WorkerState
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.ops.resume import Offer
+from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import ServiceEvent
@@ -20,7 +24,7 @@ from sparktui.tui.bindings import APP_BINDINGS
 from sparktui.tui.commands import ActionCommands
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
-from sparktui.tui.screens.info import HelpScreen, PickerScreen, TextScreen
+from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen, TextScreen
 from sparktui.tui.screens.main import MainScreen
 
 
@@ -45,9 +49,15 @@ class SparkTUI(App[None]):
     def on_mount(self) -> None:
         self.main_screen = MainScreen()
         self.push_screen(self.main_screen)
-        self.run_worker(self.service.start(self._from_service), group="service",
-                        exclusive=True, exit_on_error=False,
+        self.run_worker(self._start_service(), group="service", exclusive=True,
+                        exit_on_error=False,
                         description="connect to the nodes and start watching")
+
+    async def _start_service(self) -> None:
+        await self.service.start(self._from_service)
+        if not self.read_only:
+            for offer in self.service.unfinished():
+                self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
 
     async def on_unmount(self) -> None:
         await self.service.stop()
@@ -59,47 +69,61 @@ class SparkTUI(App[None]):
         """The one place worker outcomes reach the operator."""
         worker = event.worker
         if event.state is WorkerState.ERROR:
-            title = "failed" if worker.group == "actions" else "service error"
+            title = {"actions": "workflow error", "preview": "could not prepare"}.get(
+                worker.group, "service error")
             self.notify(f"{worker.description}: {worker.error}", title=title,
                         severity="error", timeout=20)
         elif event.state is WorkerState.SUCCESS and worker.group == "actions":
-            self.notify(f"{worker.description}: {worker.result}", title="done")
+            result = worker.result
+            if isinstance(result, WorkflowResult):
+                self.notify(f"{result.kind} {result.target}: {result.message}",
+                            title="done" if result.ok else "FAILED",
+                            severity="information" if result.ok else "error",
+                            timeout=10 if result.ok else 30)
 
     # -- actions -------------------------------------------------------------
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.read_only))
 
-    def propose(self, preview: ActionPreview) -> None:
-        """Show the guard verdicts; run the workflow only after confirmation."""
+    def propose(self, preview_factory: Callable[[], Awaitable[ActionPreview]],
+                what: str) -> None:
+        """Build the preview (the service may probe), then ask; the workflow
+        runs only after confirmation, in the background."""
         if self.read_only:
             self.notify("read-only console: actions are disabled", severity="warning")
             return
+        self.run_worker(self._ask(preview_factory), group="preview", exclusive=True,
+                        exit_on_error=False, description=f"prepare {what}")
+
+    async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]]) -> None:
+        preview = await preview_factory()
         if not preview.allowed:
             self.push_screen(RefusalScreen(preview))
             return
+        self.push_screen(ConfirmActionScreen(preview), partial(self._confirmed, preview))
 
-        def confirmed(ok: bool | None) -> None:
-            if ok:
-                self.run_worker(self.service.run(preview), group="actions",
-                                exclusive=False, exit_on_error=False,
-                                description=f"{preview.kind} {preview.target}")
-
-        self.push_screen(ConfirmActionScreen(preview), confirmed)
+    def _confirmed(self, preview: ActionPreview, ok: bool | None) -> None:
+        if not ok or preview.run is None:
+            return
+        self.notify(f"{preview.kind} {preview.target} started", timeout=4)
+        self.run_worker(preview.run(), group="actions", exclusive=False, exit_on_error=False,
+                        description=f"{preview.kind} {preview.target}")
 
     def propose_named(self, kind: str, target: str) -> None:
         s = self.service
-        previews = {
+        factories: dict[str, Callable[[], Awaitable[ActionPreview]]] = {
             "stop": lambda: s.preview_stop(target),
             "power-cycle": lambda: s.preview_power_cycle(target),
             "recover": lambda: s.preview_recover(target),
             "cluster-off": lambda: s.preview_cluster_power(target, on=False),
             "cluster-on": lambda: s.preview_cluster_power(target, on=True),
+            "runlock-close": lambda: s.preview_runlock_close(target),
         }
-        self.propose(previews[kind]())
+        self.propose(factories[kind], f"{kind} {target}")
 
     def propose_serve(self, recipe: str, cluster: str | None = None) -> None:
-        self.propose(self.service.preview_serve(recipe, cluster))
+        self.propose(lambda: self.service.preview_serve(recipe, cluster), f"serve {recipe}")
 
     def pick_and_serve(self) -> None:
         if self.read_only:
@@ -113,6 +137,14 @@ class SparkTUI(App[None]):
                 self.propose_serve(name)
 
         self.push_screen(PickerScreen("Serve which recipe?", options), chosen)
+
+    def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
+        if choice == "resume":
+            self.propose(lambda: self.service.preview_resume(offer), f"resume {offer.record.wf}")
+        elif choice == "close":
+            freed = self.service.close_unfinished(offer, "closed from the console")
+            self.notify(f"{offer.record.wf} closed" + (f"; unlocked {', '.join(freed)}"
+                                                       if freed else ""))
 
     def show_fit(self, recipe: str) -> None:
         r = self.service.recipes[recipe]
@@ -131,9 +163,26 @@ class SparkTUI(App[None]):
             text.append(f"note: {note}\n")
         self.push_screen(TextScreen(f"fit {recipe} on {r.cluster}", text))
 
-    def unavailable(self, what: str) -> None:
-        self.notify(f"{what}: the ops journal and runlocks are not in this build yet",
-                    severity="warning")
+    def show_runlocks(self) -> None:
+        locks = self.service.runlocks()
+        body = "\n".join(f"{lock.node}: {lock.describe()}" for lock in locks) or "no run locks"
+        self.push_screen(TextScreen("Run locks", body))
+
+    def pick_runlock_close(self) -> None:
+        locks = self.service.runlocks()
+        if not locks:
+            self.notify("no run locks to close")
+            return
+
+        def chosen(node: str | None) -> None:
+            if node is not None:
+                self.propose_named("runlock-close", node)
+
+        self.push_screen(PickerScreen("Close which run lock?", [
+            (lock.node, f"{lock.node}: {lock.describe()}") for lock in locks]), chosen)
+
+    def show_shift_log(self) -> None:
+        self.push_screen(TextScreen("Shift log (last 16 h)", self.service.shift_log()))
 
 
 def make_app(config: Config, *, service: ClusterService | None = None,

@@ -27,6 +27,8 @@ class ActionCommands(Provider):
             out.append((f"fit {recipe} on {r.cluster}", partial(app.show_fit, recipe),
                         "memory envelope: weights, KV, prefill scratch (changes nothing)"))
         out.append(("help", app.action_help, "every key and command"))
+        out.append(("runlock list", app.show_runlocks, "the per-node workflow locks"))
+        out.append(("shift log", app.show_shift_log, "the night's workflows from the journal"))
         if app.read_only:
             return out
         out.append(("serve a recipe…", app.pick_and_serve, "pick a recipe and a cluster"))
@@ -48,8 +50,8 @@ class ActionCommands(Provider):
             out.append((f"cluster power on {cluster}",
                         partial(app.propose_named, "cluster-on", cluster),
                         "every node's plug on"))
-        for name in ("runlock list", "runlock close", "shift log"):
-            out.append((name, partial(app.unavailable, name), "ops journal (issue 6)"))
+        out.append(("runlock close…", app.pick_runlock_close,
+                    "remove a node's workflow lock (typed confirmation)"))
         return out
 
     async def discover(self) -> Hits:

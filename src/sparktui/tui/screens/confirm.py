@@ -13,27 +13,31 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from sparktui.service.actions import ActionPreview, GuardVerdict, Verdict
+from sparktui.ops.guards import Verdict
+from sparktui.service.actions import ActionPreview, verdict_word
 
-VERDICT_WORDS = {Verdict.PASS: ("PASS  ", "green"), Verdict.WARN: ("WARN  ", "bold yellow"),
-                 Verdict.REFUSE: ("REFUSE", "bold red reverse")}
+VERDICT_STYLES = {"PASS": "green", "WARN": "bold yellow", "OVERRIDDEN": "bold yellow",
+                  "REFUSE": "bold red reverse"}
 
 
-def verdict_text(verdicts: tuple[GuardVerdict, ...]) -> Text:
+def verdict_text(verdicts: tuple[Verdict, ...]) -> Text:
     text = Text()
     for v in verdicts:
-        word, style = VERDICT_WORDS[v.verdict]
-        text.append(word, style=style)
-        text.append(f" {v.guard}: ", style="bold")
-        text.append(f"{v.detail}\n")
+        word = verdict_word(v)
+        text.append(f"{word:<6}", style=VERDICT_STYLES[word])
+        text.append(f" {v.guard} {v.subject}: ", style="bold")
+        text.append(f"{v.message}\n")
+        if v.refused and v.override is not None:
+            text.append(f"       (overridable from the CLI: --override {v.override.value})\n",
+                        style="dim")
     return text
 
 
 def plan_text(preview: ActionPreview) -> Text:
     text = Text()
     for i, step in enumerate(preview.steps, 1):
-        text.append(f"{i:2}. ", style="bold")
-        text.append(f"{step}\n")
+        text.append(f"{i:2}. {step.step} ", style="bold")
+        text.append(f"[{step.target}]: {step.action}\n")
     text.append("nodes: ", style="bold")
     text.append(", ".join(preview.nodes) or "—")
     if preview.entities:
@@ -60,14 +64,15 @@ class ConfirmActionScreen(ModalScreen[bool]):
                 yield Label("What will happen", classes="section")
                 yield Static(plan_text(p), id="plan")
                 yield Label("Guards", classes="section")
-                yield Static(verdict_text(p.verdicts), id="verdicts")
-            if p.confirm_text is not None:
-                yield Input(placeholder=f"type {p.confirm_text} to confirm", id="typed",
+                yield Static(verdict_text(p.report.verdicts), id="verdicts")
+            if p.confirmation.typed:
+                yield Label(p.confirmation.reason, classes="section")
+                yield Input(placeholder=f"type {p.target} to confirm", id="typed",
                             select_on_focus=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button("Cancel", id="cancel", variant="primary")
                 yield Button(f"Confirm {p.kind}", id="confirm", variant="error",
-                             disabled=p.confirm_text is not None)
+                             disabled=p.confirmation.typed)
 
     def on_mount(self) -> None:
         self.query_one("#cancel", Button).focus()
@@ -75,9 +80,9 @@ class ConfirmActionScreen(ModalScreen[bool]):
             inp.cursor_blink = False
 
     def _typed_ok(self) -> bool:
-        if self.preview.confirm_text is None:
+        if not self.preview.confirmation.typed:
             return True
-        return self.query_one("#typed", Input).value.strip() == self.preview.confirm_text
+        return self.preview.confirmation.accepts(self.query_one("#typed", Input).value)
 
     def on_input_changed(self, event: Input.Changed) -> None:
         self.query_one("#confirm", Button).disabled = not self._typed_ok()
@@ -111,7 +116,7 @@ class RefusalScreen(ModalScreen[None]):
             with VerticalScroll(id="dialog-body"):
                 yield Label("Why", classes="section")
                 yield Static(verdict_text(p.refusals), id="reasons")
-                others = tuple(v for v in p.verdicts if v.verdict is not Verdict.REFUSE)
+                others = tuple(v for v in p.report.verdicts if not v.refused)
                 if others:
                     yield Label("Other guards", classes="section")
                     yield Static(verdict_text(others), id="other-verdicts")

@@ -7,11 +7,12 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList, Static
+from textual.widgets import Button, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from sparktui.ops.resume import Offer
 from sparktui.tui.bindings import ACTION_IDS, all_bindings
 
 
@@ -93,4 +94,39 @@ class PickerScreen(ModalScreen[str | None]):
         self.dismiss(event.option.id)
 
     def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class ResumeScreen(ModalScreen[str | None]):
+    """An unfinished workflow from the journal: complete it, close it, or later."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "later", "Later", id="resume-later")]
+
+    def __init__(self, offer: Offer) -> None:
+        super().__init__(classes="action-modal")
+        self.offer = offer
+
+    def compose(self) -> ComposeResult:
+        o = self.offer
+        with Vertical(id="dialog"):
+            yield Label(f"UNFINISHED: {o.record.workflow} {o.record.target}", id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Static(o.what.replace("; ", "\n"), id="info-body")
+                yield Label("To complete it", classes="section")
+                yield Static(o.action or "nothing to redo: it can only be closed")
+            with Horizontal(id="dialog-buttons"):
+                yield Button("Later", id="later", variant="primary")
+                yield Button("Close it", id="close")
+                if o.action:
+                    yield Button("Complete it…", id="resume", variant="warning")
+
+    def on_mount(self) -> None:
+        self.query_one("#later", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.dismiss(None if event.button.id == "later" else event.button.id)
+
+    def action_later(self) -> None:
         self.dismiss(None)

@@ -21,6 +21,14 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.ops.events import (
+    StepFinished,
+    StepProgressed,
+    StepStarted,
+    WorkflowEvent,
+    WorkflowFinished,
+    WorkflowStarted,
+)
 from sparktui.service.events import (
     AlertCleared,
     AlertRaised,
@@ -28,6 +36,7 @@ from sparktui.service.events import (
     LaneGone,
     LogLinesArrived,
     NodeSampled,
+    WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
 from sparktui.tui.bindings import ACTION_IDS, MAIN_BINDINGS
@@ -67,6 +76,9 @@ class MainScreen(Screen[None]):
         self._pending_nodes: dict[str, tuple[NodeSnapshot, ThrashVerdict | None]] = {}
         self._pending_lanes: set[str] = set()
         self._activity: dict[str, str] = {}
+        """lane -> what its running workflow is doing (shown in Progress)."""
+        self._workflows: dict[str, tuple[str, str, str]] = {}
+        """workflow id -> (kind, target, current step)."""
 
     @property
     def spark(self) -> SparkTUI:
@@ -83,6 +95,7 @@ class MainScreen(Screen[None]):
             with Vertical(id="lanes-pane", classes="pane"):
                 yield LanesTable(id="lanes")
                 yield Static("no lane yet: s serves a recipe", id="lanes-empty")
+                yield Static("", id="activity")
             with Vertical(id="bootlog-pane", classes="pane"):
                 yield Static("", id="phase-banner")
                 yield BootLog(id="bootlog")
@@ -157,6 +170,31 @@ class MainScreen(Screen[None]):
                         severity="error", timeout=15)
         elif isinstance(ev, AlertCleared):
             self.query_one(AlertBar).clear_alert(ev.key)
+        elif isinstance(ev, WorkflowProgressed):
+            self._workflow(ev.event)
+
+    def _workflow(self, e: WorkflowEvent) -> None:
+        """Workflow progress: a line per running workflow in the Lanes pane, the
+        lane's Progress cell, and a notification when a step fails."""
+        if isinstance(e, WorkflowStarted):
+            self._workflows[e.wf] = (e.kind, e.target, f"{len(e.steps)} step(s) planned")
+        elif e.wf in self._workflows:
+            kind, target, _ = self._workflows[e.wf]
+            if isinstance(e, StepStarted):
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]")
+            elif isinstance(e, StepProgressed):
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]: {e.message}")
+            elif isinstance(e, StepFinished) and not e.ok:
+                self.notify(f"{kind} {target}: {e.step} [{e.target}] failed: {e.message}",
+                            severity="error", timeout=20)
+            elif isinstance(e, WorkflowFinished):
+                del self._workflows[e.wf]
+        self._activity = {t: f"{k}: {step}" for k, t, step in self._workflows.values()}
+        lines = [f"> {k} {t}: {step}" for k, t, step in self._workflows.values()]
+        self.query_one("#activity", Static).update("\n".join(lines))
+        for lane in self._lanes:
+            self._pending_lanes.add(lane)
+        self._flush()
 
     def _node_sampled(self, ev: NodeSampled) -> None:
         snap = ev.snapshot
@@ -279,17 +317,17 @@ class MainScreen(Screen[None]):
         if lane is None:
             self.notify("no lane to stop: select one in the Lanes pane (2)", severity="warning")
             return
-        self.spark.propose(self.spark.service.preview_stop(lane))
+        self.spark.propose_named("stop", lane)
 
     def action_power_cycle(self) -> None:
         node = self._selected_node()
         if node is not None:
-            self.spark.propose(self.spark.service.preview_power_cycle(node))
+            self.spark.propose_named("power-cycle", node)
 
     def action_recover(self) -> None:
         node = self._selected_node()
         if node is not None:
-            self.spark.propose(self.spark.service.preview_recover(node))
+            self.spark.propose_named("recover", node)
 
     def action_follow(self) -> None:
         log = self.query_one(BootLog)
