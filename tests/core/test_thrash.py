@@ -75,14 +75,21 @@ def test_pressure_from_psi_some() -> None:
     assert "long prompts" in v.next_step
 
 
-def test_low_mem_with_kernel_lines_escalates_to_suspected() -> None:
+def test_low_mem_and_kernel_lines_stay_pressure_until_full_stalls() -> None:
+    """The 22:45 lane idling at 4.7 GiB free with journald flushing: tight, not thrashing."""
     r = ThrashRules("dgx1")
     r.add_sample(sample(0, avail_gib=3.0))
-    assert r.verdict(0).level is ThrashLevel.PRESSURE
     add(r, 1, PRESSURE)
+    add(r, 1, NVRM)
     v = r.verdict(1)
-    assert v.level is ThrashLevel.SUSPECTED
+    assert v.level is ThrashLevel.PRESSURE
     assert any(e.startswith("MemAvailable 3.0 GiB (2.5%)") for e in v.evidence)
+    assert any("Under memory pressure" in e for e in v.evidence)
+    r.add_sample(sample(2, avail_gib=3.0, some=25.0))
+    assert r.verdict(2).level is ThrashLevel.PRESSURE
+    r.add_sample(sample(4, avail_gib=3.0, some=45.0, full=21.0))
+    v = r.verdict(4)
+    assert v.level is ThrashLevel.SUSPECTED
     assert "3 SSH retries ~30 s apart" in v.next_step
 
 
@@ -170,9 +177,22 @@ def test_old_evidence_expires() -> None:
     r = ThrashRules("dgx1")
     r.add_sample(sample(0, avail_gib=1.0))
     add(r, 0, PRESSURE)
+    r.add_sample(sample(150))  # healthy again
     r.add_sample(sample(300, ok=False, ping=True))
     v = r.verdict(300)
     assert v.level is ThrashLevel.SUSPECTED and not any("kernel" in e for e in v.evidence)
+
+
+def test_a_dark_node_is_judged_on_what_led_up_to_it() -> None:
+    """However long the probe took to time out, the last good sample and the
+    lines just before it stay the evidence while the node stays dark."""
+    r = ThrashRules("dgx6")
+    r.add_sample(sample(0, some=30.0, avail_gib=0.5))
+    add(r, 1, NVRM)
+    r.add_sample(sample(600, ok=False, ping=True))
+    v = r.verdict(900)
+    assert v.level is ThrashLevel.THRASH
+    assert any("NVRM" in e for e in v.evidence) and any("MemAvailable" in e for e in v.evidence)
 
 
 def test_level_labels() -> None:

@@ -5,7 +5,9 @@ events. Thresholds come from :class:`~sparktui.core.config.ThrashConfig`,
 whose defaults follow the daemons operators already run (REFERENCE.md §7):
 
 - ``psi_some_pressure`` 10 %: journald's "Under memory pressure" trigger
-  (some stalls of 200 ms in 2 s); nohang warns at some avg10 20 %.
+  (some stalls of 200 ms in 2 s), "an early signal, not yet thrash": it
+  and low MemAvailable make *pressure*, never more on their own (a lane
+  idling with 4 GiB free is tight, not thrashing).
 - ``psi_full_suspect`` 20 %, ``psi_full_thrash`` 60 %: systemd-oomd acts on
   full avg10 > 60 % sustained for 30 s (:data:`PSI_SUSTAIN_S`), measured
   here from the growth of the cumulative ``full total``.
@@ -14,9 +16,11 @@ whose defaults follow the daemons operators already run (REFERENCE.md §7):
 
 On GB10, NVRM ``NV_ERR_NO_MEMORY`` lines also appear during healthy engine
 starts, and hosts wedge without an OOM kill (REFERENCE.md §4): kernel lines
-are evidence that escalates a level already raised by PSI, MemAvailable or
-an SSH stall, never a level on their own. The field signature of thrash is
-"ping answers, sshd does not" with memory exhausted just before.
+never raise a level. They are listed as evidence, and they turn an SSH
+stall into thrash: the field signature is "ping answers, sshd does not"
+with memory exhausted (or the kernel complaining about it) just before.
+PSI and MemAvailable decide pressure and suspicion; engine stalls (RPC
+timeouts, no throughput with requests running) escalate existing pressure.
 """
 
 from __future__ import annotations
@@ -31,7 +35,9 @@ from sparktui.core.logsig import Kind, LogEvent
 PSI_SUSTAIN_S = 30.0
 """systemd-oomd's DefaultMemoryPressureDurationSec."""
 EVIDENCE_WINDOW_S = 120.0
-"""Kernel/engine lines and the last good sample count for this long."""
+"""Kernel and engine lines count for this long before the node was last seen
+answering (while it answers: before now). A node that went dark is judged
+on the memory of its last good sample and the lines that led up to it."""
 GIB_KIB = 1024 * 1024
 
 
@@ -99,18 +105,17 @@ class ThrashRules:
     def verdict(self, now: float) -> ThrashVerdict:
         evidence: list[str] = []
         level = ThrashLevel.OK
-        good = self._last_good(now)
+        good = self._last_good()
         memory_bad = False
         if good is not None:
             memory_bad, level = self._memory(good, now, evidence)
-        kernel = self._counts(now, _KERNEL)
-        engine = self._counts(now, _ENGINE) + self._stalled_stats_count(now)
+        since = min(now, good.at if good is not None else now) - EVIDENCE_WINDOW_S
+        kernel = self._counts(since, _KERNEL)
+        engine = self._counts(since, _ENGINE) + self._stalled_stats_count(since)
         for text, n in kernel:
-            evidence.append(f"kernel: {text} ({n}x in {EVIDENCE_WINDOW_S:.0f} s)")
+            evidence.append(f"kernel: {text} ({n}x)")
         for text, n in engine:
-            evidence.append(f"engine: {text} ({n}x in {EVIDENCE_WINDOW_S:.0f} s)")
-        if kernel and level >= ThrashLevel.PRESSURE and memory_bad:
-            level = max(level, ThrashLevel.SUSPECTED)
+            evidence.append(f"engine: {text} ({n}x)")
         if engine and level >= ThrashLevel.PRESSURE:
             level = max(level, ThrashLevel.SUSPECTED)
         last = self._samples[-1] if self._samples else None
@@ -132,11 +137,8 @@ class ThrashRules:
         )
 
     # ---- internals ---------------------------------------------------------
-    def _last_good(self, now: float) -> NodeSample | None:
-        for s in reversed(self._samples):
-            if s.probe_ok:
-                return s if now - s.at <= EVIDENCE_WINDOW_S else None
-        return None
+    def _last_good(self) -> NodeSample | None:
+        return next((s for s in reversed(self._samples) if s.probe_ok), None)
 
     def _memory(
         self, s: NodeSample, now: float, evidence: list[str]
@@ -144,7 +146,6 @@ class ThrashRules:
         cfg = self.config
         level = ThrashLevel.OK
         bad = False
-        mem_low = False
         if s.mem_available_kib is not None:
             gib = s.mem_available_kib / GIB_KIB
             frac = s.mem_available_kib / s.mem_total_kib if s.mem_total_kib else None
@@ -152,7 +153,7 @@ class ThrashRules:
                 frac is not None and frac < cfg.mem_available_low_frac
             )
             if low:
-                mem_low = bad = True
+                bad = True
                 pct = f" ({frac:.1%})" if frac is not None else ""
                 evidence.append(
                     f"MemAvailable {gib:.1f} GiB{pct} < {cfg.mem_available_low_gib:g} GiB"
@@ -163,8 +164,6 @@ class ThrashRules:
         if some is not None and some >= cfg.psi_some_pressure:
             evidence.append(f"PSI some avg10 {some:.1f}% >= {cfg.psi_some_pressure:g}%")
             level = max(level, ThrashLevel.PRESSURE)
-            if mem_low:
-                level = ThrashLevel.SUSPECTED
         if full is not None and full >= cfg.psi_full_suspect:
             bad = True
             evidence.append(f"PSI full avg10 {full:.1f}% >= {cfg.psi_full_suspect:g}%")
@@ -196,16 +195,15 @@ class ThrashRules:
                 return grown / (span * 1e6)
         return None
 
-    def _counts(self, now: float, kinds: dict[Kind, str]) -> list[tuple[str, int]]:
+    def _counts(self, since: float, kinds: dict[Kind, str]) -> list[tuple[str, int]]:
         counts: dict[str, int] = {}
         for at, ev in self._events:
-            if now - at <= EVIDENCE_WINDOW_S and ev.kind in kinds:
+            if at >= since and ev.kind in kinds:
                 counts[kinds[ev.kind]] = counts.get(kinds[ev.kind], 0) + 1
         return list(counts.items())
 
-    def _stalled_stats_count(self, now: float) -> list[tuple[str, int]]:
-        n = sum(1 for at, ev in self._events if now - at <= EVIDENCE_WINDOW_S
-                and _stalled_stats(ev))
+    def _stalled_stats_count(self, since: float) -> list[tuple[str, int]]:
+        n = sum(1 for at, ev in self._events if at >= since and _stalled_stats(ev))
         return [("Running > 0 reqs with prompt throughput 0.0", n)] if n >= 2 else []
 
     def _next_step(self, level: ThrashLevel) -> str:

@@ -94,6 +94,11 @@ class ThrashDetector:
                 self.on_change(v)
         return v
 
+    async def follow_snapshots(self, queue: asyncio.Queue[NodeSnapshot]) -> None:
+        """Judge every snapshot from a poller subscription until cancelled."""
+        while True:
+            self.on_snapshot(await queue.get())
+
     async def follow_journal(self, node: str, link: StreamSource) -> None:
         """Feed ``node``'s kernel journal until cancelled (the caller owns the
         task). A node that stops answering is retried with backoff."""

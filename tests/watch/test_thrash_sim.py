@@ -1,0 +1,126 @@
+"""Thrash scenarios over real SSH against the simulator: the poller's
+snapshots and each node's kernel journal through the detector. Boot D flags
+all four nodes; the 22:45 long prompt flags dgx6 and dgx7 (and exactly the
+nodes the simulated world sent under); a normal boot with its NVRM noise,
+and the tight 22:45 lane idling before the prompt, flag nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.watch.poller import Poller
+from sparktui.watch.thrash import ThrashDetector
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_readiness_sim import World, lane_watch, serve, world
+
+
+class Watchers:
+    """Poller + detector + journal followers for a set of nodes, owned here."""
+
+    def __init__(self, w: World, nodes: tuple[str, ...]) -> None:
+        self.w = w
+        self.changes: list[ThrashVerdict] = []
+        self.detector = ThrashDetector(w.config.thrash, clock=w.sim.clock,
+                                       on_change=self.changes.append)
+        self.poller = Poller(w.config, w.fleet, w.endpoints, nodes=nodes, clock=w.sim.clock)
+        self.nodes = nodes
+        self.tasks: list[asyncio.Task[None]] = []
+
+    async def __aenter__(self) -> Watchers:
+        queue = self.poller.subscribe()
+        self.poller.start()
+        self.tasks = [
+            asyncio.create_task(self.detector.follow_snapshots(queue)),
+            asyncio.create_task(self.detector.follow_journals(
+                {n: self.w.fleet.get(n) for n in self.nodes})),
+        ]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.poller.stop()
+        for t in self.tasks:
+            t.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+    def flagged(self, level: ThrashLevel = ThrashLevel.THRASH) -> set[str]:
+        return {v.node for v in self.changes if v.level >= level}
+
+    def max_level(self) -> dict[str, ThrashLevel]:
+        out: dict[str, ThrashLevel] = {}
+        for v in self.changes:
+            out[v.node] = max(out.get(v.node, ThrashLevel.OK), v.level)
+        return out
+
+
+async def advance_until(w: World, pred: Callable[[], bool], *, step: float, max_sim_s: float,
+                        why: Callable[[], str] = lambda: "") -> None:
+    start = w.sim.clock.monotonic()
+    while not pred():
+        assert w.sim.clock.monotonic() - start < max_sim_s, why()
+        await w.sim.advance(step)
+        await asyncio.sleep(0.005)
+
+
+async def test_boot_d_thrash_is_flagged_on_all_four_nodes(tmp_path: Path) -> None:
+    async with world(tmp_path, "boot-d-oom") as w:
+        nodes = w.config.clusters["4nodes-switch"].nodes
+        async with Watchers(w, nodes) as ws:
+            await serve(w, "dsv41-flash-r37-4x-eager")
+            await advance_until(w, lambda: ws.flagged() == set(nodes), step=2.0,
+                                max_sim_s=3 * 3600, why=lambda: str(ws.max_level()))
+            for n in nodes:
+                v = ws.detector.verdict(n)
+                assert v.level is ThrashLevel.THRASH
+                assert any("ping answers, SSH probe failed" in e for e in v.evidence), v
+                assert "SSH retry" in v.next_step or "plug-cycle" in v.next_step
+            thrash_at = {v.node: v for v in ws.changes if v.level is ThrashLevel.THRASH}
+            assert set(thrash_at) == set(nodes)
+
+
+async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
+    async with world(tmp_path, "long-prompt") as w:
+        nodes = w.config.clusters["4nodes-switch-b"].nodes
+        async with Watchers(w, nodes) as ws:
+            launch = await serve(w, "glm53-mxfp4-fp8-4x-r39-196k")
+            watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False)
+            lane = asyncio.create_task(watch.run())
+            try:
+                await advance_until(w, lambda: watch.ready, step=5.0, max_sim_s=4 * 3600,
+                                    why=watch.tracker.summary)
+                assert ws.flagged(ThrashLevel.SUSPECTED) == set(), ws.changes
+                w.sim.run_prompt(launch.lane, 150_000)
+                went_under: set[str] = set()
+
+                def done() -> bool:
+                    went_under.update(n for n in nodes if w.sim.nodes[n].thrash_onset is not None)
+                    return lane.done() and ws.flagged() >= {"dgx6", "dgx7"}
+
+                await advance_until(w, done, step=2.0, max_sim_s=3600,
+                                    why=lambda: f"{watch.tracker.summary()} {ws.max_level()}")
+            finally:
+                lane.cancel()
+                await asyncio.gather(lane, return_exceptions=True)
+            result = lane.result() if not lane.cancelled() else None
+            assert result is not None and result.failure is not None
+            # the detector agrees with the simulated world: every node that went
+            # under is flagged, no other; dgx6 and dgx7 (the seed's two) among them
+            assert {"dgx6", "dgx7"} <= went_under
+            assert ws.flagged() == went_under
+
+
+async def test_normal_boot_raises_no_alarm(tmp_path: Path) -> None:
+    async with world(tmp_path, "normal") as w:
+        nodes = w.config.clusters["8nodes-switch"].nodes
+        async with Watchers(w, nodes) as ws:
+            launch = await serve(w, "dsv41-flash-8x")
+            watch = await lane_watch(w, launch.lane, first_token=False)
+            lane = asyncio.create_task(watch.run())
+            await advance_until(w, lane.done, step=5.0, max_sim_s=3 * 3600,
+                                why=watch.tracker.summary)
+            assert lane.result().failure is None
+            assert ws.flagged(ThrashLevel.SUSPECTED) == set(), ws.changes
