@@ -104,7 +104,7 @@ def test_all_online_and_free() -> None:
     assert report.healthy
     table = render(report)
     assert "6.17.0-1031-nvidia" in table and "free" in table
-    assert "21.7 / 100.0" in table  # used / available GiB of a 121.7 GiB node
+    assert "21.7/100.0" in table  # used / available GiB of a 121.7 GiB node
 
 
 def test_busy_nodes_and_containers() -> None:

@@ -47,6 +47,8 @@ class Column:
     value: Callable[[NodeSnapshot], object]
     text: Callable[[NodeSnapshot], Text | str]
     justify: str = "left"
+    no_wrap: bool = False
+    min_width: int | None = None
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -159,7 +161,7 @@ def _gib(kib: int | None) -> float | None:
 
 def _mem_text(snap: NodeSnapshot) -> str:
     mem = snap.probe.meminfo if snap.probe else None
-    return f"{mem.used_gib:.1f} / {mem.available_gib:.1f}" if mem else "-"
+    return f"{mem.used_gib:.1f}/{mem.available_gib:.1f}" if mem else "-"
 
 
 def _psi_full(snap: NodeSnapshot) -> float | None:
@@ -208,16 +210,17 @@ def columns(config: Config) -> list[Column]:
         return "-" if busy is None else ("busy" if busy else "free")
 
     return [
-        Column("node", "node", lambda s: s.node, lambda s: s.node),
-        Column("state", "state", lambda s: s.state.value, state_text),
+        Column("node", "node", lambda s: s.node, lambda s: s.node, no_wrap=True),
+        Column("state", "state", lambda s: s.state.value, state_text, no_wrap=True),
         Column(
-            f"kernel (pin {config.guards.kernel_pin or '-'})",
+            "kernel",
             "kernel",
             lambda s: s.probe.kernel if s.probe else None,
             kernel_text,
+            min_width=10,
         ),
         Column(
-            "mem used / avail GiB",
+            "used/avail\nGiB",
             "mem",
             lambda s: (
                 {
@@ -230,10 +233,11 @@ def columns(config: Config) -> list[Column]:
             ),
             _mem_text,
             "right",
+            no_wrap=True,
         ),
-        Column("PSI full avg10", "psi_full_avg10", _psi_full, psi_text, "right"),
-        Column("containers", "containers", _containers, _containers_text),
-        Column("free/busy", "busy", _busy, busy_text),
+        Column("PSI\nfull", "psi_full_avg10", _psi_full, psi_text, "right", no_wrap=True),
+        Column("containers", "containers", _containers, _containers_text, min_width=7),
+        Column("use", "busy", _busy, busy_text, no_wrap=True),
     ]
 
 
@@ -275,10 +279,22 @@ class HealthReport:
         return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
 
     def table(self) -> Table:
-        table = Table(title="sparktui health", title_justify="left")
+        pin = self.config.guards.kernel_pin or "none"
+        table = Table(
+            title="sparktui health",
+            title_justify="left",
+            caption=f"kernel pin {pin}; memory as MemTotal - MemAvailable; PSI full avg10 %",
+            caption_justify="left",
+        )
         for col in self.columns:
-            table.add_column(col.header, justify=col.justify)  # type: ignore[arg-type]
-        table.add_column("issues")
+            table.add_column(
+                col.header,
+                justify=col.justify,  # type: ignore[arg-type]
+                no_wrap=col.no_wrap,
+                min_width=col.min_width,
+                overflow="fold",
+            )
+        table.add_column("issues", min_width=8, overflow="fold")
         for snap in self.cluster.nodes:
             issues = self.issues[snap.node]
             table.add_row(
