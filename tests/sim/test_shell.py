@@ -32,6 +32,11 @@ async def test_lists_and_redirections(sim):
     assert (err, status) == ("", 3)
 
 
+async def test_sh_dash_c_runs_a_child_shell(sim):
+    out, _, status = await exec_on(sim, "dgx1", "sh -c 'echo a; exit 3'; echo \"rc=$?\"")
+    assert (out, status) == ("a\nrc=3\n", 0)
+
+
 async def test_globs_expand_against_the_node_files(sim):
     out, _, status = await exec_on(
         sim, "dgx5", "grep -H . /sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/*")

@@ -305,7 +305,7 @@ class Sim:
         node = self.nodes[name]
         entity = next((e for e in self.spec.entities.values() if e.node == name), None)
         if entity is not None and self.ha is not None:
-            self.ha._switch(entity.entity_id, on)
+            self.ha.switch(entity.entity_id, on)
         else:
             self.set_power(node.name, on)
         await self.settle()

@@ -83,7 +83,7 @@ class HomeAssistant:
                 return web.Response(status=400, text="400: Bad Request")
             changed = []
             for entity in ids:
-                if self._switch(str(entity), svc == "turn_on"):
+                if self.switch(str(entity), svc == "turn_on"):
                     changed.append(self.state_obj(str(entity)))
             await self.sim.settle()
             return web.json_response(changed)
@@ -94,7 +94,7 @@ class HomeAssistant:
         app.router.add_post("/api/services/{domain}/{service}", service)
         return app
 
-    def _switch(self, entity: str, on: bool) -> bool:
+    def switch(self, entity: str, on: bool) -> bool:
         """Apply a service call; True when the state changed (unavailable: skipped)."""
         spec = self.sim.spec.entities.get(entity)
         if spec is None or spec.state == "unavailable":

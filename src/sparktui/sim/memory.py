@@ -4,9 +4,9 @@
 Budget (GiB): `usable` (121.6) = `os` (kernel, services; never reclaimable)
 + `cache` (page cache and driver reservations: reclaimable, but not reported
 free to CUDA — hence GB10's ~12.8 GiB "baseline reservation" at admission)
-+ what containers hold. Holdings that eat into `cache` make the kernel flush
-caches (PSI `some` rises); holdings beyond `usable - os` are thrash (PSI
-`full` climbs towards 100 %).
++ what containers hold. Within the last few GiB the kernel stalls tasks to
+reclaim (PSI `some` rises, journald flushes caches); holdings beyond
+`usable - os` are thrash (PSI `full` climbs towards 100 %).
 """
 
 from __future__ import annotations
@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 
 GIB = 1024**3
 KIB = 1024
+RECLAIM_STALL_GIB = 4.0
+"""Below this much headroom the kernel stalls tasks to reclaim (PSI `some` rises)."""
 MEMTOTAL_KB = 127600748
 """GB10's MemTotal (REFERENCE.md §4)."""
 
@@ -68,13 +70,14 @@ class Memory:
         return self.headroom_gib() < 0
 
     def targets(self) -> tuple[float, float]:
-        """Stall percentages (some, full) the averages tend to at this demand."""
+        """Stall percentages (some, full) the averages tend to at this demand: none
+        with a few GiB to spare, reclaim stalls as the last GiB go, thrash beyond."""
         head = self.headroom_gib()
-        if head >= self.cache_gib:
+        if head >= RECLAIM_STALL_GIB:
             return 0.0, 0.0
         if head >= 0:
-            eaten = 1.0 - head / self.cache_gib
-            return 2.0 + 38.0 * eaten, 8.0 * eaten * eaten
+            squeeze = 1.0 - head / RECLAIM_STALL_GIB
+            return 40.0 * squeeze, 8.0 * squeeze * squeeze
         over = min(1.0, -head / 4.0)
         return 92.0 + 7.0 * over, 75.0 + 20.0 * over
 

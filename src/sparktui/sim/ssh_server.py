@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import asyncssh
 
 from .commands import node_commands
-from .shell import Shell, ShellEnv, ShellExit, incomplete
+from .shell import Command, Ctx, Shell, ShellEnv, ShellExit, incomplete
 
 if TYPE_CHECKING:
     from .cluster import Sim
@@ -102,6 +102,7 @@ class NodeSshd:
         env = ShellEnv(commands=node_commands(self.sim, self.node), glob=self.node.fs.glob,
                        home=self.node.spec.home, before_command=self._responsive,
                        alive=lambda: not process.is_closing())
+        env.commands = {**env.commands, "sh": self._nested(env)}
         shell = Shell(env, process.stdout, process.stderr, process.stdin)
         status = 0
         try:
@@ -135,6 +136,22 @@ class NodeSshd:
             pending = ""
             with contextlib.suppress(Exception):
                 await process.stdout.drain()
+
+    def _nested(self, outer: ShellEnv) -> Command:
+        """`sh -c SCRIPT`: a child shell with its own `$?` and line numbers."""
+
+        async def sh(ctx: Ctx) -> int:
+            if len(ctx.argv) < 3 or ctx.argv[1] != "-c":
+                ctx.err("sh: 0: only `sh -c SCRIPT` is supported here\n")
+                return 2
+            env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
+                           before_command=outer.before_command, alive=outer.alive)
+            try:
+                return await Shell(env, ctx.out_sink, ctx.err_sink, ctx.stdin).run(ctx.argv[2])
+            except ShellExit as e:
+                return e.status
+
+        return sh
 
     async def _responsive(self) -> None:
         await self.sim.wait_until(lambda: self.node.responsive)
