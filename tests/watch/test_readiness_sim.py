@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -50,10 +50,14 @@ async def world(tmp_path: Path, scenario: str) -> AsyncIterator[World]:
             yield World(sim, config, endpoints, fleet)
 
 
-async def serve(w: World, recipe: str) -> LaunchPlan:
-    """docker run every rank, as the serve workflow will (GID index 3)."""
-    launch = plan(w.config, load_recipe(w.config, recipe), load_recipe(w.config, recipe).cluster)
+async def serve(w: World, recipe: str, ranks: Iterable[int] | None = None) -> LaunchPlan:
+    """docker run every rank (or only ``ranks``), as the serve workflow will (GID index 3)."""
+    r = load_recipe(w.config, recipe)
+    launch = plan(w.config, r, r.cluster)
+    wanted = set(ranks) if ranks is not None else {rk.rank for rk in launch.ranks}
     for r in launch.ranks:
+        if r.rank not in wanted:
+            continue
         result = await w.fleet.get(r.node).run(r.command(3), 30)
         assert result.ok, result.stderr
     return launch
