@@ -76,8 +76,10 @@ async def test_boot_d_thrashes_all_four_during_the_load(fleet, serve):
         assert not await liveness_accepts(sim, "dgx1")
         await sim.power("dgx1", True)
         await sim.advance(60)
-        out, _, _ = await exec_on(sim, "dgx1", "docker ps -a -q; cat /proc/pressure/memory")
-        assert out.startswith("some avg10=0.00")
+        out, _, _ = await exec_on(sim, "dgx1", "docker ps -a -q; cat /proc/pressure/memory "
+                                               "/proc/uptime")
+        assert out.startswith("some avg10=0.00 avg60=0.00 avg300=0.00 total=0\n")
+        assert 20 < float(out.splitlines()[2].split()[0]) < 60
 
 
 async def test_long_prompt_kills_the_engine_and_hangs_the_workers(fleet, serve):

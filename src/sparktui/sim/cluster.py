@@ -67,10 +67,11 @@ class Sim:
         self.api_prefix = _claim_prefix()
         self.nodes: dict[str, Node] = {}
         for ns in spec.nodes:
-            node = Node(ns, usable_gib=spec.usable_gib, catalog=spec.catalog, now=self.wall)
+            node = Node(ns, usable_gib=spec.usable_gib, catalog=spec.catalog, now=self.wall,
+                        mono=lambda: self.sched.t)
             node.api_host = f"{self.api_prefix}.{ns.index}"
-            node.journal.boot(self.wall() - 3600.0, ns.kernel)
-            node.boot_t = -3600.0
+            node.boot_t = self.wall() - 3600.0 - 97.0 * ns.index
+            node.journal.boot(node.boot_t, ns.kernel)
             self.nodes[ns.name] = node
         self.sshd: dict[str, NodeSshd] = {}
         self.liveness_ports: dict[str, int] = {}

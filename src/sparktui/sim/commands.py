@@ -138,7 +138,7 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
         seen = len(node.journal.entries)
         first = node.journal.entries[0] if node.journal.entries else None
         while ctx.alive() and node.up:
-            await sim.wait_change()
+            await sim.wait_change(timeout=1.0)
             entries = node.journal.entries
             if entries and entries[0] is not first:
                 seen, first = 0, entries[0]

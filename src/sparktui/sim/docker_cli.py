@@ -188,7 +188,7 @@ def docker_command(sim: Sim, node: Node) -> Command:
                 seen = len(c.logs)
                 if c.status != "running" or daemon.containers.get(c.name) is not c:
                     return 0
-            await sim.wait_change()
+            await sim.wait_change(timeout=1.0)
         return 0
 
     async def run(ctx: Ctx, args: list[str]) -> int:

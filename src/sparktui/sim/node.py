@@ -55,11 +55,14 @@ class NodeSpec:
 
 class Node:
     def __init__(self, spec: NodeSpec, *, usable_gib: float, catalog: dict[str, ModelInfo],
-                 now: Callable[[], float]) -> None:
+                 now: Callable[[], float], mono: Callable[[], float]) -> None:
         self.spec = spec
         self.name = spec.name
         self.catalog = catalog
         self._now = now
+        """Wall-clock (epoch) seconds: journal and uptime."""
+        self._mono = mono
+        """Simulated seconds since start: the memory model's time base."""
         self.power = "on"
         """on | off | booting"""
         self.boot_t = 0.0
@@ -181,15 +184,14 @@ class Node:
             if c.engine is not None:
                 c.engine.stop(kill=True)
         self.docker.clear()
-        self.memory.reset(self._now())
+        self.memory.reset(self._mono())
 
     def begin_boot(self) -> None:
         self.power = "booting"
 
     def finish_boot(self) -> None:
-        t = self._now()
         self.power = "on"
-        self.boot_t = t - 12.0
-        self.memory.reset(t)
+        self.boot_t = self._now() - 12.0
+        self.memory.reset(self._mono())
         self.journal.boot(self.boot_t, self.spec.kernel)
 

@@ -100,7 +100,8 @@ class NodeSshd:
     async def _process(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         command = process.command
         env = ShellEnv(commands=node_commands(self.sim, self.node), glob=self.node.fs.glob,
-                       home=self.node.spec.home, before_command=self._responsive,
+                       home=self.node.spec.home,
+                       before_command=lambda: self._responsive(process),
                        alive=lambda: not process.is_closing())
         env.commands = {**env.commands, "sh": self._nested(env)}
         shell = Shell(env, process.stdout, process.stderr, process.stdin)
@@ -153,5 +154,10 @@ class NodeSshd:
 
         return sh
 
-    async def _responsive(self) -> None:
-        await self.sim.wait_until(lambda: self.node.responsive)
+    async def _responsive(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
+        """Stall while the node thrashes; give up when the client has gone."""
+        while not self.node.responsive:
+            if process.is_closing():
+                raise ConnectionError("client gone")
+            await self.sim.wait_change(timeout=1.0)
+            self.sim.sync()
