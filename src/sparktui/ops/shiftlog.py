@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from sparktui.core.phases import format_duration
@@ -33,10 +34,9 @@ def _phases(phases: dict[str, float]) -> str:
     """``{"starting": 0, "loading weights": 4, "serving": 700}`` -> durations per phase."""
     known = sorted(((t, p) for p, t in phases.items() if p in PHASE_ORDER), key=lambda x: x[0])
     parts = []
-    for (t, p), nxt in zip(known, [*known[1:], None], strict=True):
-        if nxt is None or p in ("starting", "serving"):
-            continue
-        parts.append(f"{p} {format_duration(nxt[0] - t)}")
+    for (t, p), (t_next, _) in pairwise(known):
+        if p not in ("starting", "serving"):
+            parts.append(f"{p} {format_duration(t_next - t)}")
     return ", ".join(parts)
 
 
