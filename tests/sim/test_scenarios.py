@@ -97,6 +97,9 @@ async def test_long_prompt_kills_the_engine_and_hangs_the_workers(fleet, serve):
         assert req.done and req.error == "EngineDeadError"
         logs, _, _ = await exec_on(sim, "dgx5", logs_cmd(f"sparktui-{lane}-r0"))
         assert "TimeoutError: RPC call to sample_tokens timed out." in logs
+        assert re.search(r"Avg prompt throughput: 0\.0 tokens/s, Avg generation throughput: "
+                         r"0\.0 tokens/s, Running: 1 reqs", logs)  # the engine-stall evidence
+        assert "No available shared memory broadcast block found in 60 seconds." in logs
         assert "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue." \
             in logs
         st, _, _ = await exec_on(sim, "dgx5", f"docker inspect --format '{{{{json .State}}}}' "

@@ -62,7 +62,8 @@ class LogStyle(Protocol):
     def kv_ready(self, e: Engine, kv_gib: float, tokens: int) -> None: ...
     def graphs(self, e: Engine, seconds: float, gib: float) -> None: ...
     def serving(self, e: Engine) -> None: ...
-    def request_done(self, e: Engine, req: Request) -> None: ...
+    def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None: ...
+    def stall_notice(self, e: Engine) -> None: ...
     def rpc_timeout(self, e: Engine) -> None: ...
     def peer_died(self, e: Engine) -> None: ...
     def shutdown(self, e: Engine) -> None: ...
@@ -79,6 +80,8 @@ class Engine:
         self.model: ModelInfo | None = sim.model_for(container.labels.get("sparktui.lane", ""),
                                                      args.model)
         self.kv_tokens = 0
+        self.kv_in_use = 0
+        """Tokens of the request in flight (KV cache usage)."""
         self.stats = Stats()
         self.requests: list[Request] = []
         self.proc: Proc | None = None
@@ -339,9 +342,19 @@ class Engine:
         gate = self.proc.gate if self.proc is not None else None
         if self.proc is not None:
             self.proc.gate = None
+        self.kv_in_use = req.prompt_tokens
         yield prefill_s
         if stalled():
-            yield max(0.0, deadline - self.sim.sched.t)
+            # what rank 0 still logs while its workers hang: zero-throughput stats
+            # every 10 s and shm_broadcast's 60 s notice
+            waited = 0.0
+            while self.sim.sched.t < deadline:
+                step = min(10.0, deadline - self.sim.sched.t)
+                yield step
+                waited += step
+                self.style.stats(self, 0.0, 0.0)
+                if int(waited) % 60 == 0:
+                    self.style.stall_notice(self)
             self.style.rpc_timeout(self)
             self._die(1)
             return False
@@ -354,11 +367,12 @@ class Engine:
         yield decode_s
         req.completion_tokens = req.max_tokens
         req.done = True
+        self.kv_in_use = 0
         st = self.stats
         st.prompt_tokens += req.prompt_tokens
         st.generation_tokens += req.max_tokens
         st.success += 1
         st.ttft.append(req.first_token_t - req.started_t)
         st.e2e.append(self.sim.sched.t - req.started_t)
-        self.style.request_done(self, req)
+        self.style.stats(self, req.prompt_tokens / 10.0, req.max_tokens / max(1e-3, decode_s))
         return True

@@ -21,7 +21,7 @@ from prometheus_client.core import (
 from .engine_vllm import models_json
 
 if TYPE_CHECKING:
-    from .engine import Engine
+    from .engine import Engine, Request
 
 _BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
             7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
@@ -60,7 +60,7 @@ class _EngineCollector:
             yield gauge("num_requests_waiting", "Number of requests waiting to be processed.",
                         st.waiting)
             yield gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.",
-                        0.0 if not st.running else 0.05)
+                        e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0)
             yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
             yield counter("generation_tokens", "Number of generation tokens processed.",
                           st.generation_tokens)
@@ -78,7 +78,8 @@ class _EngineCollector:
             yield gauge("num_running_reqs", "The number of running requests.", st.running)
             yield gauge("num_queue_reqs", "The number of requests in the waiting queue.",
                         st.waiting)
-            yield gauge("token_usage", "The token usage.", 0.0)
+            yield gauge("token_usage", "The token usage.",
+                        e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0)
             yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
             yield counter("generation_tokens", "Number of generation tokens processed.",
                           st.generation_tokens)
@@ -128,6 +129,8 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
                           f"This model's maximum context length is {engine.args.max_model_len} "
                           f"tokens. However, your request has {prompt + max_tokens} input tokens.")
         req = engine.submit(prompt, max_tokens)
+        if body.get("stream"):
+            return await _stream(request, req)
         await wait_for(lambda: req.done)
         if req.error:
             return _error(500, "InternalServerError", req.error)
@@ -140,6 +143,35 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             "usage": {"prompt_tokens": req.prompt_tokens,
                       "completion_tokens": req.completion_tokens,
                       "total_tokens": req.prompt_tokens + req.completion_tokens}})
+
+    async def _stream(request: web.Request, req: Request) -> web.StreamResponse:
+        """Server-sent events: headers at once, the first chunk when prefill ends,
+        the rest at the end (an engine death ends the stream with an error event)."""
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await wait_for(lambda: req.first_token_t > 0 or req.done)
+        if req.error:
+            await resp.write(("data: " + json.dumps({"error": {
+                "message": req.error, "type": "InternalServerError", "code": 500}})
+                + "\n\n").encode())
+            await resp.write_eof()
+            return resp
+        cid = f"chatcmpl-{engine.container.id[:24]}"
+
+        def chunk(content: str, finish: str | None) -> bytes:
+            return ("data: " + json.dumps({
+                "id": cid, "object": "chat.completion.chunk", "created": int(engine.sim.wall()),
+                "model": engine.args.name, "choices": [{"index": 0, "delta": {"content": content},
+                                                        "finish_reason": finish}]})
+                + "\n\n").encode()
+
+        await resp.write(chunk("ok", None))
+        await wait_for(lambda: req.done)
+        if not req.error:
+            await resp.write(chunk(" ok" * (req.completion_tokens - 1), "length"))
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
 
     app = web.Application(middlewares=[access_log])
     app.router.add_get("/health", health)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from .timefmt import sglang_ts
 
 if TYPE_CHECKING:
-    from .engine import Engine, Request
+    from .engine import Engine
 
 
 class SglangStyle:
@@ -78,9 +78,13 @@ class SglangStyle:
               "(Press CTRL+C to quit)", "stderr")
         self._line(e, "The server is fired up and ready to roll!")
 
-    def request_done(self, e: Engine, req: Request) -> None:
-        self._line(e, f"Prefill batch, #new-seq: 1, #new-token: {req.prompt_tokens}, "
-                   f"#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0")
+    def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
+        usage = e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
+        self._line(e, f"Decode batch, #running-req: {e.stats.running}, token usage: {usage:.2f}, "
+                   f"gen throughput (token/s): {gen_tps:.2f}, #queue-req: {e.stats.waiting}")
+
+    def stall_notice(self, e: Engine) -> None:
+        return None
 
     def rpc_timeout(self, e: Engine) -> None:
         e.log("RuntimeError: NCCL error: remote process exited or there was a network error",

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from .timefmt import vllm_ts
 
 if TYPE_CHECKING:
-    from .engine import Engine, Request
+    from .engine import Engine
 
 VERSION = "0.33.0"
 
@@ -159,14 +159,21 @@ class VllmStyle:
                     "(Press CTRL+C to quit)"):
             e.log(f"INFO:     {msg}", "stderr")
 
-    def request_done(self, e: Engine, req: Request) -> None:
-        dur = max(1e-3, req.completion_tokens / 30.0)
+    def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
         st = e.stats
+        usage = 100.0 * e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
         self._api(e, "loggers.py:236",
-                  f"Engine 000: Avg prompt throughput: {req.prompt_tokens / 10.0:.1f} tokens/s, "
-                  f"Avg generation throughput: {req.completion_tokens / dur:.1f} tokens/s, "
+                  f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
+                  f"Avg generation throughput: {gen_tps:.1f} tokens/s, "
                   f"Running: {st.running} reqs, Waiting: {st.waiting} reqs, "
-                  f"GPU KV cache usage: {0.0:.1f}%, Prefix cache hit rate: {0.0:.1f}%")
+                  f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: {0.0:.1f}%")
+
+    def stall_notice(self, e: Engine) -> None:
+        self._core(e, "shm_broadcast.py:542",
+                   "No available shared memory broadcast block found in 60 seconds. This "
+                   "typically happens when some processes are hanging or doing some "
+                   "time-consuming work (e.g. compilation, weight/kv cache quantization).",
+                   "WARNING")
 
     def rpc_timeout(self, e: Engine) -> None:
         self._core(e, "core.py:1012", "EngineCore encountered a fatal error.", "ERROR")
