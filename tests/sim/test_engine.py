@@ -100,26 +100,22 @@ async def test_streaming_chat_sends_the_first_token_after_prefill(sim, serve):
     await serve(sim, LANE)
     await sim.advance(4 * 3600)
     host = sim.nodes["dgx1"].api_host
-    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client:
-        async with client.stream("POST", "/v1/chat/completions", json={
-                "model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 60, "stream": True,
-                "messages": [{"role": "user", "content": "hi"}]}) as resp:
-            lines = resp.aiter_lines()
-            first = asyncio.ensure_future(anext(lines))
-            while not first.done():
-                await sim.advance(0.5)
-            assert json.loads(first.result().removeprefix("data: "))["object"] == \
-                "chat.completion.chunk"
-            rest = []
-            pending = asyncio.ensure_future(anext(lines))
-            while True:
-                while not pending.done():
-                    await sim.advance(1)
-                line = pending.result()
-                rest.append(line)
-                if line == "data: [DONE]":
-                    break
-                pending = asyncio.ensure_future(anext(lines))
+    body = {"model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 60, "stream": True,
+            "messages": [{"role": "user", "content": "hi"}]}
+
+    async def settled(fut: asyncio.Future[str], step: float) -> str:
+        while not fut.done():
+            await sim.advance(step)
+        return fut.result()
+
+    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client, \
+            client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        lines = resp.aiter_lines()
+        first = await settled(asyncio.ensure_future(anext(lines)), 0.5)
+        assert json.loads(first.removeprefix("data: "))["object"] == "chat.completion.chunk"
+        rest: list[str] = []
+        while not rest or rest[-1] != "data: [DONE]":
+            rest.append(await settled(asyncio.ensure_future(anext(lines)), 1.0))
     assert rest[-1] == "data: [DONE]"
 
 
