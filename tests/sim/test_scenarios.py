@@ -260,3 +260,23 @@ async def test_wrong_key_still_refused_in_scenarios(fleet):
             async with connect(sim, "dgx1", client_keys=[asyncssh.generate_private_key(
                     "ssh-ed25519")]):
                 pass
+
+
+async def test_gid_drift(fleet):
+    from sparktui.core.recipe_load import load_recipe
+    from sparktui.core.render import choose_gid, plan
+
+    lane = "glm53-full-mxfp4-4x-dspark8"
+    p = plan(fleet, load_recipe(fleet, lane), "4nodes-switch-b")
+    for detect in (False, True):
+        async with running_sim(fleet, scenario="gid-drift") as sim:
+            listings = {r.node: (await exec_on(sim, r.node, r.gid_probe))[0] for r in p.ranks}
+            found = {n: choose_gid(text, p.ranks[0].hcas) for n, text in listings.items()}
+            assert found == {"dgx5": 3, "dgx6": 4, "dgx7": 3, "dgx8": 3}
+            for r in p.ranks:  # pinned to 3 everywhere, or detected per node
+                await exec_on(sim, r.node, r.command(found[r.node] if detect else 3))
+            await sim.advance(3 * 3600)
+            logs, _, _ = await exec_on(sim, "dgx5", logs_cmd(f"sparktui-{lane}-r0"))
+            failed = "NCCL WARN Call to ibv_modify_qp failed with 61 No data available" in logs
+            assert failed is not detect
+            assert ("Application startup complete." in logs) is detect

@@ -342,6 +342,11 @@ class Sim:
                         "vendor err 129 (Recv) hca rocep1s0f0",
                         "remote process exited or there was a network error")
         for e in self.lane_engines(engine):
+            pinned = e.env.get("NCCL_IB_GID_INDEX")
+            if pinned is not None and pinned != str(e.node.spec.gid_index):
+                return (f"Call to ibv_modify_qp failed with 61 No data available, on dev "
+                        f"rocep1s0f0:1, curr state INIT, next state RTR, local GID index {pinned}",
+                        "unhandled system error (run with NCCL_DEBUG=INFO for details)")
             if any(e.node.spec.kernel.startswith(bad) for bad in self.spec.kernel_bad):
                 return ("Call to ibv_modify_qp failed with 61 No data available, on dev "
                         "rocep1s0f0:1, curr state INIT, next state RTR, local GID index 3",

@@ -15,6 +15,7 @@ from .memory import Memory
 
 NAS_EXPORT = "nas.lan:/sna"
 NAS_ADDR = "192.0.2.10"  # documentation range: never routed
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
 
 
 @dataclass
@@ -39,6 +40,8 @@ class NodeSpec:
     extra_os_gib: float = 0.0
     """System memory beyond the common baseline (per-node services)."""
     boot_seconds: float = 45.0
+    gid_index: int = 3
+    """Slot of the RoCE v2 GID carrying the IPv4 address (it drifts: 3 -> 4)."""
     oom_kill_after_s: float | None = None
     """Seconds of thrash after which the kernel's OOM killer finally takes the largest
     process (the node recovers by itself); None: the host wedges silently, as GB10
@@ -127,17 +130,17 @@ class Node:
         mapped = ipaddress.IPv6Address(b"\0" * 10 + b"\xff\xff" + ip.packed).exploded
         for n, hca in enumerate(s.hca):
             base = f"/sys/class/infiniband/{hca}/ports/1"
+            link_local = f"fe80:0000:0000:0000:0ec5:2dff:fe{30 + n:02x}:{0x1000 + s.index:04x}"
+            ula = f"fd00:0000:0000:00c8:0ec5:2dff:fe{30 + n:02x}:{0x1000 + s.index:04x}"
+            table = [(link_local, "IB/RoCE v1"), (link_local, "RoCE v2")]
+            # each IPv6 address added before the IPv4 one pushes it one slot on
+            table += [(ula, "RoCE v2")] * (s.gid_index - 3)
+            table += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
             for i in range(256):
-                if i < 2:
-                    gid = f"fe80:0000:0000:0000:0ec5:2dff:fe{30 + n:02x}:{0x1000 + s.index:04x}"
-                elif i < 4:
-                    gid = mapped
-                else:
-                    gid = "0000:0000:0000:0000:0000:0000:0000:0000"
+                gid, kind = table[i] if i < len(table) else (ZERO_GID, "")
                 fs.add_file(f"{base}/gids/{i}", gid + "\n")
-                if i < 4:
-                    fs.add_file(f"{base}/gid_attrs/types/{i}",
-                                ("IB/RoCE v1" if i % 2 == 0 else "RoCE v2") + "\n")
+                if kind:
+                    fs.add_file(f"{base}/gid_attrs/types/{i}", kind + "\n")
                 else:
                     fs.add_file(f"{base}/gid_attrs/types/{i}", read_error=EINVAL)
 

@@ -36,6 +36,8 @@ SCENARIOS: dict[str, str] = {
     "switch-off": "The sw6_mt fabric relay is off: every switch cluster fails at NCCL init.",
     "shared-host-key": "All nodes share one ED25519 host key (the cloned Ubuntu image).",
     "images-missing": "dgx6-8 have no vLLM image yet (the launcher must sync it).",
+    "gid-drift": "dgx6's RoCE v2 IPv4 GID sits at index 4, not 3: a pinned NCCL_IB_GID_INDEX=3 "
+                 "fails NCCL, detection at serve time works.",
 }
 
 STALE_LANE = "glm53-full-native-8x-dspark8"
@@ -71,6 +73,9 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
                 spec.entities[e].state = "off"
     elif name == "shared-host-key":
         spec.shared_host_key = True
+    elif name == "gid-drift":
+        for n in each("dgx6"):
+            n.gid_index = 4
     elif name == "images-missing":
         for n in each("dgx6", "dgx7", "dgx8"):
             n.images = []
