@@ -53,7 +53,20 @@ def serve(fleet: Config) -> Callable[..., Awaitable[list[tuple[str, str, str, in
 async def sim(fleet: Config) -> AsyncIterator[Sim]:
     async with running_sim(fleet, scenario="normal") as s:
         yield s
+        assert s.sched.errors == []
 
 
 def logs_cmd(container: str) -> str:
     return f"docker logs --timestamps {shlex.quote(container)} 2>&1"
+
+
+@pytest.fixture(autouse=True)
+def no_simulator_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every simulator these tests start must end without a process having raised."""
+    stop = Sim.stop
+
+    async def checked(self: Sim) -> None:
+        await stop(self)
+        assert self.sched.errors == [], self.sched.errors
+
+    monkeypatch.setattr(Sim, "stop", checked)

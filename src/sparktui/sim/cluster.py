@@ -229,7 +229,10 @@ class Sim:
 
     async def _tick(self) -> None:
         while True:
-            self.sync()
+            try:
+                self.sync()
+            except Exception as exc:  # recorded; the clock keeps the cluster moving
+                self.sched.errors.append(("tick", exc))
             await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
