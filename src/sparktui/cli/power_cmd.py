@@ -17,7 +17,12 @@ from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, open_context
 from sparktui.ops.resume import close, offers, resume
 from sparktui.ops.workflows.cluster_power import cluster_power, plan_steps
-from sparktui.ops.workflows.power import plan_power, power_cycle, power_guards, power_switch
+from sparktui.ops.workflows.power import (
+    plan_power,
+    power_cycle,
+    power_guards_probed,
+    power_switch,
+)
 
 from .common import load
 from .ops_common import (
@@ -87,7 +92,7 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_INPUT
         kind = {"cycle": "power-cycle", "on": "power-on", "off": "power-off"}[args.power_action]
-        report = power_guards(ctx, node, kind.replace("-", " "))
+        report = await power_guards_probed(ctx, node, kind.replace("-", " "))
         off_s = getattr(args, "off_seconds", None)
         show_plan(report, plan_power(config, node, args.power_action, off_s))
         if report.allowed and not confirm(confirmation_for(kind, node, report), yes=args.yes):

@@ -12,7 +12,7 @@ from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
-from sparktui.ops.workflows.power import power_guards
+from sparktui.ops.workflows.power import power_guards_probed
 from sparktui.ops.workflows.recover import plan_recover, recover
 
 from .common import load
@@ -57,7 +57,7 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
         return EXIT_INPUT
     async with open_context(config, emit=stderr_printer()) as ctx:
         show_offers(ctx)
-        report = power_guards(ctx, args.node, "recover (power cycle)")
+        report = await power_guards_probed(ctx, args.node, "recover (power cycle)")
         show_plan(report, plan_recover(ctx, args.node, args.off_seconds))
         if report.allowed and not confirm(confirmation_for("recover", args.node, report),
                                           yes=args.yes):

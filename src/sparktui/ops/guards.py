@@ -408,14 +408,37 @@ def evaluate_stop(config: Config, lane: str, nodes: Sequence[str],
     return _report(verdicts, frozenset())
 
 
+def lanes_on_node(config: Config, node: str, snap: NodeSnapshot | None,
+                  action: str) -> list[Verdict]:
+    """Cutting a node's power kills what runs on it: never a protected lane; other
+    containers are named in a warning."""
+    if snap is None or snap.probe is None:
+        return []
+    out = []
+    running = snap.probe.running_containers
+    for lane in sorted({c.lane for c in running if c.lane in config.guards.protected_lanes}):
+        out.append(Verdict("protected-lane", lane, False,
+                           f"{node} runs a rank of protected lane {lane}: a {action} would kill "
+                           f"it, and the operator said it must NOT be stopped -> move or stop "
+                           f"the lane first, when they say so"))
+    others = [c.name for c in running if c.lane not in config.guards.protected_lanes]
+    if others:
+        out.append(Verdict("node-busy", node, True,
+                           f"{node} runs {', '.join(others)}: the {action} kills it",
+                           warning=True))
+    return out
+
+
 def evaluate_power(config: Config, node: str, action: str,
-                   locks: Mapping[str, str] | None = None) -> GuardReport:
-    """``power cycle|on|off NODE`` and ``recover NODE``."""
+                   locks: Mapping[str, str] | None = None,
+                   snap: NodeSnapshot | None = None) -> GuardReport:
+    """``power cycle|on|off NODE`` and ``recover NODE``; ``snap`` is the node's
+    latest snapshot when it answered (what the action would kill)."""
     if node not in config.nodes:
         return GuardReport((Verdict("node", node, False, f"unknown node {node!r} (known: "
                                     f"{', '.join(config.nodes)})"),))
     verdicts = [protected_node(config, node, action), shared_switch_entity(config, node),
-                runlock(node, locks or {})]
+                runlock(node, locks or {}), *lanes_on_node(config, node, snap, action)]
     return _report(verdicts, frozenset())
 
 

@@ -10,12 +10,10 @@ containers refuses the power-off (stop its lanes first).
 
 from __future__ import annotations
 
-import asyncio
-
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.workflows.power import _power, plug_action, wait_back
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun, together
 
 
 def plan_steps(ctx: OpsContext, p: guards.ClusterPowerPlan) -> list[PlannedStep]:
@@ -72,7 +70,7 @@ async def cluster_power(ctx: OpsContext, cluster: str, on: bool) -> WorkflowResu
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
         found: dict[str, object] = {}
         if on:
-            results = await asyncio.gather(*(wait_back(run, n) for n in p.nodes))
+            results = await together(*(wait_back(run, n) for n in p.nodes))
             found = {n: r["summary"] for n, r in zip(p.nodes, results, strict=True)}
         for entity in p.switches_after:
             await run.step("switch off", entity, plug_action(entity, False),

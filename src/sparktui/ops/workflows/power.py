@@ -13,6 +13,7 @@ from __future__ import annotations
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
+from sparktui.core.state import NodeSnapshot
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import WorkflowRecord
@@ -175,8 +176,11 @@ async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str,
     return await wait_back(run, node)
 
 
-def power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
-    report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders())
+def power_guards(ctx: OpsContext, node: str, action: str,
+                 snap: NodeSnapshot | None = None) -> guards.GuardReport:
+    """The power guards; give the node's latest snapshot (``snap``) so what the
+    action would kill is checked too (a protected lane's rank refuses)."""
+    report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders(), snap)
     if ctx.power is None:
         extra = guards.Verdict("home-assistant", node, False,
                                f"Home Assistant is not available: {ctx.power_error}")
@@ -184,10 +188,19 @@ def power_guards(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
     return report
 
 
+async def power_guards_probed(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
+    """`power_guards` with a fresh probe of the node (``power on`` needs none: an
+    off node runs nothing). A node that does not answer runs nothing reachable."""
+    snap = None
+    if node in ctx.config.nodes and action != "power on":
+        snap = (await ctx.snapshot([node])).get(node)
+    return power_guards(ctx, node, action, snap)
+
+
 async def power_cycle(ctx: OpsContext, node: str, *,
                       off_seconds: float | None = None) -> WorkflowResult:
     off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = power_guards(ctx, node, "power cycle")
+    report = await power_guards_probed(ctx, node, "power cycle")
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     steps = plan_power(ctx.config, node, "cycle", off_s) if node in ctx.config.nodes else []
     async with WorkflowRun(ctx, "power-cycle", node, plan=steps,
@@ -202,7 +215,7 @@ async def power_cycle(ctx: OpsContext, node: str, *,
 async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
     """``power on|off NODE``."""
     action = "on" if on else "off"
-    report = power_guards(ctx, node, f"power {action}")
+    report = await power_guards_probed(ctx, node, f"power {action}")
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     steps = plan_power(ctx.config, node, action) if node in ctx.config.nodes else []
     async with WorkflowRun(ctx, f"power-{action}", node, plan=steps,

@@ -15,7 +15,7 @@ from sparktui.ops.workflows.power import (
     SSH_CHECK_TIMEOUT_S,
     cycle_in,
     plan_power,
-    power_guards,
+    power_guards_probed,
 )
 from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
 
@@ -35,7 +35,7 @@ async def recover(ctx: OpsContext, node: str, *,
                   off_seconds: float | None = None) -> WorkflowResult:
     t = ctx.config.thrash
     off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = power_guards(ctx, node, "recover (power cycle)")
+    report = await power_guards_probed(ctx, node, "recover (power cycle)")
     steps = plan_recover(ctx, node, off_s) if node in ctx.config.nodes else []
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     async with WorkflowRun(ctx, "recover", node, plan=steps,

@@ -28,8 +28,9 @@ from sparktui.ops.events import (
     WorkflowFinished,
     WorkflowStarted,
 )
-from sparktui.ops.guards import GuardReport
+from sparktui.ops.guards import GuardReport, Verdict
 from sparktui.ops.journal import new_workflow_id
+from sparktui.ops.runlocks import LockHeld
 
 T = TypeVar("T")
 
@@ -168,8 +169,15 @@ class WorkflowRun:
 
     def lock(self, nodes: Sequence[str], containers: Mapping[str, Sequence[str]] | None = None
              ) -> None:
-        self.ctx.locks.acquire(nodes, wf=self.wf, workflow=self.kind, target=self.target,
-                               started_at=self.ctx.clock.time(), containers=containers)
+        try:
+            self.ctx.locks.acquire(nodes, wf=self.wf, workflow=self.kind, target=self.target,
+                                   started_at=self.ctx.clock.time(), containers=containers)
+        except LockHeld as exc:  # taken between the guards and now
+            held = exc.lock
+            self.guards(GuardReport((Verdict(
+                "runlock", held.node, False,
+                f"{held.node} was locked by {held.describe()} after the guards ran: one "
+                f"workflow per node -> wait for it"),)))
         self._locked = list(nodes)
 
     # -- steps ------------------------------------------------------------------
@@ -213,6 +221,16 @@ class WorkflowRun:
     def outcome(self) -> WorkflowResult:
         assert self.result is not None, "the run block has not ended"
         return self.result
+
+
+async def together(*steps: Awaitable[T]) -> list[T]:
+    """Run steps concurrently and wait for all of them (none is left running);
+    then raise the first failure, if any."""
+    results = await asyncio.gather(*steps, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return results  # type: ignore[return-value]
 
 
 def _why(exc: BaseException | None) -> str:

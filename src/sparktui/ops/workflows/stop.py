@@ -8,14 +8,13 @@ admission_free_gib``, ~12.8 GiB), read from a fresh probe.
 
 from __future__ import annotations
 
-import asyncio
 import shlex
 from collections.abc import Sequence
 
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun, together
 from sparktui.watch.readiness import RankContainer, discover_lane
 
 STOP_GRACE_S = 30
@@ -103,7 +102,7 @@ async def stop_lane(ctx: OpsContext, lane: str,
 
             await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
 
-        await asyncio.gather(*(stop(r) for r in workers))
+        await together(*(stop(r) for r in workers))
         for r in heads:
             await stop(r)
         freed = {}
