@@ -167,3 +167,35 @@ async def test_power_off_then_on_a_single_node(sim_ctx):
         assert sim.nodes["dgx8"].power == "off"
         back = await power_switch(ctx, "dgx8", on=True)
         assert back.ok and "dgx8 back" in back.message
+
+
+async def test_cycling_a_node_that_runs_a_protected_lane_is_refused(sim_ctx, fleet_config):
+    protected = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, _):
+        assert (await serve(ctx, protected, B, ServeOptions(detach=True))).ok
+        result = await power_cycle(ctx, "dgx6")
+        assert not result.ok
+        assert "runs a rank of protected lane glm53-flash-eugr-2x" in result.message
+        assert sim.ha.calls == []
+
+
+async def test_cycling_a_busy_node_warns_what_it_kills(sim_ctx, fleet_config):
+    other = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
+    async with sim_ctx() as (_, ctx, events):
+        assert (await serve(ctx, other, B, ServeOptions(detach=True))).ok
+        result = await power_cycle(ctx, "dgx6", off_seconds=1)
+        assert result.ok, result.message
+        (guards_event,) = [e for e in events.events if type(e).__name__ == "GuardsEvaluated"
+                           and e.wf == result.wf]
+        assert any("sparktui-glm53-full-mxfp4-4x-dspark8-r1" in w and "kills it" in w
+                   for w in guards_event.warnings)
+
+
+async def test_a_lock_taken_after_the_guards_ran_is_a_refusal(sim_ctx, monkeypatch):
+    async with sim_ctx() as (sim, ctx, _):
+        ctx.locks.acquire(["dgx6"], wf="other", workflow="serve", target="x", started_at=0.0)
+        monkeypatch.setattr(ctx.locks, "holders", lambda exclude_wf=None: {})
+        result = await power_cycle(ctx, "dgx6")
+        assert not result.ok and "after the guards ran" in result.message
+        assert sim.ha.calls == []
+        assert [lk.wf for lk in ctx.locks.list()] == ["other"]
