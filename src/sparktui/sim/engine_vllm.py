@@ -112,7 +112,7 @@ class VllmStyle:
             self._core(e, "default_loader.py:267", "Loading safetensors using InstantTensor loader")
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
-        if e.args.load_format == "instanttensor" or not e.serves_http:
+        if e.args.load_format == "instanttensor":
             return
         remaining = "?" if done == 0 else _fmt_interval(elapsed / done * (total - done))
         e.log(f"\rLoading safetensors checkpoint shards: {100 * done / total:3.0f}% Completed "
