@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import httpx
@@ -101,3 +102,11 @@ async def test_health_503_after_engine_death_then_port_closes(fleet, serve):
             await s.advance(6)
             with pytest.raises(httpx.ConnectError):
                 await client.get(url)
+
+
+async def test_docker_ps_truncates_unless_told(sim, serve):
+    await serve(sim, "glm53-flash-eugr-2x")
+    out, _, _ = await exec_on(sim, "dgx1", "docker ps --format '{{json .}}'; docker ps -q")
+    row = json.loads(out.splitlines()[0])
+    assert len(row["ID"]) == 12 and out.splitlines()[1] == row["ID"]
+    assert row["Command"] == '"vllm serve zai-org/…"'

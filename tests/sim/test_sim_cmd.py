@@ -38,6 +38,12 @@ async def test_sim_command_publishes_endpoints_and_cleans_up(config_copy, tmp_pa
                                     connect_timeout=10) as conn:
             result = await conn.run("uname -r", timeout=10)
         assert result.stdout == "6.17.0-1031-nvidia\n"
+        health = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui.cli.main", "--config", str(cfg), "health",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(health.communicate(), 60)
+        assert health.returncode == 0, (out, err)
+        assert b"8/8 online" in out
     finally:
         proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 30)

@@ -57,11 +57,13 @@ def docker_command(sim: Sim, node: Node) -> Command:
             return f"Exited ({c.exit_code}) {human_duration(now - c.finished_t)} ago"
         return c.status.capitalize()
 
-    def ps_row(c: Container, now: float) -> dict[str, object]:
-        command = '"' + " ".join(c.args) + '"'
+    def ps_row(c: Container, now: float, *, trunc: bool) -> dict[str, object]:
+        command = " ".join(c.args)
+        if trunc and len(command) > 20:
+            command = command[:19] + "…"
         return {
-            "Command": command, "CreatedAt": docker_created(c.created_t), "HealthStatus": "",
-            "ID": c.id, "Image": c.image_arg,
+            "Command": f'"{command}"', "CreatedAt": docker_created(c.created_t),
+            "HealthStatus": "", "ID": c.id[:12] if trunc else c.id, "Image": c.image_arg,
             "Labels": ",".join(f"{k}={v}" for k, v in sorted(c.labels.items())),
             "LocalVolumes": "0", "Mounts": ",".join(b.split(":")[0] for b in c.binds),
             "Names": c.name, "Networks": "host", "Platform": None, "Ports": "",
@@ -88,10 +90,13 @@ def docker_command(sim: Sim, node: Node) -> Command:
 
     async def ps(ctx: Ctx, args: list[str]) -> int:
         show_all = "-a" in args or "--all" in args
+        quiet = "-q" in args or "--quiet" in args
+        trunc = "--no-trunc" not in args
         now = sim.wall()
         for c in sorted(daemon.containers.values(), key=lambda c: -c.created_t):
             if show_all or c.status == "running":
-                ctx.out(gojson(ps_row(c, now)) + "\n")
+                ctx.out((c.id[:12] if trunc else c.id) + "\n" if quiet
+                        else gojson(ps_row(c, now, trunc=trunc)) + "\n")
         return 0
 
     async def images(ctx: Ctx, args: list[str]) -> int:
