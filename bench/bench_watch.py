@@ -7,28 +7,48 @@
    <= 100 ms;
 3. thrash flag: from the poll whose probe is starved to the THRASH verdict.
 
-Parts 1 and 2 use in-memory log streams (no network); ``--sim`` adds the
-same measurements over real SSH against the simulator when it is available.
+Parts 1 and 2 use in-memory log streams (no network); ``--sim`` adds, over
+real SSH against the simulator (the shipped fleet): ingest of a 200k-line
+container log, a rank's LocalEntryNotFoundError -> LaneWatch exit, and Boot D
+thrash onset -> THRASH flag with the poller at its defaults (2 s interval,
+3 s probe timeout). Around each measured event the manual sim clock is
+paced at real time, so the figures are real seconds.
 
-Usage: .venv/bin/python bench/bench_watch.py [--lines 500000] [--repeat 20]
+Usage: .venv/bin/python bench/bench_watch.py [--lines 500000] [--repeat 20] [--sim]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import statistics
+import tempfile
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
+from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoints_path
+from sparktui.adapters.ssh import Fleet
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
 from sparktui.core.logsig import classify
 from sparktui.core.phases import PhaseTracker
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import plan
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult, Psi, PsiLine
-from sparktui.core.thrash import ThrashLevel
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.sim.cluster import Sim
+from sparktui.sim.docker import Container
+from sparktui.sim.testing import running_sim
 from sparktui.watch.follower import LogFollower
-from sparktui.watch.readiness import LaneWatch, RankContainer
+from sparktui.watch.poller import Poller
+from sparktui.watch.readiness import LaneWatch, RankContainer, discover_lane
 from sparktui.watch.thrash import ThrashDetector
+
+ROOT = Path(__file__).resolve().parents[1]
 
 P = "(EngineCore_DP0 pid=312) INFO 11-29 01:02:03 [gpu_model_runner.py:5089] "
 A = "(APIServer pid=1) INFO 11-29 01:02:03 [loggers.py:236] "
@@ -146,16 +166,142 @@ def bench_thrash_verdict(repeat: int) -> dict[str, float]:
     return {"repeat": repeat, "verdict_p50_us": statistics.median(samples) * 1e6}
 
 
+# ---- over real SSH against the simulator -----------------------------------
+
+@asynccontextmanager
+async def sim_world(scenario: str) -> AsyncIterator[tuple[Sim, Config, Endpoints, Fleet]]:
+    with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmp:
+        config = load_config(ROOT / "config.toml")
+        config = dataclasses.replace(
+            config, console=dataclasses.replace(config.console, state_dir=f"{tmp}/state"))
+        async with running_sim(config, scenario=scenario, workdir=Path(tmp) / "sim") as sim:
+            path = sim_endpoints_path(config)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(sim.endpoints()))
+            endpoints = resolve_endpoints(config)
+            async with Fleet.from_config(config, endpoints, clock=sim.clock) as fleet:
+                yield sim, config, endpoints, fleet
+
+
+async def serve(config: Config, fleet: Fleet, recipe_name: str) -> str:
+    recipe = load_recipe(config, recipe_name)
+    launch = plan(config, recipe, recipe.cluster)
+    for r in launch.ranks:
+        await fleet.get(r.node).run(r.command(3), 30)
+    return launch.lane
+
+
+async def paced(sim: Sim, tick: float) -> None:
+    """Let ``tick`` seconds of sim time pass in about as much real time."""
+    await sim.advance(tick)
+    await asyncio.sleep(tick)
+
+
+async def bench_sim_ingest(lines: int) -> dict[str, float]:
+    async with sim_world("normal") as (sim, config, _, fleet):
+        lane = await serve(config, fleet, "dsv41-flash-8x")
+        await sim.advance(60)
+        container = sim.nodes["dgx1"].docker.containers[f"sparktui-{lane}-r0"]
+        t = sim.wall()
+        for i in range(lines):
+            container.log(t + i * 1e-4, MIX[i % len(MIX)])
+        follower = LogFollower.for_container(fleet.get("dgx1"), container.name, follow=False)
+        tracker = PhaseTracker(lane, stall_after_s=900, start=0.0)
+        count = 0
+        t0 = time.perf_counter()
+        async for batch in follower.batches():
+            now = time.perf_counter()
+            for line in batch:
+                tracker.feed(0, line.text, now, line.ts)
+            count += len(batch)
+        dt = time.perf_counter() - t0
+    return {"lines": count, "ssh_follower_and_tracker_lines_per_s": count / dt}
+
+
+async def bench_sim_fatal_exit(repeat: int) -> dict[str, float]:
+    samples = []
+    for _ in range(repeat):
+        async with sim_world("cache-not-symlink") as (sim, config, endpoints, fleet):
+            lane = await serve(config, fleet, "dsv41-flash-8x")
+            links = {n: fleet.get(n) for n in config.nodes}
+            ranks = await discover_lane(links, lane)  # type: ignore[arg-type]
+            watch = LaneWatch(lane, ranks, links, endpoints.node("dgx1").api_host,  # type: ignore[arg-type]
+                              stall_after_s=900, clock=sim.clock)
+            task = asyncio.create_task(watch.run())
+            written: list[float] = []
+            for r, n in ((5, "dgx6"), (6, "dgx7"), (7, "dgx8")):
+                _stamp_fatal(sim.nodes[n].docker.containers[f"sparktui-{lane}-r{r}"], written)
+            while not task.done():
+                await paced(sim, 0.001)
+            samples.append(time.perf_counter() - min(written))
+            assert task.result().failure is not None
+    return {"repeat": repeat, "p50_ms": statistics.median(samples) * 1e3,
+            "max_ms": max(samples) * 1e3}
+
+
+def _stamp_fatal(container: Container, written: list[float]) -> None:
+    """Record when the simulated engine writes its fatal line (bench only)."""
+    log = container.log
+
+    def stamped(t: float, text: str, stream: str = "stdout") -> None:
+        if "LocalEntryNotFoundError" in text:
+            written.append(time.perf_counter())
+        log(t, text, stream)
+
+    container.log = stamped  # type: ignore[method-assign]
+
+
+async def bench_sim_thrash(repeat: int) -> dict[str, object]:
+    samples: list[float] = []
+    for _ in range(repeat):
+        async with sim_world("boot-d-oom") as (sim, config, endpoints, fleet):
+            nodes = config.clusters["4nodes-switch"].nodes
+            flagged: dict[str, float] = {}
+
+            def on_change(v: ThrashVerdict, flagged: dict[str, float] = flagged) -> None:
+                if v.level is ThrashLevel.THRASH:
+                    flagged.setdefault(v.node, time.perf_counter())
+
+            detector = ThrashDetector(config.thrash, clock=sim.clock, on_change=on_change)
+            poller = Poller(config, fleet, endpoints, nodes=nodes, clock=sim.clock)
+            queue = poller.subscribe()
+            poller.start()
+            task = asyncio.create_task(detector.follow_snapshots(queue))
+            try:
+                await serve(config, fleet, "dsv41-flash-r37-4x-eager")
+                while not any(sim.nodes[n].thrashing for n in nodes):
+                    await sim.advance(1.0)
+                    await asyncio.sleep(0.003)
+                onset = {n: time.perf_counter() for n in nodes if sim.nodes[n].thrashing}
+                deadline = time.perf_counter() + 30
+                while set(flagged) < set(onset) and time.perf_counter() < deadline:
+                    await paced(sim, 0.01)
+                samples += [flagged[n] - onset[n] for n in onset if n in flagged]
+                assert set(onset) <= set(flagged), (onset, flagged)
+            finally:
+                await poller.stop()
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+    return {"repeat": repeat, "nodes_measured": len(samples),
+            "p50_s": statistics.median(samples), "max_s": max(samples),
+            "budget_s": config.console.poll_interval_s + config.console.probe_timeout_s}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--sim", action="store_true", help="also measure over SSH against the sim")
     args = ap.parse_args()
-    report = {
+    report: dict[str, object] = {
         "ingest": await bench_ingest(args.lines),
         "fatal_line_to_exit": await bench_fatal_exit(args.repeat),
         "thrash_verdict": bench_thrash_verdict(args.repeat),
     }
+    if args.sim:
+        report["sim_ingest"] = await bench_sim_ingest(200_000)
+        report["sim_fatal_line_to_exit"] = await bench_sim_fatal_exit(5)
+        report["sim_thrash_flag"] = await bench_sim_thrash(3)
     print(json.dumps(report, indent=2))
 
 

@@ -262,6 +262,8 @@ _PREFILTER = re.compile(
     "|".join(re.escape(s.needle) for s in SIGNATURES if s.needle)
     + r"|^\S*(?:Error|Exception|Interrupt|Exit)\b"
 )
+"""One scan that rejects most lines (access logs, chatter) before the table."""
+_TABLE = tuple((s.needle, s.pattern.search, s) for s in SIGNATURES)
 
 
 def split_timestamp(line: str) -> tuple[str | None, str]:
@@ -289,13 +291,21 @@ def clean(line: str) -> str:
 def strip_prefixes(text: str) -> str:
     """Remove logger prefixes (vLLM process and level headers, SGLang's
     ``[date TPn]``, uvicorn's ``INFO:``, journald's ``date host kernel:``)."""
-    m = _VLLM_PROC.match(text)
-    if m:
-        text = text[m.end():]
+    if text[:1] == "(":
+        m = _VLLM_PROC.match(text)
+        if m:
+            text = text[m.end():]
     m = _VLLM_LEVEL.match(text)
     if m:
         return text[m.end():]
-    for rx in (_SGLANG, _UVICORN, _JOURNAL, _RANK_PREFIX):
+    first = text[:1]
+    if first == "[":
+        rxs: tuple[re.Pattern[str], ...] = (_SGLANG, _RANK_PREFIX)
+    elif first.isupper():
+        rxs = (_UVICORN, _JOURNAL)
+    else:
+        rxs = (_JOURNAL,)
+    for rx in rxs:
         m = rx.match(text)
         if m:
             return text[m.end():]
@@ -310,19 +320,20 @@ def classify(line: str) -> LogEvent | None:
     try:
         if not isinstance(line, str):
             return None
-        _, line = split_timestamp(line)
+        if line[:1].isdigit():
+            _, line = split_timestamp(line)
         text = clean(line)
         if not text:
             return None
         msg = strip_prefixes(text)
         if _PREFILTER.search(msg) is None:
             return None
-        for sig in SIGNATURES:
-            if sig.needle and sig.needle not in msg:
+        for needle, search, sig in _TABLE:
+            if needle not in msg:
                 continue
-            m = sig.pattern.search(msg)
-            if m is not None:
-                fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            found = search(msg)
+            if found is not None:
+                fields = {k: v for k, v in found.groupdict().items() if v is not None}
                 return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
         return None
     except (RecursionError, MemoryError):  # pragma: no cover - pathological input
