@@ -121,12 +121,13 @@ async def test_recover_retries_three_times_then_cycles_that_node_only(sim_ctx):
 async def test_ha_faults_leave_no_half_state(sim_ctx, fleet_config, fault, monkeypatch):
     cfg = replace(fleet_config, home_assistant=replace(fleet_config.home_assistant,
                                                        timeout_s=0.5))
-    if fault == "401":
-        monkeypatch.setenv("SPARKTUI_HA_TOKEN", "not-the-token")
+    monkeypatch.setenv("SPARKTUI_HA_TOKEN", "a-real-token-never-sent-to-the-sim")
     async with sim_ctx(config=cfg) as (sim, ctx, _):
-        if fault == "unavailable":
+        if fault == "401":
+            sim.ha.token = "rotated-after-we-read-it"  # the token was revoked
+        elif fault == "unavailable":
             sim.inject("unavailable", "switch.dgx6")
-        elif fault != "401":
+        else:
             sim.inject(fault)
         result = await power_cycle(ctx, "dgx6")
         assert not result.ok
@@ -134,7 +135,7 @@ async def test_ha_faults_leave_no_half_state(sim_ctx, fleet_config, fault, monke
                   "unavailable": "unavailable in Home Assistant",
                   "401": "401 Unauthorized"}[fault]
         assert expect in result.message
-        assert "not-the-token" not in result.message
+        assert "rotated" not in result.message and "a-real-token" not in result.message
         assert sim.ha.calls == []
         assert sim.nodes["dgx6"].up
         assert ctx.journal.unfinished() == []

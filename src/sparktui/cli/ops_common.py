@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from sparktui.ops.confirm import Confirmation
 from sparktui.ops.context import OpsContext
-from sparktui.ops.events import WorkflowEvent, format_event
+from sparktui.ops.events import Emit, WorkflowEvent, format_event
 from sparktui.ops.guards import GuardReport
 from sparktui.ops.resume import offers
 from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
@@ -30,7 +30,7 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
-def stderr_printer(stream: TextIO | None = None):  # type: ignore[no-untyped-def]
+def stderr_printer(stream: TextIO | None = None) -> Emit:
     def emit(event: WorkflowEvent) -> None:
         line = format_event(event)
         if line:

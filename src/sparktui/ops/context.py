@@ -22,6 +22,7 @@ from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.events import Emit, ignore
+from sparktui.ops.imagesync import ssh_image_pipe
 from sparktui.ops.journal import Journal
 from sparktui.ops.runlocks import RunLocks
 from sparktui.watch.poller import Poller
@@ -43,11 +44,9 @@ class Power(Protocol):
     async def turn(self, entity: str, on: bool) -> SwitchState: ...
 
 
-class ImagePipe(Protocol):
-    """Copies an image node to node: ``docker save`` on one, ``docker load`` on the other."""
-
-    async def __call__(self, image: str, source: str, target: str,
-                       progress: Callable[[int], None]) -> int: ...
+ImagePipe = Callable[[str, str, str, Callable[[int], None]], Awaitable[int]]
+"""``await pipe(image, source, target, progress) -> bytes``: ``docker save`` on the
+source streamed into ``docker load`` on the target (ops/imagesync.py)."""
 
 
 @dataclass
@@ -90,18 +89,20 @@ async def _fingerprints(fleet: Fleet, names: Sequence[str]) -> dict[str, str]:
 @asynccontextmanager
 async def open_context(config: Config, *, emit: Emit = ignore, clock: Clock | None = None,
                        endpoints: Endpoints | None = None) -> AsyncIterator[OpsContext]:
-    """The production context: everything it opens is closed when the block ends."""
-    from sparktui.ops.imagesync import ssh_image_pipe
+    """The production context: everything it opens is closed when the block ends.
 
+    With the simulator, its own token file is used (a real token in the
+    environment is never sent to it)."""
     clock = clock or SystemClock()
     endpoints = endpoints or resolve_endpoints(config)
     state = config.state_dir()
     ha: HomeAssistant | None = None
     power_error = ""
     try:
-        token = load_token(config.home_assistant.token_env,
-                           endpoints.ha_token_file if endpoints.simulated
-                           else config.home_assistant.token_file)
+        if endpoints.simulated:
+            token = load_token("", endpoints.ha_token_file)
+        else:
+            token = load_token(config.home_assistant.token_env, config.home_assistant.token_file)
         ha = HomeAssistant(endpoints.ha_url, token, timeout_s=config.home_assistant.timeout_s,
                            clock=clock)
     except Exception as exc:  # the message never holds the token (see load_token)

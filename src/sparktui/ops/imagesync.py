@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import asyncssh
 
@@ -33,8 +33,9 @@ def sync_commands(image: str) -> tuple[str, str]:
     return f"docker save {shlex.quote(image)}", "docker load"
 
 
-def ssh_image_pipe(fleet: Fleet):  # type: ignore[no-untyped-def]
-    """An ImagePipe over the fleet's connections."""
+def ssh_image_pipe(
+        fleet: Fleet) -> Callable[[str, str, str, Callable[[int], None]], Awaitable[int]]:
+    """An image pipe (see ops/context.ImagePipe) over the fleet's connections."""
 
     async def pipe(image: str, source: str, target: str,
                    progress: Callable[[int], None]) -> int:

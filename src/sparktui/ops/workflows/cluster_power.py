@@ -10,6 +10,9 @@ containers refuses the power-off (stop its lanes first).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from sparktui.core.state import NodeSnapshot
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.workflows.power import _power, plug_action, wait_back
@@ -28,7 +31,7 @@ def plan_steps(ctx: OpsContext, p: guards.ClusterPowerPlan) -> list[PlannedStep]
     return steps
 
 
-def busy_nodes(snapshot_nodes: list) -> list[guards.Verdict]:  # type: ignore[type-arg]
+def busy_nodes(snapshot_nodes: Sequence[NodeSnapshot]) -> list[guards.Verdict]:
     """A power-off refuses a node that still runs containers."""
     out = []
     for snap in snapshot_nodes:

@@ -10,12 +10,14 @@ workflow unfinished in the journal, and `resume_power` completes it.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
 from sparktui.core.state import NodeSnapshot
 from sparktui.ops import guards
-from sparktui.ops.context import OpsContext
+from sparktui.ops.context import OpsContext, Power
 from sparktui.ops.journal import WorkflowRecord
 from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
 
@@ -55,7 +57,7 @@ def plan_power(config: Config, node: str, action: str,
             *back_steps(boot, node)]
 
 
-def _power(ctx: OpsContext):  # type: ignore[no-untyped-def]
+def _power(ctx: OpsContext) -> Power:
     if ctx.power is None:
         raise HomeAssistantError(f"Home Assistant is not available: {ctx.power_error}")
     return ctx.power
@@ -117,7 +119,7 @@ async def wait_back(run: WorkflowRun, node: str) -> dict[str, object]:
     timeout = ctx.config.power.boot_timeout_s
     t0 = clock.monotonic()
 
-    async def until(check_name: str, check) -> float:  # type: ignore[no-untyped-def]
+    async def until(check_name: str, check: Callable[[], Awaitable[bool]]) -> float:
         start = clock.monotonic()
         deadline = t0 + timeout
         attempts = 0
