@@ -134,9 +134,22 @@ class SparkTUI(App[None]):
 
         def chosen(name: str | None) -> None:
             if name is not None:
-                self.propose_serve(name)
+                self.pick_cluster(name)
 
         self.push_screen(PickerScreen("Serve which recipe?", options), chosen)
+
+    def pick_cluster(self, recipe: str) -> None:
+        """The recipe's qualified cluster first, then every other one."""
+        qualified = self.service.recipes[recipe].cluster
+        names = [qualified, *(c for c in self.config.clusters if c != qualified)]
+        options = [(c, f"{c}  ({', '.join(self.config.clusters[c].nodes)})"
+                       + ("  qualified" if c == qualified else "")) for c in names]
+
+        def chosen(cluster: str | None) -> None:
+            if cluster is not None:
+                self.propose_serve(recipe, cluster)
+
+        self.push_screen(PickerScreen(f"Serve {recipe} on which cluster?", options), chosen)
 
     def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
         if choice == "resume":

@@ -1,0 +1,167 @@
+"""Pilot tests of the console against the simulator: the operator's flows
+from the issue, keyboard only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import Input
+
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import plan
+from sparktui.core.state import NodeState
+from sparktui.sim.testing import connect
+from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
+from sparktui.tui.screens.info import PickerScreen
+from sparktui.tui.widgets.alerts import AlertBar
+from sparktui.tui.widgets.tables import LanesTable, NodesTable
+
+from .screen_text import screen_text
+from .simconsole import sim_console, until
+
+SMALL = (80, 24)
+WIDE = (160, 48)
+
+
+def online(c) -> bool:
+    snap = c.service.snapshot()
+    return len(snap.nodes) == 8 and all(s.state is NodeState.ONLINE for s in snap.nodes)
+
+
+async def select_node(pilot, c, node: str) -> None:
+    table = c.app.main_screen.query_one(NodesTable)
+    table.focus()
+    table.move_cursor(row=table.get_row_index(node))
+    await pilot.pause()
+
+
+async def test_eight_nodes_online_in_a_small_terminal(tmp_path: Path) -> None:
+    async with sim_console(tmp_path) as c, c.app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: online(c))
+        await pilot.pause(0.2)
+        text = screen_text(c.app)
+        assert text.count(" online ") == 8, text
+        assert "6.17.0-1031 pin" in text
+
+
+async def pick(pilot, c, option: str) -> None:
+    await until(pilot, lambda: isinstance(c.app.screen, PickerScreen))
+    picker = c.app.screen.query_one("#picker")
+    picker.highlighted = [o.id for o in picker.options].index(option)
+    await pilot.press("enter")
+    await until(pilot, lambda: not isinstance(c.app.screen, PickerScreen)
+                or c.app.screen.query_one("#picker") is not picker)
+
+
+async def start_lane(c, recipe: str) -> None:
+    """Start a lane behind the console's back, as `sparktui serve --override fit`
+    would have: the console must discover and follow it from the labels."""
+    r = load_recipe(c.config, recipe)
+    for rank in plan(c.config, r, r.cluster).ranks:
+        async with connect(c.sim, rank.node) as conn:
+            result = await conn.run(rank.command(3), timeout=30)
+            assert result.exit_status == 0, result.stderr
+
+
+async def test_serve_from_the_picker_runs_to_serving_with_phases(tmp_path: Path) -> None:
+    lane = "glm53-flash-eugr-2x"
+    # slower than the other tests: its 23.5 GiB/rank load must last long enough to be seen
+    async with sim_console(tmp_path, speed=60) as c, c.app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: online(c))
+        await pilot.press("s")
+        await pick(pilot, c, lane)
+        await pick(pilot, c, "4nodes-switch-b")  # its own pair is production
+        await until(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+        await pilot.pause(0.1)
+        text = screen_text(c.app)
+        assert f"Serve {lane} on 4nodes-switch-b" in text
+        assert f"docker run -d --name sparktui-{lane}-r0" in text
+        preview = c.app.screen.preview
+        assert {v.guard for v in preview.report.verdicts} >= {"fit", "blocking-switch",
+                                                              "protected-node", "hf-cache"}
+        assert preview.report.allowed
+        await pilot.press("tab", "enter")  # Cancel is focused; tab to Confirm
+        lanes = c.app.main_screen.query_one(LanesTable)
+        seen: set[str] = set()
+
+        def phase() -> str:
+            if lanes.row_count == 0:
+                return ""
+            p = str(lanes.get_cell(lane, "phase"))
+            seen.add(p)
+            return p
+
+        await until(pilot, lambda: phase() == "serving", timeout=60,
+                    why=lambda: f"phases seen {seen}")
+        assert "loading weights" in seen
+        await until(pilot, lambda: any("serve" in str(n.message) and "serving" in
+                                       str(n.message) for n in c.app._notifications),
+                    timeout=30)
+        assert "rank 0 on dgx5" in screen_text(c.app)
+
+
+async def test_power_cycle_drives_home_assistant_and_the_node_returns(tmp_path: Path) -> None:
+    async with sim_console(tmp_path) as c, c.app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: online(c))
+        await select_node(pilot, c, "dgx6")
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+        c.app.screen.query_one("#typed", Input).focus()
+        await pilot.press(*"dgx6", "enter")
+        await until(pilot, lambda: any("power-cycle dgx6" in str(n.message) and "FAILED" not in
+                                       str(n.title) and "started" not in str(n.message)
+                                       for n in c.app._notifications), timeout=60,
+                    why=lambda: str([n.message for n in c.app._notifications]))
+        assert c.sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
+        assert c.sim.nodes["dgx6"].up
+        assert not c.service.unfinished()
+
+
+async def test_protected_node_is_refused_in_the_modal(tmp_path: Path) -> None:
+    async with sim_console(tmp_path) as c, c.app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: online(c))
+        await select_node(pilot, c, "dgx2")
+        await pilot.press("P")
+        await until(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
+        assert "dgx2 is a protected node" in screen_text(c.app)
+        assert not c.sim.ha.calls
+
+
+async def test_long_prompt_raises_the_thrash_alert_with_evidence(tmp_path: Path) -> None:
+    lane = "glm53-mxfp4-fp8-4x-r39-196k"
+    async with sim_console(tmp_path, "long-prompt") as c, \
+            c.app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: online(c))
+        await start_lane(c, lane)
+        lanes = c.app.main_screen.query_one(LanesTable)
+        await until(pilot, lambda: lanes.row_count and str(lanes.get_cell(lane, "phase"))
+                    == "serving", timeout=60)
+        c.sim.run_prompt(lane, 150_000)
+        bar = c.app.main_screen.query_one(AlertBar)
+        def thrashing() -> set[str]:
+            return {a.subject for a in bar.alerts.values() if a.level == "thrash"}
+
+        await until(pilot, lambda: {"dgx6", "dgx7"} <= thrashing(), timeout=60,
+                    why=lambda: str({k: a.level for k, a in bar.alerts.items()}))
+        await pilot.pause(0.2)
+        text = screen_text(c.app)
+        assert "next:" in text
+        alert = bar.alerts["thrash:dgx6"]
+        assert alert.evidence and alert.next_step
+        assert any("ping answers, SSH probe failed" in e for e in alert.evidence)
+        fatal = bar.alerts[f"fatal:{lane}"]
+        assert "fatal error" in fatal.evidence[0] or "timed out" in fatal.evidence[0]
+
+
+async def test_read_only_console_offers_no_actions(tmp_path: Path) -> None:
+    async with sim_console(tmp_path, read_only=True) as c, \
+            c.app.run_test(size=WIDE) as pilot:
+        await until(pilot, lambda: online(c))
+        await select_node(pilot, c, "dgx6")
+        for key in ("P", "R", "s", "x"):
+            await pilot.press(key)
+            await pilot.pause(0.05)
+            assert c.app.screen is c.app.main_screen
+        footer = screen_text(c.app).splitlines()[-1]
+        assert "Power" not in footer and "Serve" not in footer
+        assert not c.sim.ha.calls
