@@ -264,3 +264,14 @@ def test_cluster_power_off_turns_a_switch_off_last_when_nobody_else_uses_it(cfg)
     assert p.switches_after == ("switch.sw9",)
     locked = guards.plan_cluster_power(lone, B, on=False, locks={"dgx6": "serve x"})
     assert "dgx6" not in locked.nodes and not locked.report.allowed
+
+
+def test_a_lane_runs_on_one_cluster_at_a_time(cfg):
+    running = ContainerInfo(
+        name="sparktui-glm53-flash-eugr-2x-r0", image=IMAGE, state="running", status="Up 1 hour",
+        labels=MappingProxyType({"sparktui.lane": "glm53-flash-eugr-2x",
+                                 "sparktui.cluster": "2nodes-dac"}))
+    v = refusal(serve(cfg, cluster(dgx1=probe("dgx1", containers=(running,)))),
+                "lane-running", "dgx1")
+    assert "already runs on dgx1" in v.message and "cluster 2nodes-dac" in v.message
+    assert v.override is None

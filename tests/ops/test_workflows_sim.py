@@ -200,3 +200,40 @@ async def test_a_lock_taken_after_the_guards_ran_is_a_refusal(sim_ctx, monkeypat
         assert not result.ok and "after the guards ran" in result.message
         assert sim.ha.calls == []
         assert [lk.wf for lk in ctx.locks.list()] == ["other"]
+
+
+async def test_recover_without_home_assistant_still_retries_ssh(sim_ctx):
+    async with sim_ctx() as (sim, ctx, _):
+        ctx.power, ctx.power_error = None, "no Home Assistant token: $SPARKTUI_HA_TOKEN is unset"
+        ok = await recover(ctx, "dgx7")
+        assert ok.ok and not ok.detail["power_cycled"]
+        sim.set_power("dgx7", False)
+        await sim.settle()
+        down = await recover(ctx, "dgx7")
+        assert not down.ok
+        assert "Home Assistant is not available: no Home Assistant token" in down.message
+        assert ctx.journal.unfinished() == [] and ctx.locks.list() == []
+
+
+async def test_cancelling_a_serve_during_readiness_detaches(sim_ctx, fleet_config):
+    import asyncio
+
+    recipe = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
+    async with sim_ctx(speed=50.0) as (sim, ctx, events):
+        reached = asyncio.Event()
+
+        def on_event(e):
+            events(e)
+            if isinstance(e, StepStarted) and e.step == "readiness":
+                reached.set()
+
+        ctx.emit = on_event
+        task = asyncio.create_task(serve(ctx, recipe, B, ServeOptions(poll_s=5.0)))
+        await asyncio.wait_for(reached.wait(), 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert ctx.locks.list() == []
+        (wf,) = ctx.journal.workflows()
+        assert wf.finished and wf.message == "cancelled"
+        assert len(containers(sim)) == 4  # the ranks keep booting: Ctrl-C detaches

@@ -13,7 +13,7 @@ from sparktui.core.config import Config
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
 from sparktui.ops.workflows.power import power_guards_probed
-from sparktui.ops.workflows.recover import plan_recover, recover
+from sparktui.ops.workflows.recover import plan_recover, recover, recover_guards
 
 from .common import load
 from .ops_common import (
@@ -57,7 +57,8 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
         return EXIT_INPUT
     async with open_context(config, emit=stderr_printer()) as ctx:
         show_offers(ctx)
-        report = await power_guards_probed(ctx, args.node, "recover (power cycle)")
+        report = recover_guards(
+            await power_guards_probed(ctx, args.node, "recover (power cycle)"))
         show_plan(report, plan_recover(ctx, args.node, args.off_seconds))
         if report.allowed and not confirm(confirmation_for("recover", args.node, report),
                                           yes=args.yes):

@@ -330,6 +330,25 @@ def node_free(node: str, snap: NodeSnapshot, lane: str) -> Verdict:
     return Verdict("node-busy", node, True, f"{node} is free")
 
 
+def lane_elsewhere(config: Config, lane: str, cluster: str,
+                   snapshot: ClusterSnapshot) -> list[Verdict]:
+    """A lane is a recipe name: it may run on one cluster at a time (its ranks are
+    found by label, so two copies would be watched and stopped as one)."""
+    mine = set(config.clusters[cluster].nodes)
+    out = []
+    for snap in snapshot.nodes:
+        if snap.node in mine or snap.probe is None:
+            continue
+        for c in snap.probe.running_containers:
+            if c.lane == lane:
+                where = c.labels.get("sparktui.cluster", "?")
+                out.append(Verdict("lane-running", snap.node, False,
+                                   f"lane {lane} already runs on {snap.node} ({c.name}, "
+                                   f"cluster {where}): one lane per recipe name -> stop it "
+                                   f"first (`sparktui stop {lane}`)"))
+    return out
+
+
 def runlock(node: str, holders: Mapping[str, str]) -> Verdict:
     holder = holders.get(node)
     if holder:
@@ -381,6 +400,7 @@ def evaluate_serve(
     verdicts += blocking_switches(config, cluster, switch_states)
     verdicts.append(fit_verdict(fit_report or fit(config, recipe, cluster)))
     verdicts += [runlock(n, locks or {}) for n in nodes]
+    verdicts += lane_elsewhere(config, recipe.name, cluster, snapshot)
     for rank, name in enumerate(nodes):
         snap = snapshot.get(name)
         on = online(snap, name)

@@ -8,8 +8,11 @@ auto_recover`` is set (the caller decides; this module never starts it).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from sparktui.core.errors import RemoteError
 from sparktui.ops.context import OpsContext
+from sparktui.ops.guards import GuardReport
 from sparktui.ops.workflows.power import (
     SSH_CHECK,
     SSH_CHECK_TIMEOUT_S,
@@ -31,11 +34,20 @@ def plan_recover(ctx: OpsContext, node: str, off_seconds: float | None = None
     return [*retries, *plan_power(ctx.config, node, "cycle", off_seconds)]
 
 
+def recover_guards(report: GuardReport) -> GuardReport:
+    """The SSH retries need no Home Assistant: its absence is a warning here (the
+    plug-off step fails clearly if the retries do not bring the node back)."""
+    return GuardReport(tuple(
+        replace(v, passed=True, warning=True,
+                message=v.message + " (needed only if the SSH retries fail)")
+        if v.guard == "home-assistant" else v for v in report.verdicts))
+
+
 async def recover(ctx: OpsContext, node: str, *,
                   off_seconds: float | None = None) -> WorkflowResult:
     t = ctx.config.thrash
     off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = await power_guards_probed(ctx, node, "recover (power cycle)")
+    report = recover_guards(await power_guards_probed(ctx, node, "recover (power cycle)"))
     steps = plan_recover(ctx, node, off_s) if node in ctx.config.nodes else []
     entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
     async with WorkflowRun(ctx, "recover", node, plan=steps,
