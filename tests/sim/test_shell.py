@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import asyncssh
 import pytest
@@ -114,6 +115,7 @@ async def test_host_keys_are_verified_and_distinct(sim, tmp_path):
             pass
 
 
+@pytest.mark.skipif(not Path("/usr/bin/ssh").exists(), reason="OpenSSH client not installed")
 async def test_openssh_client_logs_in(sim):
     ep = sim.endpoints()["nodes"]["dgx4"]
     proc = await asyncio.create_subprocess_exec(

@@ -270,7 +270,8 @@ class Sim:
                 _, runner = self._http.pop(key)
                 await runner.cleanup()
 
-    def endpoints(self) -> dict[str, object]:
+    def endpoints(self) -> dict[str, Any]:
+        """The endpoints JSON of docs/CONTRACTS.md."""
         return {
             "nodes": {n: {"host": "127.0.0.1", "port": self.sshd[n].port,
                           "liveness_port": self.liveness_ports[n],

@@ -9,7 +9,7 @@ import json
 import tarfile
 from typing import TYPE_CHECKING
 
-from .docker import ZERO_TIME, Container, Image
+from .docker import ZERO_TIME, Container, Image, LogLine
 from .engine import Engine
 from .engine_args import ArgError, parse_engine_argv
 from .engine_sglang import SglangStyle
@@ -175,11 +175,11 @@ def docker_command(sim: Sim, node: Node) -> Command:
         if tail is not None:
             lines = lines[-tail:] if tail else []
 
-        def emit(ln: object) -> None:
-            text = ln.text + "\n"  # type: ignore[attr-defined]
+        def emit(ln: LogLine) -> None:
+            text = ln.text + "\n"
             if timestamps:
-                text = rfc3339nano(ln.t) + " " + text  # type: ignore[attr-defined]
-            (ctx.out if ln.stream == "stdout" else ctx.err)(text)  # type: ignore[attr-defined]
+                text = rfc3339nano(ln.t) + " " + text
+            (ctx.out if ln.stream == "stdout" else ctx.err)(text)
 
         for ln in lines:
             emit(ln)

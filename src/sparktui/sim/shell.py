@@ -218,9 +218,10 @@ def parse(src: str) -> list[AndOr]:
                 pos += 1
             elif isinstance(t, Redir):
                 pos += 1
-                if pos >= len(toks) or not isinstance(toks[pos], Word):
+                target = toks[pos] if pos < len(toks) else None
+                if not isinstance(target, Word):
                     raise SyntaxErr("redirection unexpected")
-                t.target = toks[pos]  # type: ignore[assignment]
+                t.target = target
                 cmd.redirs.append(t)
                 pos += 1
             else:

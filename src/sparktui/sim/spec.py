@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from sparktui.core.config import Config
@@ -108,12 +109,12 @@ def small_spec(n_nodes: int, *, catalog: dict[str, ModelInfo] | None = None,
                    cluster_switches={"all": ("switch.fabric",)}, seed=seed)
 
 
-def _recipe_images(refs: object) -> list[Image]:
+def _recipe_images(refs: Iterable[str]) -> list[Image]:
     out: dict[str, Image] = {}
-    for ref in refs:  # type: ignore[attr-defined]
-        repo, _, tag = str(ref).rpartition(":")
+    for ref in refs:
+        repo, _, tag = ref.rpartition(":")
         if not repo or "/" in tag:
-            repo, tag = str(ref), "latest"
+            repo, tag = ref, "latest"
         out[f"{repo}:{tag}"] = default_image(tag, repo)
     return list(out.values()) or [default_image()]
 

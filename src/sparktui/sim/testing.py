@@ -48,7 +48,7 @@ async def running_sim(config: Config | None = None, *, spec: SimSpec | None = No
 
 def connect(sim: Sim, node: str, **kwargs: object) -> asyncssh.SSHClientConnection:
     """An asyncssh connection to a sim node, verifying its host key."""
-    ep = sim.endpoints()["nodes"][node]  # type: ignore[index]
+    ep = sim.endpoints()["nodes"][node]
     options: dict[str, object] = {
         "known_hosts": str(sim.known_hosts_path), "client_keys": [str(sim.client_key_path)],
         "username": sim.nodes[node].spec.user, "connect_timeout": 10}
