@@ -1,0 +1,40 @@
+"""`sparktui console` (and `sparktui` with no command): the Textual console.
+
+It reaches the nodes through the config: with `[simulator] enabled = true`
+through the running simulator's endpoints file (`sparktui sim`, or use
+`sparktui demo`, which starts both).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..service.cluster import ClusterService
+from ..tui.app import make_app
+from .common import load
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("console", help="open the console (the default command)",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--read-only", action="store_true",
+                   help="for observers: no action keys, no action commands")
+    p.set_defaults(func=run, read_only=False)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load(args)
+    try:
+        endpoints = resolve_endpoints(config)
+    except EndpointError as exc:
+        print(f"sparktui: {exc}", file=sys.stderr)
+        if config.simulator.enabled:
+            print("sparktui: the config points at the simulator: start it with `sparktui sim`, "
+                  "or run `sparktui demo` (simulator and console together)", file=sys.stderr)
+        return 2
+    service = ClusterService(config, endpoints=endpoints)
+    make_app(config, service=service, read_only=args.read_only).run()
+    return 0

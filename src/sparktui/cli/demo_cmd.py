@@ -1,0 +1,64 @@
+"""`sparktui demo`: the simulated cluster and the console, in one process.
+
+The README's first command. The simulator (eight Sparks over real SSH,
+engines with real HTTP, Home Assistant) runs on loopback with the shipped
+config; the console talks to it exactly as it would to a real cluster.
+
+The console runs on the simulator's clock, so every window (stall, PSI
+sustain, plug-off wait) means the same simulated time the engines live in;
+its poll interval is stretched to at least MIN_REAL_POLL_S of real time so a
+60x demo does not probe eight nodes thirty times a second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import sys
+
+from ..core.config import Config
+from ..core.config_load import load_config
+from ..service.cluster import ClusterService
+from ..sim.runner import published_sim
+from ..sim.scenarios import SCENARIOS
+from ..tui.app import make_app
+from .main import default_config_path
+
+MIN_REAL_POLL_S = 0.5
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("demo", help="start the simulated cluster and the console on it",
+                       description=__doc__,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
+                   help="a seed incident to reproduce (default: [simulator] scenario); "
+                        "`sparktui sim --list-scenarios` describes them")
+    p.add_argument("--speed", type=float, default=None,
+                   help="simulated seconds per real second (default: [simulator] speed)")
+    p.add_argument("--read-only", action="store_true", help="the observers' console")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config or default_config_path())
+    if not config.simulator.enabled:
+        print("sparktui demo: this config has [simulator] enabled = false; the demo only "
+              "runs on the simulator (use `sparktui` for the real cluster)", file=sys.stderr)
+        return 2
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_demo(args, config))
+    return 0
+
+
+async def _demo(args: argparse.Namespace, config: Config) -> None:
+    async with published_sim(config, scenario=args.scenario, speed=args.speed) as sim:
+        poll = max(config.console.poll_interval_s, MIN_REAL_POLL_S * (sim.clock.speed or 1.0))
+        console = dataclasses.replace(config, console=dataclasses.replace(
+            config.console, poll_interval_s=poll))
+        service = ClusterService(console, clock=sim.clock)
+        app = make_app(console, service=service, read_only=args.read_only)
+        app.sub_title += f" · SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x"
+        await app.run_async()
