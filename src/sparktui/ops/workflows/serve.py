@@ -134,8 +134,13 @@ async def preview_serve(ctx: OpsContext, recipe: Recipe, cluster: str,
 async def serve(ctx: OpsContext, recipe: Recipe, cluster: str,
                 options: ServeOptions = ServeOptions(),
                 preview: ServePreview | None = None) -> WorkflowResult:
+    """Run the serve. ``preview`` is what the operator confirmed; the guards are
+    evaluated again now (a node may have changed while the modal was open) and a
+    refusal wins."""
     config = ctx.config
-    preview = preview or await preview_serve(ctx, recipe, cluster, options)
+    confirmed = preview
+    preview = await preview_serve(ctx, recipe, cluster, options)
+    changed = confirmed is not None and confirmed.steps != preview.steps
     launch = plan(config, recipe, cluster)
     lane = recipe.name
     nodes = [r.node for r in launch.ranks]
@@ -143,6 +148,13 @@ async def serve(ctx: OpsContext, recipe: Recipe, cluster: str,
                            detail={"recipe": recipe.name, "cluster": cluster, "nodes": nodes,
                                    "image": recipe.image, "detach": options.detach,
                                    "keep": options.keep}) as run:
+        if changed:
+            assert confirmed is not None
+            ctx.journal.append(run.wf, "note", workflow="serve", target=lane,
+                               message="the plan changed between confirmation and run",
+                               detail={"confirmed": [s.to_json() for s in confirmed.steps]})
+            run.progress("guards", lane, "the plan changed since it was confirmed: see the "
+                                         "steps above")
         run.guards(preview.report)
         run.lock(nodes, {r.node: [r.container] for r in launch.ranks})
         for node, container in preview.stale:
