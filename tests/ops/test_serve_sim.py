@@ -41,3 +41,15 @@ async def test_preview_lists_every_verdict_and_the_exact_commands(sim_ctx, fleet
         assert any(a.startswith("docker run -d --name sparktui-glm53-flash-eugr-2x-r0") for a in
                    actions)
         assert not sim.ha.calls
+
+
+async def test_a_node_lost_after_confirmation_refuses_at_run_time(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
+    async with sim_ctx() as (sim, ctx, _):
+        confirmed = await preview_serve(ctx, recipe, "4nodes-switch-b")
+        assert confirmed.report.allowed
+        sim.set_power("dgx6", False)
+        await sim.settle()
+        result = await serve(ctx, recipe, "4nodes-switch-b", preview=confirmed)
+        assert not result.ok and "dgx6 is" in result.message
+        assert not any(sim.nodes[n].docker.containers for n in sim.nodes)
