@@ -186,14 +186,15 @@ class VllmStyle:
         self._api(e, "async_llm.py:551", "AsyncLLM output_handler failed.", "ERROR")
         e.log("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
               "See stack trace (above) for the root cause.", "stderr")
-        e.log('INFO:     127.0.0.1:53422 - "POST /v1/chat/completions HTTP/1.1" 500 '
-              "Internal Server Error", "stderr")
 
     def peer_died(self, e: Engine) -> None:
         if e.serves_http:
+            dead = [p for p in e.peers() if p is not e and p.phase in ("dead", "stopped")]
+            rank = dead[0].rank if dead else 1
+            code = dead[0].container.exit_code if dead else -9
             self._core(e, "multiproc_executor.py:512",
-                       "Worker proc VllmWorker-1 died unexpectedly (exit code: 1), shutting "
-                       "down executor.", "ERROR")
+                       f"Worker proc VllmWorker-{rank} died unexpectedly (exit code: {code}), "
+                       "shutting down executor.", "ERROR")
             e.log("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
                   "See stack trace (above) for the root cause.", "stderr")
         else:
