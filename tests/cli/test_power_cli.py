@@ -84,3 +84,46 @@ async def test_unknown_node_is_bad_input(tmp_path, capsys, monkeypatch):
         assert await h.sparktui(cfg, "power", "on", "dgx9", "--yes",
                                 monkeypatch=monkeypatch) == 2
         assert "unknown node 'dgx9'" in capsys.readouterr().err
+
+
+async def test_a_killed_cycle_is_offered_at_the_next_start_and_resumed(tmp_path, capsys,
+                                                                       monkeypatch):
+    import asyncio
+    import os
+    import signal
+    import sys
+
+    from sparktui.ops.journal import Journal
+
+    cfg = h.fleet(tmp_path)
+    journal = Journal.in_state_dir(cfg.state_dir())
+    async with h.published(cfg) as sim:
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui.cli.main", "--config", str(cfg.path), "power",
+            "cycle", "dgx6", "--yes", "--off-seconds", "600", env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL)
+        async with asyncio.timeout(30):
+            while not any(e.step == "wait off" for e in journal.entries()):
+                await asyncio.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        await proc.wait()
+        assert sim.nodes["dgx6"].power == "off"
+
+        code = await h.sparktui(cfg, "power", "on", "dgx8", "--yes", monkeypatch=monkeypatch)
+        err = capsys.readouterr().err
+        assert code == 0
+        assert "UNFINISHED: power-cycle dgx6" in err
+        assert "to complete: turn switch.dgx6 back on" in err
+        (wf,) = [w.wf for w in journal.unfinished()]
+
+        assert await h.sparktui(cfg, "power", "resume", monkeypatch=monkeypatch) == 0
+        assert wf in capsys.readouterr().out
+        code = await h.sparktui(cfg, "power", "resume", wf, "--yes", "--json",
+                                monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert json.loads(out)["detail"]["resumed"] == wf
+        assert sim.nodes["dgx6"].up
+        assert journal.unfinished() == []
