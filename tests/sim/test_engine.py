@@ -48,7 +48,7 @@ async def test_boot_phases_then_http(sim, serve):
                     r"\d\d-\d\d \d\d:\d\d:\d\d \[utils\.py:\d+\] non-default args: ", first)
     took = re.search(r"Model loading took ([\d.]+) GiB memory and ([\d.]+) seconds", logs)
     assert took and float(took.group(1)) == pytest.approx(376e9 / 4 / 2**30, abs=0.01)
-    # 94 GB per rank over NFS at 130 MB/s per node (4 loaders share the NAS's 1.1 GB/s)
+    # 94 GB per rank over NFS at 130 MB/s per node (4 loaders share the NAS's 1 GB/s)
     assert float(took.group(2)) == pytest.approx(94e9 / 130e6, rel=0.02)
     kv = re.search(r"GPU KV cache size: ([\d,]+) tokens, Maximum concurrency for 131,072 tokens "
                    r"per request: ([\d.]+)x", logs)
@@ -162,3 +162,21 @@ async def test_logs_follow_streams_new_lines(sim, serve):
         while "Application startup complete." not in seen:
             seen += await asyncio.wait_for(proc.stdout.readline(), 5)
         proc.close()
+
+
+async def test_eight_way_load_is_slower_per_node(fleet, serve):
+    from sparktui.sim.testing import running_sim
+
+    async def load_seconds(lane: str, cluster: str) -> float:
+        async with running_sim(fleet) as s:
+            await serve(s, lane, cluster)
+            await s.advance(4 * 3600)
+            first = fleet.clusters[cluster].nodes[0]
+            logs, _, _ = await exec_on(s, first, logs_cmd(f"sparktui-{lane}-r0"))
+        m = re.search(r"Loading weights took ([\d.]+) seconds", logs)
+        assert m is not None
+        return float(m.group(1))
+
+    lane = "glm53-full-native-8x-dspark8"  # 753.3 GB: 94.2 GB per rank on 8
+    eight = await load_seconds(lane, "8nodes-switch")
+    assert eight == pytest.approx(753.3e9 / 8 / 125e6, rel=0.01)  # ~1 GB/s shared 8 ways

@@ -40,8 +40,9 @@ class SimSpec:
     kernel_bad: tuple[str, ...] = ("7.0.0-1019",)
     nfs_link_mbps: float = 130.0
     """One node's share of the NAS link (the seeds' ~130 MB/s)."""
-    nas_aggregate_mbps: float = 1100.0
-    """What the NAS serves to all loaders together (~1 GB/s)."""
+    nas_aggregate_mbps: float = 1000.0
+    """What the NAS serves to all loaders together (the seeds' ~1 GB/s over the
+    management fabric): 8 loaders get 125 MB/s each, 4 or fewer the full link."""
     shared_host_key: bool = False
     seed: int = 1
     scenario: str = "normal"
