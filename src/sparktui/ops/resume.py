@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
-from sparktui.ops.workflows.power import _left_off, resume_power
+from sparktui.ops.workflows.power import plugs_left_off, resume_power
 from sparktui.ops.workflows.runner import WorkflowResult
 
 
@@ -25,14 +25,13 @@ class Offer:
     plugs_off: tuple[str, ...] = ()
 
 
-def offers(journal: Journal, ctx: OpsContext | None = None) -> list[Offer]:
+def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
     """One offer per unfinished workflow (oldest first)."""
     out = []
     for rec in journal.unfinished():
         if rec.workflow == "resume":
             continue
-        plugs = tuple(e for _, e in _left_off(rec, ctx)) if ctx is not None else \
-            tuple(s.target for s in rec.steps if s.step == "plug off")
+        plugs = tuple(e for _, e in plugs_left_off(rec, ctx.config))
         if plugs:
             action = (f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
                       f"(`sparktui power resume {rec.wf}`)")

@@ -240,7 +240,7 @@ async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResul
     """Complete an unfinished workflow that may have left plugs off: turn every
     plug it turned off (or was turning off) back on, wait for each node, and
     close the old record. Stale locks of the old workflow are removed."""
-    entities = _left_off(record, ctx)
+    entities = plugs_left_off(record, ctx.config)
     nodes = [n for n, e in entities]
     async with WorkflowRun(ctx, "resume", record.wf,
                            plan=[PlannedStep("plug on", e, plug_action(e, True))
@@ -261,10 +261,10 @@ async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResul
     return run.outcome()
 
 
-def _left_off(record: WorkflowRecord, ctx: OpsContext) -> list[tuple[str, str]]:
+def plugs_left_off(record: WorkflowRecord, config: Config) -> list[tuple[str, str]]:
     """(node, entity) of node plugs this workflow turned (or may have turned) off
     and did not confirm on again; shared switches are never turned back on here."""
-    by_entity = {n.switch: n.name for n in ctx.config.nodes.values()}
+    by_entity = {n.switch: n.name for n in config.nodes.values()}
     state: dict[str, bool] = {}
     for s in record.steps:
         if s.step == "plug off":
