@@ -149,6 +149,10 @@ async def test_nas_missing_leaves_a_dangling_cache_link(fleet, serve):
         assert "error while creating mount source path '/home/kilork/.cache/huggingface'" \
             in by_node["dgx7"][2]
         assert by_node["dgx5"][3] == 0
+        await sim.advance(700)  # the other ranks wait for dgx7/dgx8 at distributed init
+        logs, _, _ = await exec_on(sim, "dgx1", logs_cmd("sparktui-dsv41-flash-8x-r0"))
+        assert "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for " \
+               "clients. 6/8 clients joined." in logs
 
 
 async def test_slow_8way_nfs_is_a_long_healthy_load(fleet, serve):

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .node import Node
 
 CUDA_CONTEXT_GIB = 1.2
+STORE_TIMEOUT_S = 600.0
+"""How long the ranks wait for each other at distributed init (torch's TCPStore)."""
 
 
 @dataclass
@@ -55,6 +57,7 @@ class LogStyle(Protocol):
     def model_missing(self, e: Engine) -> None: ...
     def admission_failed(self, e: Engine, free: float, requested: float) -> None: ...
     def nccl_failed(self, e: Engine, reason: str, warn: str) -> None: ...
+    def store_timeout(self, e: Engine, joined: int, waited: float) -> None: ...
     def load_begin(self, e: Engine) -> None: ...
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None: ...
     def load_end(self, e: Engine, gib: float, seconds: float) -> None: ...
@@ -228,7 +231,15 @@ class Engine:
         return size * 1e9 / max(1, self.args.tp, self.nranks) / GIB
 
     def _join_fabric(self) -> Process:
-        yield lambda: len(self.peers()) >= self.nranks or self._peer_dead()
+        waited = 0.0
+        while len(self.peers()) < self.nranks and not self._peer_dead():
+            if waited >= STORE_TIMEOUT_S:
+                self.style.store_timeout(self, len(self.peers()), waited)
+                yield 1.0
+                self._die(1)
+                return
+            yield 5.0
+            waited += 5.0
         if self._peer_dead():
             yield from self._peer_failure()
             return

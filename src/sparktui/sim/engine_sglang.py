@@ -39,6 +39,10 @@ class SglangStyle:
         e.log(f"{e.node.name}:{e.pid}:{e.pid + 93} [{e.rank}] NCCL WARN {warn}")
         e.log(f"RuntimeError: NCCL error: {reason}", "stderr")
 
+    def store_timeout(self, e: Engine, joined: int, waited: float) -> None:
+        e.log(f"torch.distributed.DistStoreError: Timed out after {int(waited) + 1} seconds "
+              f"waiting for clients. {joined}/{e.nranks} clients joined.", "stderr")
+
     def load_begin(self, e: Engine) -> None:
         self._line(e, f"Load weight begin. avail mem={self._avail(e):.2f} GB")
 

@@ -106,6 +106,10 @@ class VllmStyle:
         self._core(e, "multiproc_executor.py:671", "WorkerProc failed to start.", "ERROR")
         e.log(f"RuntimeError: NCCL error: {reason}", "stderr")
 
+    def store_timeout(self, e: Engine, joined: int, waited: float) -> None:
+        e.log(f"torch.distributed.DistStoreError: Timed out after {int(waited) + 1} seconds "
+              f"waiting for clients. {joined}/{e.nranks} clients joined.", "stderr")
+
     def load_begin(self, e: Engine) -> None:
         self._core(e, "gpu_model_runner.py:3338", f"Starting to load model {e.args.model}...")
         if e.args.load_format == "instanttensor":
