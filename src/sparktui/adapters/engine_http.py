@@ -146,6 +146,7 @@ class EngineClient:
             return None
         return None
 
+
 def _has_token(line: str) -> bool:
     """An SSE ``data:`` line carrying a delta (chat) or text (completion)."""
     if not line.startswith("data:"):
