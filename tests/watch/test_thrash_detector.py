@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult, Psi, PsiLine
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.watch.thrash import ThrashDetector, assess_nodes, sample_of
+from sparktui.watch.thrash import ThrashDetector, assess_nodes, node_verdict, sample_of
 
 TOTAL = 127_600_748
 GIB = 1024 * 1024
@@ -137,3 +137,12 @@ async def test_follow_journals_feeds_lines_and_is_cancellable() -> None:
     ev = det.verdict("dgx1").evidence
     assert any("NVRM" in e for e in ev) and any("Under memory pressure" in e for e in ev)
     assert link.cmds == ["journalctl -k -f -o short-iso-precise --no-pager -n 0 2>&1"]
+
+
+def test_node_verdict_from_one_snapshot() -> None:
+    assert node_verdict(online("dgx1", 1.8e9)).level is ThrashLevel.OK
+    v = node_verdict(online("dgx2", 1.8e9, avail_gib=2.0, some=15.0))
+    assert v.level is ThrashLevel.PRESSURE and len(v.evidence) == 2
+    v = node_verdict(starved("dgx3", 1.8e9))
+    assert v.level is ThrashLevel.SUSPECTED
+    assert v.evidence == ("ping answers, SSH probe failed 1x in a row",)

@@ -138,6 +138,16 @@ def assess_nodes(
     return detector.verdicts()
 
 
+def node_verdict(snap: NodeSnapshot, config: ThrashConfig | None = None) -> ThrashVerdict:
+    """The thrash verdict of one node from one snapshot (a `health` column).
+
+    Without history a starved node is at most *suspected* unless its
+    snapshot alone shows memory exhausted; the console's live detector,
+    which has the history and the journal, is the one that says *thrash*.
+    """
+    return assess_nodes([snap], config, now=snap.taken_at)[snap.node]
+
+
 class _Fixed:
     def __init__(self, t: float) -> None:
         self.t = t
