@@ -93,3 +93,21 @@ async def test_faults_500_hang_unavailable(sim):
         r = await ha.post("/api/services/switch/turn_off", json={"entity_id": "switch.dgx3"})
         assert (r.status_code, r.json()) == (200, [])
     assert sim.nodes["dgx3"].up  # silently skipped, as Home Assistant does
+
+
+async def test_a_plug_off_at_start_keeps_its_node_dark_until_turned_on():
+    from sparktui.sim.spec import small_spec
+    from sparktui.sim.testing import running_sim
+
+    spec = small_spec(2)
+    spec.entities["switch.node2"].state = "off"
+    async with running_sim(spec=spec) as sim:
+        ep = sim.endpoints()["nodes"]["node2"]
+        assert ep["port"] > 0 and ep["liveness_port"] > 0  # published even while dark
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", ep["port"])
+        await sim.power("node2", True)
+        await sim.advance(60)
+        out, _, _ = await exec_on(sim, "node2", "uname -r")
+        assert out == "6.17.0-1031-nvidia\n"
+        assert sim.endpoints()["nodes"]["node2"] == ep  # same ports after the boot

@@ -218,11 +218,10 @@ class Sim:
         site = web.TCPSite(self._ha_runner, "127.0.0.1", 0)
         await site.start()
         self.ha_port = self._ha_runner.addresses[0][1]
-        for name, ent in self.spec.entities.items():
+        for ent in self.spec.entities.values():
             if ent.node and ent.state == "off":
                 self.nodes[ent.node].power_off()
                 await self._close_node(ent.node)
-            del name
         place_stale_containers(self)
         if not self.clock.manual:
             self._ticker = asyncio.create_task(self._tick())
