@@ -44,6 +44,13 @@ async def test_sim_command_publishes_endpoints_and_cleans_up(config_copy, tmp_pa
         out, err = await asyncio.wait_for(health.communicate(), 60)
         assert health.returncode == 0, (out, err)
         assert b"8/8 online" in out
+        second = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui.cli.main", "--config", str(cfg), "sim",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(second.communicate(), 30)
+        assert second.returncode == 1
+        assert f"a simulator (pid {proc.pid}) already publishes".encode() in err
+        assert json.loads(published.read_text()) == endpoints  # left alone
     finally:
         proc.send_signal(signal.SIGINT)
         await asyncio.wait_for(proc.wait(), 30)

@@ -17,7 +17,7 @@ import sys
 from ..core.config import Config
 from ..core.config_load import load_config
 from ..sim.cluster import Sim
-from ..sim.runner import published_sim
+from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS
 
 
@@ -40,8 +40,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:18} {doc}")
         return 0
     config = load_config(args.config)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_serve(config, args))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_serve(config, args))
+    except AlreadyRunning as exc:
+        print(f"sparktui sim: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

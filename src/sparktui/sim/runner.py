@@ -21,12 +21,38 @@ def endpoints_path(config: Config) -> Path:
     return config.state_dir() / "sim" / "endpoints.json"
 
 
+class AlreadyRunning(Exception):
+    """Another simulator publishes endpoints for this state directory."""
+
+
+def running_pid(config: Config) -> int | None:
+    """The pid of a live simulator that published endpoints here, if any."""
+    try:
+        pid = json.loads(endpoints_path(config).read_text()).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(pid, int) or pid == os.getpid():
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return pid
+    return pid
+
+
 @asynccontextmanager
 async def published_sim(config: Config, *, scenario: str | None = None,
                         speed: float | None = None,
                         seed: int | None = None) -> AsyncIterator[Sim]:
     """Start the simulator for `config` at `speed` (default: the config's) and
-    publish its endpoints; both are gone when the block ends."""
+    publish its endpoints; both are gone when the block ends. Raises
+    AlreadyRunning when another live simulator owns the endpoints file."""
+    other = running_pid(config)
+    if other is not None:
+        raise AlreadyRunning(f"a simulator (pid {other}) already publishes "
+                             f"{endpoints_path(config)}")
     spec = spec_from_config(config, seed=seed)
     base = config.state_dir() / "sim"
     workdir = base / f"run-{os.getpid()}"
