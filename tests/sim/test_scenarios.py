@@ -92,8 +92,8 @@ async def test_long_prompt_kills_the_engine_and_hangs_the_workers(fleet, serve):
         small = sim.run_prompt(lane, 8000)
         await sim.advance(30)
         assert small.done and not small.error
-        req = sim.run_prompt(lane, 150_000)
-        await sim.advance(400)
+        req = sim.run_prompt(lane, 150_000)  # ~165 s of prefill at 99 GiB/rank, then 300 s
+        await sim.advance(600)
         assert req.done and req.error == "EngineDeadError"
         logs, _, _ = await exec_on(sim, "dgx5", logs_cmd(f"sparktui-{lane}-r0"))
         assert "TimeoutError: RPC call to sample_tokens timed out." in logs

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .node import Node
 
 CUDA_CONTEXT_GIB = 1.2
+PREFILL_GIB_TOKENS_PER_S = 90_000.0
+DECODE_GIB_TOKENS_PER_S = 2_150.0
 STORE_TIMEOUT_S = 600.0
 """How long the ranks wait for each other at distributed init (torch's TCPStore)."""
 
@@ -315,6 +317,17 @@ class Engine:
         yield 2.0
 
     # --- serving ------------------------------------------------------------------
+    def prefill_tps(self) -> float:
+        """Prompt tokens per second: ~1,900 at 47 GiB of weights per rank, ~900 at 99."""
+        return PREFILL_GIB_TOKENS_PER_S / max(1.0, self.weights_gib())
+
+    def decode_tps(self) -> float:
+        """Decode is bandwidth-bound on GB10: tokens/s x weights per rank is nearly
+        constant (Flash 47 GiB -> 52 t/s, full 99 GiB -> 19 t/s); speculation ~1.75x."""
+        spec = 1.75 if self.args.speculative or "speculative-algorithm" in self.args.extra \
+            else 1.0
+        return DECODE_GIB_TOKENS_PER_S / max(1.0, self.weights_gib()) * spec
+
     def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
         req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)
         if self.phase != "ready":
@@ -345,7 +358,7 @@ class Engine:
         lane = self.peers() or [self]
         for p in lane:
             p.node.memory.set(p.container.id + ":scratch", scratch * GIB)
-        prefill_s = req.prompt_tokens / 2000.0 + 0.05
+        prefill_s = req.prompt_tokens / self.prefill_tps() + 0.05
         deadline = self.sim.sched.t + prefill_s + self.rpc_timeout_s
         stalled: Callable[[], bool] = lambda: any(p.node.thrashing for p in lane)  # noqa: E731
         # The executor's RPC timer runs in rank 0's API-side process, which a thrashing
@@ -374,7 +387,7 @@ class Engine:
         if self.proc is not None:
             self.proc.gate = gate
         req.first_token_t = self.sim.sched.t
-        decode_s = req.max_tokens / 30.0
+        decode_s = req.max_tokens / self.decode_tps()
         yield decode_s
         req.completion_tokens = req.max_tokens
         req.done = True
