@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from sparktui.core.logsig import Kind
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.watch.poller import Poller
 from sparktui.watch.thrash import ThrashDetector
@@ -87,7 +88,17 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
         nodes = w.config.clusters["4nodes-switch-b"].nodes
         async with Watchers(w, nodes) as ws:
             launch = await serve(w, "glm53-mxfp4-fp8-4x-r39-196k")
-            watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False)
+            node_of = {r.rank: r.node for r in launch.ranks}
+            at_timeout: list[ThrashVerdict] = []
+
+            def engine_line(rank: int, line: str) -> None:
+                """Engine lines are evidence on the node their rank runs on."""
+                ev = ws.detector.on_line(node_of[rank], line)
+                if ev is not None and ev.kind is Kind.RPC_TIMEOUT:
+                    at_timeout.append(ws.detector.verdict(node_of[rank]))
+
+            watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False,
+                                     on_line=engine_line)
             lane = asyncio.create_task(watch.run())
             try:
                 await advance_until(w, lambda: watch.ready, step=5.0, max_sim_s=4 * 3600,
@@ -111,6 +122,9 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
             # under is flagged, no other; dgx6 and dgx7 (the seed's two) among them
             assert {"dgx6", "dgx7"} <= went_under
             assert ws.flagged() == went_under
+            # the engine's own lines reached the detector as evidence on rank 0's node
+            assert at_timeout and at_timeout[0].node == node_of[0]
+            assert any(e.startswith("engine: RPC call timed out") for e in at_timeout[0].evidence)
 
 
 async def test_normal_boot_raises_no_alarm(tmp_path: Path) -> None:
