@@ -34,6 +34,8 @@ async def test_wait_exits_0_when_ready(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0, out
     assert "watching 8/8 rank(s)" in out
     assert "loading weights" in out and "KV pool" in out
+    progress = [ln for ln in out.splitlines() if "loading weights, shard " in ln]
+    assert len(progress) >= 5 and all("ETA" in ln for ln in progress[1:])
     last = out.strip().splitlines()[-1]
     assert last.startswith("dsv41-flash-8x: ready (port ")
     assert "health" in last and "first token" in last

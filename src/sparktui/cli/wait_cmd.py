@@ -98,13 +98,18 @@ async def wait_lane(
 
 
 def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
-    """Prints one status line each time the lane's phase changes."""
-    last: list[Phase | None] = [None]
+    """Prints a status line when the lane's phase changes, and during the
+    weight load at every further tenth of the shards (with the ETA)."""
+    last: list[tuple[Phase, int] | None] = [None]
 
     def on_line(rank: int, line: str) -> None:
         tr = watch.tracker
-        if tr.phase is not last[0] and tr.phase is not Phase.FAILED:
-            last[0] = tr.phase
+        if tr.phase is Phase.FAILED:
+            return
+        lp = tr.load_progress() if tr.phase is Phase.LOADING else None
+        state = (tr.phase, int(lp.fraction * 10) if lp else -1)
+        if state != last[0]:
+            last[0] = state
             print(f"  [{format_duration(watch.clock.monotonic() - tr.start)}] {tr.summary()}",
                   flush=True)
 
