@@ -145,6 +145,10 @@ class FakeFleet:
     def get(self, name: str) -> FakeLink:
         return self.links[name]
 
+    async def alive(self, endpoint: NodeEndpoint, timeout: float) -> bool:
+        """Liveness: a powered node answers ping, even when its sshd is starved."""
+        return self.nodes[endpoint.name].powered
+
 
 def fake_fleet(config: Config) -> FakeFleet:
     return FakeFleet({n: FakeNode(n) for n in config.nodes})
@@ -157,10 +161,6 @@ def fake_endpoints(config: Config) -> Endpoints:
          for i, n in enumerate(config.nodes)},
         "http://127.0.0.1:8123", "ha_token", simulated=True)
 
-
-async def alive(endpoint: NodeEndpoint, timeout: float) -> bool:
-    """Liveness: a powered node always answers ping in these tests."""
-    return True
 
 
 def add_lane(fleet: FakeFleet, lane: str, cluster: str, nodes: list[str], *,

@@ -13,7 +13,7 @@ from sparktui.core.config_load import load_config
 from sparktui.service.cluster import ClusterService
 from sparktui.tui.app import SparkTUI, make_app
 
-from .fakecluster import FakeFleet, FakePower, alive, fake_endpoints, fake_fleet
+from .fakecluster import FakeFleet, FakePower, fake_endpoints, fake_fleet
 
 ROOT = Path(__file__).resolve().parents[2]
 EPOCH = 1_795_999_200.0
@@ -64,7 +64,7 @@ def build(*, read_only: bool = False, speed: float = 0.0, config: Config | None 
     power = FakePower(fleet, config)
     clock = ScaledClock(speed)
     service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
-                             clock=clock, liveness=alive, engine_probe=no_engine, power=power,
+                             clock=clock, liveness=fleet.alive, engine_probe=no_engine, power=power,
                              state_dir=state_dir or Path(tempfile.mkdtemp(prefix="sparktui-")))
     app = make_app(config, service=service, read_only=read_only)
     return Console(config, fleet, power, service, app)

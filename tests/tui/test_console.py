@@ -46,7 +46,7 @@ async def test_nodes_pane_shows_eight_nodes_online():
         assert states == ["online"] * 8
         text = screen_text(c.app)
         assert text.count(" online ") == 8
-        assert "prod*" in text and "6.17.0-1031 pin" in text
+        assert "prod*" in text and "6.17.0-1031 " in text and "BAD" not in text
 
 
 async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
@@ -257,7 +257,7 @@ async def test_updates_under_a_modal_are_kept_and_painted_after():
         screen = c.app.main_screen
         await wait_for(pilot, lambda: "dgx7" in screen._pending_nodes)
         table = screen.query_one(NodesTable)
-        assert "pin" in str(table.get_cell("dgx7", "kernel"))  # not painted under the modal
+        assert "BAD" not in str(table.get_cell("dgx7", "kernel"))  # not painted under the modal
         await pilot.press("escape")
         await wait_for(pilot, lambda: "BAD" in str(table.get_cell("dgx7", "kernel")))
 
@@ -272,6 +272,11 @@ async def test_serve_picker_shows_fit_refusal_for_boot_d():
         options = [o.id for o in picker.query_one("#picker").options]
         picker.query_one("#picker").highlighted = options.index("dsv41-flash-r37-4x-eager")
         await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, PickerScreen)
+                       and c.app.screen is not picker)
+        text = screen_text(c.app)
+        assert "on which cluster" in text and "4nodes-switch  (dgx1, dgx2, dgx3, dgx4)" in text
+        await pilot.press("enter")  # the qualified cluster comes first
         await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
         text = screen_text(c.app)
         assert "REFUSE fit dsv41-flash-r37-4x-eager@4nodes-switch" in text

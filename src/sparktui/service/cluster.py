@@ -54,7 +54,7 @@ from sparktui.service.events import (
 from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
 from sparktui.service.lanes import LaneView, discover_lanes, lane_cluster, lane_uptime
 from sparktui.watch.follower import LogLine
-from sparktui.watch.poller import Poller
+from sparktui.watch.poller import Poller, PowerSource
 from sparktui.watch.readiness import NodeLink
 from sparktui.watch.thrash import ThrashDetector
 
@@ -128,12 +128,8 @@ class ClusterService:
             self._power = self._open_home_assistant(endpoints)
         if self._engine_probe is None:
             self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
-        power_source = None
-        if isinstance(self._power, HomeAssistant):
-            power_source = self._power.power_source(
-                {n.name: n.switch for n in self.config.nodes.values()})
         self.poller = Poller(self.config, self._links, endpoints, clock=self.clock,
-                             liveness=self._liveness, power=power_source)
+                             liveness=self._liveness, power=self._power_source())
         self.ops = self._ops_context(endpoints)
         queue = self.poller.subscribe()
         self.poller.start()
@@ -142,6 +138,22 @@ class ClusterService:
             links = {n: self._links.get(n) for n in self.config.nodes}
             self._tasks.append(asyncio.create_task(self.detector.follow_journals(links),
                                                    name="service:journals"))
+
+    def _power_source(self) -> PowerSource | None:
+        """The poller's "is this node's plug on", read from the power adapter."""
+        power = self._power
+        if power is None:
+            return None
+        entities = {n.name: n.switch for n in self.config.nodes.values()}
+
+        async def powered(node: str) -> bool | None:
+            entity = entities.get(node)
+            if not entity:
+                return None
+            state = await power.state(entity)
+            return state.state == "on" if state.available else None
+
+        return powered
 
     def _open_home_assistant(self, endpoints: Endpoints) -> HomeAssistant | None:
         ha_cfg = self.config.home_assistant

@@ -34,6 +34,9 @@ class SparkTUI(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
     COMMANDS = App.COMMANDS | {ActionCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
+    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+        (0, "-short"), (36, "-tall")]
+    """Modals fit their body to the terminal (the main screen has its own)."""
 
     def __init__(self, config: Config, service: ClusterService, *,
                  read_only: bool = False) -> None:

@@ -32,7 +32,10 @@ class TextScreen(ModalScreen[None]):
             yield Label(self.title_text, id="dialog-title")
             with VerticalScroll(id="dialog-body"):
                 yield Static(self.body, id="info-body")
-            yield Label("escape: close", classes="dialog-hint")
+            yield Label("escape: close   arrows / page keys: scroll", classes="dialog-hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-body").focus()
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -51,8 +51,10 @@ class MemoryRow(Horizontal):
         if not self.dirty:
             return
         self.dirty = False
-        self.query_one(".mem-avail", Sparkline).data = list(self.avail)
-        self.query_one(".mem-psi", Sparkline).data = list(self.psi)
+        # one sample has no trend: the line starts with the second
+        self.query_one(".mem-avail", Sparkline).data = list(self.avail) if len(self.avail) > 1 \
+            else []
+        self.query_one(".mem-psi", Sparkline).data = list(self.psi) if len(self.psi) > 1 else []
         self.query_one(".mem-avail-now", Label).update(
             f"{self.avail[-1]:5.1f}G" if self.avail else "—")
         self.query_one(".mem-psi-now", Label).update(

@@ -29,6 +29,9 @@ STATE_STYLES = {
     NodeState.UNKNOWN: "yellow",
 }
 BAR_WIDTH = 8
+RISK_WORDS = {ThrashLevel.OK: "ok", ThrashLevel.PRESSURE: "PRESSURE",
+              ThrashLevel.SUSPECTED: "SUSPECT", ThrashLevel.THRASH: "THRASH"}
+"""Short enough for 80 columns; the alert bar and details spell them out."""
 
 
 class KeyedTable(DataTable[Text | str]):
@@ -76,8 +79,7 @@ class KeyedTable(DataTable[Text | str]):
 
 class NodesTable(KeyedTable):
     COLUMNS = (("node", "Node"), ("state", "State"), ("role", "Role"), ("kernel", "Kernel"),
-               ("mem", "Used/Avail GiB"), ("psi", "PSI full"), ("risk", "Risk"),
-               ("busy", "Busy with"))
+               ("mem", "Used/Avail"), ("psi", "PSI"), ("risk", "Risk"), ("busy", "Busy with"))
 
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -99,9 +101,9 @@ class NodesTable(KeyedTable):
                 kernel = kernel_cell(probe.kernel, guards.kernel_pin, guards.kernel_bad)
             if probe.meminfo:
                 m = probe.meminfo
-                mem = f"{m.used_kib / KIB_PER_GIB:5.1f}/{m.available_kib / KIB_PER_GIB:5.1f}"
+                mem = f"{m.used_kib / KIB_PER_GIB:3.0f}/{m.available_kib / KIB_PER_GIB:5.1f}"
             if probe.psi and probe.psi.full:
-                psi = f"{probe.psi.full.avg10:5.2f}%"
+                psi = f"{probe.psi.full.avg10:4.1f}"
         state = Text(STATE_WORDS[snap.state], style=STATE_STYLES[snap.state])
         self.put_row(snap.node, (snap.node, state, role, kernel, mem, psi,
                                  risk_cell(verdict), busy or "free"))
@@ -113,7 +115,7 @@ def kernel_cell(kernel: str, pin: str, bad: Sequence[str]) -> Text:
         return Text(f"{short} BAD", style="bold red")
     if pin and not kernel.startswith(pin):
         return Text(f"{short} ≠pin", style="yellow")
-    return Text(f"{short} pin")
+    return Text(short)
 
 
 def risk_cell(verdict: ThrashVerdict | None) -> Text:
@@ -121,8 +123,7 @@ def risk_cell(verdict: ThrashVerdict | None) -> Text:
         return Text("—")
     style = {ThrashLevel.OK: "", ThrashLevel.PRESSURE: "yellow",
              ThrashLevel.SUSPECTED: "bold yellow", ThrashLevel.THRASH: "bold red reverse"}
-    word = "ok" if verdict.level is ThrashLevel.OK else verdict.level.label.upper()
-    return Text(word, style=style[verdict.level])
+    return Text(RISK_WORDS[verdict.level], style=style[verdict.level])
 
 
 def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
