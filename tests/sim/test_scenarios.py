@@ -109,8 +109,13 @@ async def test_long_prompt_kills_the_engine_and_hangs_the_workers(fleet, serve):
         assert not sim.nodes["dgx5"].thrashing  # rank 0 exited, its memory is back
         assert not await banner_arrives(sim, "dgx6")
         assert await liveness_accepts(sim, "dgx7")
+        port = sim.endpoints()["nodes"]["dgx8"]["port"]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # held, no banner
         await sim.advance(1800)
         assert not sim.nodes["dgx8"].thrashing  # the OOM killer got its worker
+        banner = await asyncio.wait_for(reader.readline(), 5)  # sshd answers its backlog
+        assert banner.startswith(b"SSH-2.0-")
+        writer.close()
         journal, _, _ = await exec_on(sim, "dgx8", "journalctl -k --no-pager -n 200")
         assert re.search(r"kernel: Out of memory: Killed process \d+ \(python3\) total-vm:",
                          journal)

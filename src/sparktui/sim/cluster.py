@@ -78,6 +78,7 @@ class Sim:
         self._liveness: dict[str, asyncio.AbstractServer] = {}
         self._http: dict[tuple[str, int], tuple[Engine, web.AppRunner]] = {}
         self._memwatch: dict[str, Proc] = {}
+        self._thrashing: set[str] = set()
         self._io: set[asyncio.Task[Any]] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._changed: asyncio.Event | None = None
@@ -111,6 +112,12 @@ class Sim:
 
     def _after_step(self) -> None:
         for node in self.nodes.values():
+            if node.thrashing:
+                self._thrashing.add(node.name)
+            elif node.name in self._thrashing:
+                self._thrashing.discard(node.name)
+                if node.up:  # recovered by itself: sshd answers its backlog at last
+                    self.spawn_io(self.sshd[node.name].release_held())
             if not node.up or node.name in self._memwatch:
                 continue
             some, _ = node.memory.targets()

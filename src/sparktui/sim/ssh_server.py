@@ -72,17 +72,26 @@ class NodeSshd:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         self._conns.clear()
 
+    async def release_held(self) -> None:
+        """The node recovered: the connections it accepted meanwhile get their banner."""
+        held, self._held = self._held, set()
+        for sock in held:
+            self._spawn_serve(sock)
+
+    def _spawn_serve(self, sock: socket.socket) -> None:
+        task = asyncio.create_task(self._serve(sock))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def _accept_loop(self, lsock: socket.socket) -> None:
         loop = asyncio.get_running_loop()
         while True:
             conn_sock, _ = await loop.sock_accept(lsock)
             self.sim.sync()
             if not self.node.responsive:
-                self._held.add(conn_sock)  # accepted, never answered
+                self._held.add(conn_sock)  # accepted, not answered while thrashing
                 continue
-            task = asyncio.create_task(self._serve(conn_sock))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._spawn_serve(conn_sock)
 
     async def _serve(self, sock: socket.socket) -> None:
         try:
