@@ -110,3 +110,13 @@ async def test_docker_ps_truncates_unless_told(sim, serve):
     row = json.loads(out.splitlines()[0])
     assert len(row["ID"]) == 12 and out.splitlines()[1] == row["ID"]
     assert row["Command"] == '"vllm serve zai-org/…"'
+
+
+async def test_memory_taken_outside_the_engines_still_thrashes_and_logs(sim):
+    from sparktui.sim.memory import GIB
+
+    sim.nodes["dgx6"].memory.set("hog", 125 * GIB)
+    await sim.advance(30)
+    node = sim.nodes["dgx6"]
+    assert node.thrashing and node.memory.full.avg10 > 60
+    assert any(e.message.startswith("NVRM: ") for e in node.journal.entries)

@@ -102,6 +102,7 @@ class Sim:
 
     def _run_to(self, t: float) -> None:
         before = self.sched.steps
+        self._after_step()  # memory may have changed outside the scheduler (tests, HTTP)
         self.sched.run_until(t, before=self._memory_to, after=self._after_step)
         if self.sched.steps != before:
             self.notify()
