@@ -26,6 +26,7 @@ def fleet(tmp_path: Path) -> Config:
     text = (ROOT / "config.toml").read_text().replace(
         'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"')
     text = text.replace('recipes_dir = "recipes"', f'recipes_dir = "{ROOT / "recipes"}"')
+    text = text.replace("stall_after_s = 900.0", "stall_after_s = 7200.0")
     path = tmp_path / "config.toml"
     path.write_text(text)
     return load_config(path)

@@ -23,12 +23,21 @@ SPEED = 400.0
 """Simulated seconds per real second: a 35 s plug-off wait takes ~0.09 s."""
 
 
+def slow_ci_margins(text: str) -> str:
+    """At SPEED, the 600 s boot timeout and the 900 s stall window are 1.5 s and
+    2.25 s of real time: wide enough here, not on a loaded 2-core CI machine.
+    Tests that want a stall or a timeout set their own."""
+    return text.replace("boot_timeout_s = 600.0", "boot_timeout_s = 7200.0").replace(
+        "stall_after_s = 900.0", "stall_after_s = 7200.0")
+
+
 @pytest.fixture
 def fleet_config(config_copy: Callable[..., Path], tmp_path: Path) -> Config:
     state = tmp_path / "state"
 
     def edit(text: str) -> str:
-        return text.replace('state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"')
+        return slow_ci_margins(
+            text.replace('state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"'))
 
     return load_config(config_copy(edit))
 

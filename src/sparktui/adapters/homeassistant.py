@@ -169,11 +169,13 @@ class HomeAssistant:
         service = "turn_on" if on else "turn_off"
         await self._request("POST", f"/api/services/switch/{service}", {"entity_id": entity})
         deadline = self.clock.monotonic() + confirm_timeout_s
+        reads = 0
         while True:
             now = await self.state(entity)
+            reads += 1
             if now.state == wanted:
                 return now
-            if self.clock.monotonic() >= deadline:
+            if self.clock.monotonic() >= deadline and reads >= 3:
                 raise NotConfirmed(f"{entity}: {service} was accepted but the plug still reads "
                                    f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
             await self.clock.sleep(poll_s)

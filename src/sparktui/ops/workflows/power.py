@@ -24,6 +24,9 @@ from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowR
 SSH_CHECK = ": sparktui-ssh-check; uname -r"
 SSH_CHECK_TIMEOUT_S = 10.0
 WAIT_POLL_S = 2.0
+MIN_ATTEMPTS = 3
+"""A wait gives up only after its deadline AND this many attempts, so a slow
+attempt (a starved sshd) cannot use the whole budget alone."""
 
 
 def plug_action(entity: str, on: bool) -> str:
@@ -127,7 +130,7 @@ async def wait_back(run: WorkflowRun, node: str) -> dict[str, object]:
             attempts += 1
             if await check():
                 return clock.monotonic() - start
-            if clock.monotonic() >= deadline:
+            if clock.monotonic() >= deadline and attempts >= MIN_ATTEMPTS:
                 raise TimeoutError(f"{node}: no {check_name} after {timeout:g} s "
                                    f"({attempts} attempts) -> check the node's console")
             if attempts % 5 == 0:
