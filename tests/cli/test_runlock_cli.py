@@ -34,6 +34,9 @@ async def test_list_with_no_lock(tmp_path, capsys, monkeypatch):
 async def test_a_crashed_serve_lock_is_stale_and_closed(tmp_path, capsys, monkeypatch):
     cfg = h.fleet(tmp_path)
     locks = RunLocks.in_state_dir(cfg.state_dir())
+    journal = Journal.in_state_dir(cfg.state_dir())
+    journal.append("serve-x", "begin", workflow="serve", target="lane-x")
+    journal.append("serve-x", "intent", step="start rank 1", target="dgx6")
     locks.acquire(["dgx6"], wf="serve-x", workflow="serve", target="lane-x", started_at=1.0,
                   containers={"dgx6": ["sparktui-lane-x-r1"]}, pid=dead_pid())
     locks.acquire(["dgx7"], wf="pc-y", workflow="power-cycle", target="dgx7", started_at=1.0)
@@ -47,6 +50,9 @@ async def test_a_crashed_serve_lock_is_stale_and_closed(tmp_path, capsys, monkey
         assert await h.sparktui(cfg, "runlock", "close", "dgx6", "--yes",
                                 monkeypatch=monkeypatch) == 0
         assert locks.get("dgx6") is None
+        assert "serve-x: unfinished serve lane-x closed with its lock" in \
+            capsys.readouterr().out
+        assert journal.unfinished() == []
         code = await h.sparktui(cfg, "runlock", "close", "dgx7", "--yes",
                                 monkeypatch=monkeypatch)
         assert code == 1 and "owner alive" in capsys.readouterr().err

@@ -16,7 +16,9 @@ from sparktui.core.errors import RemoteError
 from sparktui.core.probe import parse_probe
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, open_context
+from sparktui.ops.resume import close
 from sparktui.ops.runlocks import RunLock, RunLocks, is_stale, owner_alive
+from sparktui.ops.workflows.power import plugs_left_off
 from sparktui.watch.readiness import DOCKER_PS
 
 from .common import load
@@ -103,4 +105,18 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
                            message=f"runlock on {args.node} closed by the operator "
                                    f"({'stale' if stale else 'forced'})")
         print(f"{args.node}: lock of {lock.describe()} closed")
+        _close_its_workflow(ctx, lock)
         return 0
+
+
+def _close_its_workflow(ctx: OpsContext, lock: RunLock) -> None:
+    """The crashed workflow that left the lock is closed with it, unless it left a
+    plug off (then it stays offered: `sparktui power resume`)."""
+    record = next((w for w in ctx.journal.unfinished() if w.wf == lock.wf), None)
+    if record is None or any(w.wf == lock.wf for w in ctx.locks.list()):
+        return
+    if plugs_left_off(record, ctx.config):
+        print(f"{lock.wf} left a plug off: complete it with `sparktui power resume {lock.wf}`")
+        return
+    close(ctx, record, f"its runlock on {lock.node} was closed")
+    print(f"{lock.wf}: unfinished {record.workflow} {record.target} closed with its lock")
