@@ -54,9 +54,11 @@ async def test_logs_follow_stops_when_the_container_exits(
         launch = await serve(w, "dsv41-flash-8x")
         task = asyncio.create_task(
             show_logs(w.config, launch.lane, rank=3, follow=True, tail=5, clock=w.sim.clock))
-        for _ in range(50):
+        container = w.sim.nodes["dgx4"].docker.containers[launch.ranks[3].container]
+        while not any("Graph capturing finished" in ln.text for ln in container.logs):
             await w.sim.advance(10)
             await asyncio.sleep(0.002)
+        await asyncio.sleep(0.2)  # let the stream deliver
         assert not task.done()
         result = await w.fleet.get("dgx4").run(
             f"docker stop -t 1 {launch.ranks[3].container}", 30)
