@@ -298,6 +298,7 @@ class Shell:
         except SyntaxErr as e:
             self.err.write(f"sh: {self.env.lineno}: Syntax error: {e}\n".encode())
             self.env.status = 2
+            self.env.lineno += src.count("\n") or 1
             return 2
         for item in lists:
             status = await self._pipeline(item.first)
