@@ -10,6 +10,8 @@ import re
 from collections.abc import AsyncIterator
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparktui.core.errors import RemoteError
 from sparktui.watch.follower import (
@@ -281,3 +283,30 @@ async def test_journal_resumes_with_history_and_skips_what_was_delivered() -> No
         "journalctl -k -f -o short-iso-precise --no-pager -n 0 2>&1",
         "journalctl -k -f -o short-iso-precise --no-pager -n 500 2>&1",
     ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=600), st.lists(st.integers(1, 64), min_size=1, max_size=40))
+def test_any_bytes_any_chunking_give_the_same_lines(data: bytes, cuts: list[int]) -> None:
+    """Property: however the stream is cut, the lines are the newline-split
+    bytes, decoded with replacement, \\r-stripped, never longer than the cap."""
+
+    class Cut:
+        async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+            pos, i = 0, 0
+            while pos < len(data):
+                n = cuts[i % len(cuts)]
+                yield data[pos:pos + n]
+                pos, i = pos + n, i + 1
+
+    cap = 100
+    got = asyncio.run(collect(follow_container(Cut(), "c", follow=False, max_line_bytes=cap)))
+    want = data.split(b"\n")
+    if want and want[-1] == b"":
+        want.pop()
+    assert len(got) == len(want)
+    for line, raw in zip(got, want, strict=True):
+        raw = raw[:cap]
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        assert line.raw == raw.decode("utf-8", "replace")

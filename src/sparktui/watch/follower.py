@@ -263,7 +263,7 @@ class LogFollower:
             raw = raw[:-1]
         sp = raw.find(b" ")
         if 20 <= sp <= 36 and raw[4:5] == b"-" and raw[10:11] == b"T":
-            ts = raw[:sp].decode("ascii", "replace")
+            ts = raw[:sp].decode("utf-8", "replace")
             text = raw[sp + 1:].decode("utf-8", "replace")
         else:
             ts, text = None, raw.decode("utf-8", "replace")
