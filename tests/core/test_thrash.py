@@ -210,3 +210,16 @@ def test_fuzz_rules_never_raise(
     for i, (ok, ping, some, full, tot, avail) in enumerate(rows):
         r.add_sample(NodeSample(i * 2.0, ok, ping, some, full, tot, avail, TOTAL))
         r.verdict(i * 2.0)
+
+
+def test_falling_memory_is_reported_once_under_pressure() -> None:
+    r = ThrashRules("dgx1")
+    for i in range(16):  # 40 -> 2.5 GiB, 2.5 GiB every 2 s = 75 GiB/min
+        r.add_sample(sample(i * 2.0, avail_gib=40 - 2.5 * i))
+    v = r.verdict(30)
+    assert v.level is ThrashLevel.PRESSURE
+    assert "MemAvailable falling 75.0 GiB/min" in v.evidence
+    quiet = ThrashRules("dgx2")
+    for i in range(16):
+        quiet.add_sample(sample(i * 2.0, avail_gib=60 - i))
+    assert quiet.verdict(30).evidence == ()  # falling, but no pressure: nothing said

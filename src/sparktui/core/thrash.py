@@ -38,6 +38,8 @@ EVIDENCE_WINDOW_S = 120.0
 """Kernel and engine lines count for this long before the node was last seen
 answering (while it answers: before now). A node that went dark is judged
 on the memory of its last good sample and the lines that led up to it."""
+MEM_TREND_S = 30.0
+"""MemAvailable's trend is measured over at least this long (evidence only)."""
 GIB_KIB = 1024 * 1024
 
 
@@ -176,7 +178,25 @@ class ThrashRules:
                 f" {PSI_SUSTAIN_S:.0f} s (>= {cfg.psi_full_thrash:g}%, systemd-oomd)"
             )
             level = ThrashLevel.THRASH
+        if level >= ThrashLevel.PRESSURE and (rate := self._mem_fall_gib_per_min()):
+            evidence.append(f"MemAvailable falling {rate:.1f} GiB/min")
         return bad, level
+
+    def _mem_fall_gib_per_min(self) -> float | None:
+        """How fast MemAvailable fell over the last ≥ MEM_TREND_S (None if not falling)."""
+        newest = None
+        for s in reversed(self._samples):
+            if s.mem_available_kib is None or not s.probe_ok:
+                continue
+            if newest is None:
+                newest = s
+                continue
+            span = newest.at - s.at
+            if span >= MEM_TREND_S:
+                fell = (s.mem_available_kib - newest.mem_available_kib) / GIB_KIB
+                rate = fell / span * 60
+                return rate if rate >= 0.1 else None
+        return None
 
     def _full_stall_fraction(self, now: float) -> float | None:
         """Share of the last ≥ PSI_SUSTAIN_S in which all tasks were stalled."""
