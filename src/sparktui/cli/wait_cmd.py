@@ -85,6 +85,9 @@ async def wait_lane(
             where = ", ".join(f"r{r.rank}@{r.node}" for r in ranks)
             print(f"{lane}: watching {len(ranks)}/{rank0.nranks} rank(s) ({where}); "
                   f"stalled after {format_duration(stall_after_s)} without progress")
+            if rank0.rank != 0 or rank0.port is None:
+                print(f"{lane}: warning: no rank 0 with a sparktui.port label; the endpoint "
+                      "cannot be probed, so the wait can only end failed or stalled")
         watch = LaneWatch(
             lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
