@@ -130,8 +130,8 @@ class PhaseTracker:
     last_progress: str = "watch started"
     phase_times: dict[Phase, float] = field(default_factory=dict)
     """Monotonic time each phase was first reached."""
-    _ranks: dict[int, _Rank] = field(default_factory=dict)
-    _before_stall: Phase | None = None
+    _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
+    _before_stall: Phase | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.last_progress_at = self.start

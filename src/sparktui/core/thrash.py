@@ -85,10 +85,11 @@ class ThrashRules:
 
     node: str
     config: ThrashConfig = field(default_factory=ThrashConfig)
-    _samples: deque[NodeSample] = field(default_factory=lambda: deque(maxlen=256))
-    _events: deque[tuple[float, LogEvent]] = field(default_factory=lambda: deque(maxlen=512))
-    _failed_probes: int = 0
-    _first_failed_at: float | None = None
+    _samples: deque[NodeSample] = field(default_factory=lambda: deque(maxlen=256), init=False)
+    _events: deque[tuple[float, LogEvent]] = field(
+        default_factory=lambda: deque(maxlen=512), init=False)
+    _failed_probes: int = field(default=0, init=False)
+    _first_failed_at: float | None = field(default=None, init=False)
 
     def add_sample(self, s: NodeSample) -> None:
         self._samples.append(s)

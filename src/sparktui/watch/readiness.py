@@ -140,11 +140,12 @@ class LaneWatch:
     """How often the rank nodes' MemAvailable is read while loading."""
     stop_when_ready: bool = True
     """False: keep watching a ready lane until it fails (or the task is cancelled)."""
-    ready: bool = False
+    ready: bool = field(default=False, init=False)
+    """The endpoint passed every readiness stage."""
     tracker: PhaseTracker = field(init=False)
-    stages: dict[str, float] = field(default_factory=dict)
-    _done: asyncio.Event = field(default_factory=asyncio.Event)
-    _outcome: Outcome | None = None
+    stages: dict[str, float] = field(default_factory=dict, init=False)
+    _done: asyncio.Event = field(default_factory=asyncio.Event, init=False)
+    _outcome: Outcome | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.lane, self.stall_after_s, self.clock.monotonic())
