@@ -280,8 +280,10 @@ async def test_journal_resumes_with_history_and_skips_what_was_delivered() -> No
             break
     assert got == [f"dgx6 kernel: msg {i}" for i in range(40)]
     assert src.commands == [
-        "journalctl -k -f -o short-iso-precise --no-pager -n 0 2>&1",
-        "journalctl -k -f -o short-iso-precise --no-pager -n 500 2>&1",
+        "journalctl -b -f -o short-iso-precise --no-pager -n 0 "
+        "_TRANSPORT=kernel + SYSLOG_IDENTIFIER=systemd-journald 2>&1",
+        "journalctl -b -f -o short-iso-precise --no-pager -n 500 "
+        "_TRANSPORT=kernel + SYSLOG_IDENTIFIER=systemd-journald 2>&1",
     ]
 
 

@@ -136,7 +136,8 @@ async def test_follow_journals_feeds_lines_and_is_cancellable() -> None:
     await asyncio.gather(task, return_exceptions=True)
     ev = det.verdict("dgx1").evidence
     assert any("NVRM" in e for e in ev) and any("Under memory pressure" in e for e in ev)
-    assert link.cmds == ["journalctl -k -f -o short-iso-precise --no-pager -n 0 2>&1"]
+    assert link.cmds == ["journalctl -b -f -o short-iso-precise --no-pager -n 0 "
+        "_TRANSPORT=kernel + SYSLOG_IDENTIFIER=systemd-journald 2>&1"]
 
 
 def test_node_verdict_from_one_snapshot() -> None:

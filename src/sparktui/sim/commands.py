@@ -1,11 +1,12 @@
 """The node's file and system commands: cat, grep -H ., uname -r, stat -c, df -Pk,
-journalctl -k, with GNU coreutils' and systemd's exact output and errors."""
+journalctl, with GNU coreutils' and systemd's exact output and errors."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from .fs import ENOENT, FsError
+from .journal import journal_filter
 from .shell import Command, Ctx
 
 if TYPE_CHECKING:
@@ -126,10 +127,11 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
             n = int(args[i + 1]) if i + 1 < len(args) and args[i + 1].isdigit() else 10
         elif follow:
             n = 10
-        # The journal holds the kernel's lines and journald's own "flushing caches"
-        # notice; both are shown under -k because production follows only -k (the
-        # real -k filter would hide journald's line: see the simulator's notes).
-        entries = node.journal.entries
+        wanted = journal_filter(args)
+        if isinstance(wanted, str):
+            ctx.err(f"{wanted}\n")
+            return 1
+        entries = [e for e in node.journal.entries if wanted(e)]
         shown = entries if n is None else entries[-n:] if n else []
         if not shown and not follow:
             ctx.out("-- No entries --\n")
@@ -145,7 +147,7 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
             if entries and entries[0] is not first:
                 seen, first = 0, entries[0]
             for e in entries[seen:]:
-                if node.responsive:
+                if node.responsive and wanted(e):
                     ctx.out(node.journal.render(e))
             if node.responsive:
                 seen = len(entries)

@@ -1,7 +1,9 @@
-"""The node's kernel journal and `journalctl -k` in short-iso-precise form."""
+"""The node's journal (kernel lines and journald's own notices) and the
+`journalctl` filters production uses, in short-iso-precise form."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .timefmt import journal_precise
@@ -79,3 +81,52 @@ class Journal:
             (9.3, "NFS: Registering the id_resolver key type"),
         ]:
             self.kernel(t + dt, msg)
+
+
+def _fields(entry: JournalEntry) -> dict[str, str]:
+    """The journal fields a match can name. journald logs its own notices
+    (such as "flushing caches") with transport ``driver``, not ``kernel``."""
+    if entry.ident == "kernel":
+        return {"_TRANSPORT": "kernel", "SYSLOG_IDENTIFIER": "kernel"}
+    return {"_TRANSPORT": "driver", "SYSLOG_IDENTIFIER": entry.ident.split("[")[0]}
+
+
+_VALUE_OPTIONS = {"-n", "--lines", "-o", "--output", "-u", "--unit", "--since", "--until"}
+_FLAGS = {"-f", "--follow", "-k", "--dmesg", "-b", "--boot", "--no-pager", "-q", "--quiet"}
+
+
+def journal_filter(args: list[str]) -> Callable[[JournalEntry], bool] | str:
+    """journalctl's matching: ``FIELD=VALUE`` terms, ``+`` between alternatives
+    (within a group, the same field ORs and different fields AND); ``-k`` keeps
+    kernel lines only. Returns an error message for an option it does not know."""
+    groups: list[dict[str, set[str]]] = [{}]
+    kernel_only = False
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in _VALUE_OPTIONS:
+            skip = True
+        elif arg in ("-k", "--dmesg"):
+            kernel_only = True
+        elif arg in _FLAGS or arg.startswith(("-o", "-n", "--output=", "--lines=")):
+            continue
+        elif arg == "+":
+            groups.append({})
+        elif "=" in arg and not arg.startswith("-"):
+            field, _, value = arg.partition("=")
+            groups[-1].setdefault(field, set()).add(value)
+        elif arg.startswith("-"):
+            return f"journalctl: unrecognized option '{arg}'"
+        else:
+            return f'Failed to add match \'{arg}\': Invalid argument'
+
+    def wanted(entry: JournalEntry) -> bool:
+        fields = _fields(entry)
+        if kernel_only and fields["_TRANSPORT"] != "kernel":
+            return False
+        active = [g for g in groups if g]
+        return not active or any(
+            all(fields.get(f) in values for f, values in g.items()) for g in active)
+
+    return wanted

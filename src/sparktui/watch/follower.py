@@ -2,7 +2,7 @@
 node's persistent SSH connection.
 
 ``docker logs [-f] [--tail N | --since TS] --timestamps NAME 2>&1`` and
-``journalctl -k -f -o short-iso-precise --no-pager [-n N]`` (the commands of
+``journalctl -b -f -o short-iso-precise --no-pager [-n N] MATCHES`` (the commands of
 docs/CONTRACTS.md) are streamed as raw bytes; this module turns the chunks
 into lines:
 
@@ -79,11 +79,17 @@ def docker_logs_command(
 JOURNAL_RESUME_LINES = 500
 
 
+JOURNAL_MATCHES = "_TRANSPORT=kernel + SYSLOG_IDENTIFIER=systemd-journald"
+"""The kernel's lines (NVRM, oom-killer) and journald's own notices. journald
+logs "Under memory pressure, flushing caches." under its own identifier, not
+the kernel transport, so a plain ``journalctl -k`` would never show it."""
+
+
 def journal_command(resume_from: str | None) -> str:
-    """Only new kernel lines at first; after a drop, enough history to cover
-    the gap (lines already delivered are skipped by timestamp)."""
+    """Only new lines at first; after a drop, enough history to cover the gap
+    (lines already delivered are skipped by timestamp)."""
     n = 0 if resume_from is None else JOURNAL_RESUME_LINES
-    return f"journalctl -k -f -o short-iso-precise --no-pager -n {n} 2>&1"
+    return f"journalctl -b -f -o short-iso-precise --no-pager -n {n} {JOURNAL_MATCHES} 2>&1"
 
 
 def _ts_key(ts: bytes) -> tuple[bytes, int] | None:
