@@ -139,7 +139,14 @@ def test_starved_and_powered_off_nodes_are_unhealthy() -> None:
     )
     snaps[6] = NodeSnapshot("dgx7", NodeState.POWERED_OFF, 1.0, error="x", powered=False)
     report = HealthReport(make_config(), cluster(*snaps))
-    assert report.summary() == "6/8 online (dgx6 starved, dgx7 powered_off), the online ones free"
+    summary = report.summary()
+    assert summary.startswith(
+        "6/8 online (dgx6 starved, dgx7 powered_off), the online ones free; "
+        "dgx6: thrash suspected (ping answers, SSH probe failed 1x in a row) -> SSH retry 1/3")
+    assert "Home Assistant plug cycle of dgx6 only" in summary
+    thrash = {n["node"]: n["thrash"] for n in report.as_json()["nodes"]}
+    assert thrash["dgx6"]["level"] == "thrash suspected"
+    assert thrash["dgx1"]["level"] == "ok" and thrash["dgx1"]["evidence"] == []
     assert not report.healthy
     assert report.issues["dgx6"] == ["starved: dgx6: 'probe': shell did not answer"]
     assert "starved" in render(report)

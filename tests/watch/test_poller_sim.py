@@ -166,3 +166,33 @@ async def test_health_cli_against_the_simulator(
         out = capsys.readouterr().out
         assert code == 0
         assert "2/2 online, all free" in out and "dgx1" in out and "dgx7" not in out
+
+
+async def test_health_cli_shows_a_plug_switched_off_and_a_starved_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sparktui health` reads the plugs through Home Assistant: a node whose plug
+    is off is powered_off, not unreachable; a node under memory it cannot give is
+    starved, with its thrash evidence and the runbook's next step."""
+    state = tmp_path / "state"
+    text = SHIPPED.read_text().replace(
+        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"'
+    ).replace("probe_timeout_s = 3.0", "probe_timeout_s = 2.0")
+    config_path = tmp_path / "config.toml"
+    config_path.write_text(text)
+    config = load_config(config_path)
+    async with running_sim(config) as sim:
+        publish_endpoints(config, sim)
+        await sim.power("dgx7", False)
+        sim.nodes["dgx6"].memory.set("hog", 125 * GIB)
+        sim.notify()
+        await sim.advance(30)
+        code = await asyncio.to_thread(main, ["health", "--config", str(config_path), "--json"])
+        data = json.loads(capsys.readouterr().out)
+    nodes = {n["node"]: n for n in data["nodes"]}
+    assert code == 1
+    assert nodes["dgx7"]["state"] == "powered_off"
+    assert nodes["dgx6"]["state"] == "starved"
+    assert nodes["dgx6"]["thrash"]["level"] in ("thrash suspected", "thrash")
+    assert "plug cycle of dgx6 only" in nodes["dgx6"]["thrash"]["next_step"]
+    assert "dgx7 powered_off" in data["summary"]

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import httpx
 
+from sparktui.adapters.endpoints import Endpoints
 from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.config import Config
 
 CONFIRM_POLL_S = 0.5
 CONFIRM_TIMEOUT_S = 10.0
@@ -195,3 +197,14 @@ def _entity(entity: str) -> str:
     if not domain or not name or not all(c.isalnum() or c in "._" for c in entity):
         raise HomeAssistantError(f"not an entity id: {entity!r}")
     return entity
+
+
+def open_home_assistant(config: Config, endpoints: Endpoints, *,
+                        clock: Clock | None = None) -> HomeAssistant:
+    """The Home Assistant of `config`: with the simulator, its URL and token file
+    from the endpoints file; the variable named by ``token_env`` always wins.
+    Raises TokenError (whose message never holds the token)."""
+    ha = config.home_assistant
+    token = load_token(ha.token_env,
+                       endpoints.ha_token_file if endpoints.simulated else ha.token_file)
+    return HomeAssistant(endpoints.ha_url, token, timeout_s=ha.timeout_s, clock=clock)

@@ -5,8 +5,10 @@ Exit 0 only when every node is healthy: online, on a good kernel, the NAS
 mounted and the Hugging Face cache the NAS symlink. Exit 1 otherwise, 2 when
 the nodes cannot be resolved (bad config, simulator not running).
 
-Columns are data (`Column`), so a later column (the thrash level, issue 5)
-is one more entry from `columns()`; it shows in the table and the JSON alike.
+Columns are data (`Column`); the thrash level (with its evidence and the
+runbook's next step) is one of them and shows in the table and the JSON
+alike. Plug state comes from Home Assistant when its token is available, so a
+node switched off shows as powered off rather than unreachable.
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ from rich.table import Table
 from rich.text import Text
 
 from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..adapters.homeassistant import HomeAssistant, TokenError, open_home_assistant
 from ..adapters.ssh import Fleet
 from ..core.config import Config, NodeConfig
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
 from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
+from ..core.thrash import ThrashLevel, ThrashVerdict
 from ..watch.poller import Poller
+from ..watch.thrash import node_verdict
 from .common import console, print_json
 
 STATE_STYLE = {
@@ -100,10 +105,23 @@ def _node_names(config: Config, cluster: str | None) -> list[str]:
 
 
 async def poll_once(config: Config, names: list[str]) -> ClusterSnapshot:
-    """One concurrent poll round of ``names`` over fresh connections."""
+    """One concurrent poll round of ``names`` over fresh connections, with the
+    plugs' state from Home Assistant when its token is available."""
     endpoints = resolve_endpoints(config)
-    async with Fleet.from_config(config, endpoints) as fleet:
-        return await Poller(config, fleet, endpoints, nodes=names).poll_round()
+    ha: HomeAssistant | None = None
+    try:
+        ha = open_home_assistant(config, endpoints)
+    except TokenError as exc:
+        print(f"note: plug state unknown ({exc})", file=sys.stderr)
+    entities = {n.name: n.switch for n in config.nodes.values()}
+    try:
+        async with Fleet.from_config(config, endpoints) as fleet:
+            poller = Poller(config, fleet, endpoints, nodes=names,
+                            power=ha.power_source(entities) if ha else None)
+            return await poller.poll_round()
+    finally:
+        if ha is not None:
+            await ha.aclose()
 
 
 # -- what "healthy" means ------------------------------------------------------
@@ -191,7 +209,27 @@ def _busy(snap: NodeSnapshot) -> bool | None:
     return snap.probe.busy if snap.probe else None
 
 
+THRASH_STYLE = {
+    ThrashLevel.OK: "green",
+    ThrashLevel.PRESSURE: "yellow",
+    ThrashLevel.SUSPECTED: "bold red",
+    ThrashLevel.THRASH: "bold white on red",
+}
+
+
+def _thrash(config: Config, snap: NodeSnapshot) -> ThrashVerdict:
+    return node_verdict(snap, config.thrash)
+
+
 def columns(config: Config) -> list[Column]:
+    def thrash_value(s: NodeSnapshot) -> dict[str, object]:
+        v = _thrash(config, s)
+        return {"level": v.level.label, "evidence": list(v.evidence), "next_step": v.next_step}
+
+    def thrash_text(s: NodeSnapshot) -> Text:
+        level = _thrash(config, s).level
+        return Text(level.label, style=THRASH_STYLE[level])
+
     def state_text(s: NodeSnapshot) -> Text:
         return Text(s.state.value, style=STATE_STYLE[s.state])
 
@@ -238,6 +276,7 @@ def columns(config: Config) -> list[Column]:
         Column("PSI\nfull", "psi_full_avg10", _psi_full, psi_text, "right", no_wrap=True),
         Column("containers", "containers", _containers, _containers_text, min_width=7),
         Column("use", "busy", _busy, busy_text, no_wrap=True),
+        Column("thrash", "thrash", thrash_value, thrash_text, min_width=6),
     ]
 
 
@@ -276,6 +315,11 @@ class HealthReport:
             for issue in self.issues[snap.node]:
                 nodes_by_issue.setdefault(issue, []).append(snap.node)
         problems = [f"{', '.join(names)}: {issue}" for issue, names in nodes_by_issue.items()]
+        for snap in nodes:
+            verdict = _thrash(self.config, snap)
+            if verdict.level >= ThrashLevel.PRESSURE:
+                problems.append(f"{snap.node}: {verdict.level.label} "
+                                f"({'; '.join(verdict.evidence)}) -> {verdict.next_step}")
         return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
 
     def table(self) -> Table:
