@@ -5,6 +5,8 @@ and its first fatal line, collects every rank's last lines and stops them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from sparktui.core.recipe_load import load_recipe
@@ -133,3 +135,23 @@ async def test_a_worker_node_lost_mid_boot_fails_the_serve_and_frees_the_lock(
         assert wf.finished and not wf.in_doubt
         assert not any(c.status == "running" for n in ("dgx5", "dgx6", "dgx8")
                        for c in sim.nodes[n].docker.containers.values())
+
+
+async def test_boot_d_forced_past_the_fit_guard_is_caught_thrashing(sim_ctx, fleet_config):
+    """With the fit refusal overridden, the serve's memory watch sees the 09-14
+    14:37 signature (memory gone, then ping alive and SSH starved) on the ranks'
+    nodes, ends the watch, and names the nodes to recover."""
+    r = load_recipe(fleet_config, "dsv41-flash-r37-4x-eager")
+    quick = replace(fleet_config, console=replace(fleet_config.console, probe_timeout_s=1.0))
+    async with sim_ctx("boot-d-oom", config=quick, speed=1500.0) as (sim, ctx, _):
+        options = ServeOptions(overrides=frozenset({Override.FIT}), poll_s=5.0)
+        result = await serve(ctx, r, B, options)
+        assert not result.ok
+        thrash = result.detail["thrash"]
+        assert thrash["node"] in ("dgx5", "dgx6", "dgx7", "dgx8")
+        assert "thrashes during the boot" in result.message
+        assert f"`sparktui recover {thrash['node']}`" in result.message
+        assert any("SSH" in e or "MemAvailable" in e for e in thrash["evidence"])
+        assert thrash["nodes"] and all(sim.nodes[n].thrashing for n in thrash["nodes"])
+        assert f"{', '.join(thrash['nodes'])} do not answer" in result.message
+        assert ctx.locks.list() == []

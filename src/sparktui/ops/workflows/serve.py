@@ -12,8 +12,10 @@ re-implements log parsing.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,16 +25,19 @@ from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import LaunchPlan, RankLaunch, choose_gid, plan
 from sparktui.core.state import ClusterSnapshot
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
-from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer
+from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer, WaitResult
+from sparktui.watch.thrash import ThrashDetector
 
 GID_TIMEOUT_S = 15.0
 START_TIMEOUT_S = 120.0
 LAST_LINES = 20
+LAST_LINES_TIMEOUT_S = 15.0
 RM_TIMEOUT_S = 60.0
 
 
@@ -247,24 +252,61 @@ async def _gid(run: WorkflowRun, r: RankLaunch) -> int | None:
 
 
 async def _stop_ranks(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> None:
-    for r in sorted(ranks, key=lambda r: (r.rank == 0, r.rank)):
-        try:
+    """Workers together, then the head; a rank that cannot be stopped is reported
+    by its step and does not hold up the others."""
+
+    async def stop(r: RankLaunch) -> None:
+        with contextlib.suppress(StepFailed):
             await _run_ok(run, f"stop rank {r.rank}", r.node, stop_command(r.container),
                           STOP_TIMEOUT_S)
-        except Exception:
-            continue  # reported by the step; go on stopping the others
+
+    await asyncio.gather(*(stop(r) for r in ranks if r.rank != 0))
+    await asyncio.gather(*(stop(r) for r in ranks if r.rank == 0))
 
 
-async def _last_lines(run: WorkflowRun, launch: LaunchPlan) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for r in launch.ranks:
+async def _last_lines(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> dict[str, list[str]]:
+    async def one(r: RankLaunch) -> list[str]:
         cmd = f"docker logs --tail {LAST_LINES} --timestamps {shlex.quote(r.container)} 2>&1"
         try:
-            res = await run.ctx.link(r.node).run(cmd, 30.0)
-            out[str(r.rank)] = res.stdout.splitlines()[-LAST_LINES:]
+            res = await run.ctx.link(r.node).run(cmd, LAST_LINES_TIMEOUT_S)
+            return res.stdout.splitlines()[-LAST_LINES:]
         except Exception as exc:
-            out[str(r.rank)] = [f"(could not read: {exc})"]
-    return out
+            return [f"(could not read: {exc})"]
+
+    lines = await asyncio.gather(*(one(r) for r in ranks))
+    return {str(r.rank): ls for r, ls in zip(ranks, lines, strict=True)}
+
+
+async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDetector,
+                       interval_s: float, answering: dict[str, bool]) -> ThrashVerdict:
+    """Poll the lane's nodes until one of them thrashes (the Boot D signature:
+    memory gone, PSI full climbing, then ping answers while SSH is starved).
+    ``answering`` is kept up to date: did each node's last probe come back."""
+    while True:
+        snapshot = await ctx.snapshot(list(nodes))
+        worst: ThrashVerdict | None = None
+        for snap in snapshot.nodes:
+            answering[snap.node] = snap.online
+            verdict = detector.on_snapshot(snap)
+            if verdict.level >= ThrashLevel.THRASH and worst is None:
+                worst = verdict
+        if worst is not None:
+            return worst
+        await ctx.clock.sleep(interval_s)
+
+
+async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict]
+                 ) -> WaitResult | ThrashVerdict:
+    """The lane's boot and its nodes' memory side by side; the first verdict wins."""
+    tasks = [asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
+             asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        return next(iter(done)).result()
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: LaunchPlan,
@@ -279,41 +321,76 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                       ctx.api_host(launch.ranks[0].node), stall_after_s=stall, clock=ctx.clock,
                       poll_s=options.poll_s,
                       first_token=options.first_token and recipe.readiness.first_token)
+    detector = ThrashDetector(ctx.config.thrash, clock=ctx.clock)
+    node_of = {r.rank: r.node for r in launch.ranks}
     last_phase: list[Phase | None] = [None]
 
     def on_line(rank: int, line: str) -> None:
+        detector.on_line(node_of[rank], line)
         tr = watch.tracker
         if tr.phase is not last_phase[0]:
             last_phase[0] = tr.phase
             run.progress("readiness", lane, tr.summary())
 
     watch.on_line = on_line
-    result = await run.step("readiness", lane, "follow every rank's log until ready, failed "
-                                              "or stalled", watch.run,
-                            describe=lambda r: r.outcome.value)
+    nodes = [r.node for r in launch.ranks]
+    answering: dict[str, bool] = {}
+    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
+    try:
+        result = await run.step("readiness", lane, "follow every rank's log until ready, "
+                                                  "failed or stalled; watch every node for "
+                                                  "thrash",
+                                lambda: _watch(watch, memory), describe=_describe_watch)
+    except StepFailed:
+        if not options.keep:
+            await _stop_ranks(run, launch.ranks)
+        raise
     tr = watch.tracker
     detail: dict[str, Any] = {
-        "recipe": recipe.name, "cluster": cluster, "outcome": result.outcome.value,
-        "stages": {k: round(v, 1) for k, v in result.stages.items()},
-        "phases": {p.value: round(t, 1) for p, t in result.phase_times.items()},
+        "recipe": recipe.name, "cluster": cluster, "summary": tr.summary(),
+        "phases": {p.value: round(t - tr.start, 1) for p, t in tr.phase_times.items()},
         "kv_tokens": tr.kv.tokens, "kv_max_len": tr.kv.max_len,
-        "kv_concurrency": tr.kv.concurrency, "summary": result.summary,
+        "kv_concurrency": tr.kv.concurrency,
+        "stages": {k: round(v, 1) for k, v in watch.stages.items()},
     }
-    if result.outcome is Outcome.READY:
-        took = max(result.stages.values(), default=0.0)
-        run.finish(True, f"{lane} serving on {cluster} after {format_duration(took)}", detail)
-        return
-    if result.failure is not None:
-        f = result.failure
-        detail["failure"] = {"rank": f.rank, "kind": f.kind.value, "line": f.line,
-                             "timestamp": f.timestamp}
-        why = f"failed on rank {f.rank}: {f.line}"
+    hung: set[str] = set()
+    if isinstance(result, ThrashVerdict):
+        # nodes that do not answer, or whose memory is under pressure too (Boot D
+        # takes every rank down together): a docker command there would only hang
+        hung = {n for n in nodes if not answering.get(n, True)} | {
+            v.node for v in detector.verdicts().values() if v.level >= ThrashLevel.PRESSURE}
+        detail["outcome"] = "thrash"
+        detail["thrash"] = {"node": result.node, "evidence": list(result.evidence),
+                            "next_step": result.next_step, "nodes": sorted(hung)}
+        why = (f"{result.node} thrashes during the boot ({'; '.join(result.evidence)}) -> "
+               + ", ".join(f"`sparktui recover {n}`" for n in sorted(hung)))
     else:
-        why = f"{result.outcome.value}; last progress: {result.last_progress}"
-    detail["last_lines"] = await _last_lines(run, launch)
-    if not options.keep:
-        await _stop_ranks(run, launch.ranks)
-        why += " (ranks stopped)"
-    else:
+        detail["outcome"] = result.outcome.value
+        if result.outcome is Outcome.READY:
+            took = max(result.stages.values(), default=0.0)
+            run.finish(True, f"{lane} serving on {cluster} after {format_duration(took)}",
+                       detail)
+            return
+        if result.failure is not None:
+            f = result.failure
+            detail["failure"] = {"rank": f.rank, "kind": f.kind.value, "line": f.line,
+                                 "timestamp": f.timestamp}
+            why = f"failed on rank {f.rank}: {f.line}"
+        else:
+            why = f"{result.outcome.value}; last progress: {result.last_progress}"
+    reachable = [r for r in launch.ranks if r.node not in hung]
+    detail["last_lines"] = await _last_lines(run, reachable)
+    if options.keep:
         why += " (ranks kept: --keep)"
+    else:
+        await _stop_ranks(run, reachable)
+        left = f"{', '.join(sorted(hung))} do not answer" if hung else ""
+        why += (" (ranks stopped)" if not hung else f" (ranks stopped; not on {left})"
+                if reachable else f" (no rank stopped: {left})")
     run.finish(False, f"{lane}: {why}", detail)
+
+
+def _describe_watch(result: WaitResult | ThrashVerdict) -> str:
+    if isinstance(result, ThrashVerdict):
+        return f"thrash on {result.node}"
+    return result.outcome.value
