@@ -154,4 +154,5 @@ async def test_boot_d_forced_past_the_fit_guard_is_caught_thrashing(sim_ctx, fle
         assert any("SSH" in e or "MemAvailable" in e for e in thrash["evidence"])
         assert thrash["nodes"] and all(sim.nodes[n].thrashing for n in thrash["nodes"])
         assert f"{', '.join(thrash['nodes'])} do not answer" in result.message
+        assert "**THRASH** on" in render(ctx.journal.entries())
         assert ctx.locks.list() == []

@@ -57,6 +57,10 @@ def _boot(w: WorkflowRecord) -> str:
     elif "failure" in d:
         f = d["failure"]
         lines.append(f"- {head} {span}: **FAILED** on rank {f['rank']}: `{f['line']}`.")
+    elif "thrash" in d:
+        t = d["thrash"]
+        lines.append(f"- {head} {span}: **THRASH** on {', '.join(t.get('nodes') or [t['node']])} "
+                     f"during the boot: {'; '.join(t.get('evidence', []))}.")
     elif "refused" in d:
         return ""
     else:
