@@ -13,7 +13,7 @@ from sparktui.ops.workflows.cluster_power import cluster_power
 from sparktui.ops.workflows.power import power_cycle, power_switch
 from sparktui.ops.workflows.recover import recover
 from sparktui.ops.workflows.serve import ServeOptions, serve
-from sparktui.ops.workflows.stop import stop_lane
+from sparktui.ops.workflows.stop import find_lane, stop_lane
 
 B = "4nodes-switch-b"
 B_NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
@@ -237,3 +237,27 @@ async def test_cancelling_a_serve_during_readiness_detaches(sim_ctx, fleet_confi
         (wf,) = ctx.journal.workflows()
         assert wf.finished and wf.message == "cancelled"
         assert len(containers(sim)) == 4  # the ranks keep booting: Ctrl-C detaches
+
+
+async def test_a_node_dropping_mid_stop_fails_that_rank_only(sim_ctx, fleet_config):
+    recipe = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
+    async with sim_ctx() as (sim, ctx, _):
+        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
+        ranks = await find_lane(ctx, recipe.name)
+        sim.set_power("dgx7", False)  # its SSH sessions drop with it
+        await sim.settle()
+        result = await stop_lane(ctx, recipe.name, ranks)
+        assert not result.ok
+        assert "stop rank 2 [dgx7]" in result.message
+        assert containers(sim, ("dgx5", "dgx6", "dgx8")) == set()  # the others were stopped
+        (wf,) = [w for w in ctx.journal.workflows() if w.workflow == "stop"]
+        assert wf.finished and not wf.in_doubt
+        assert ctx.locks.list() == []
+
+
+async def test_the_recheck_after_a_cycle_reports_a_bad_kernel(sim_ctx):
+    async with sim_ctx("bad-kernel") as (_, ctx, _e):
+        result = await power_cycle(ctx, "dgx8", off_seconds=1)
+        assert result.ok
+        assert "BUT dgx8 runs kernel 7.0.0-1019-nvidia, known bad" in result.message
+        assert result.detail["problems"]

@@ -14,7 +14,13 @@ from collections.abc import Sequence
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun, together
+from sparktui.ops.workflows.runner import (
+    PlannedStep,
+    StepFailed,
+    WorkflowResult,
+    WorkflowRun,
+    together,
+)
 from sparktui.watch.readiness import RankContainer, discover_lane
 
 STOP_GRACE_S = 30
@@ -92,6 +98,8 @@ async def stop_lane(ctx: OpsContext, lane: str,
         workers = [r for r in ordered(ranks) if r.rank != 0]
         heads = [r for r in ranks if r.rank == 0]
 
+        failed: list[StepFailed] = []
+
         async def stop(r: RankContainer) -> None:
             cmd = stop_command(r.container)
 
@@ -102,17 +110,27 @@ async def stop_lane(ctx: OpsContext, lane: str,
                                        f"{(res.stderr or res.stdout).strip()[:300]}")
                 return "stopped and removed"
 
-            await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
+            try:
+                await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
+            except StepFailed as exc:  # the others are still stopped
+                failed.append(exc)
 
         await together(*(stop(r) for r in workers))
         for r in heads:
             await stop(r)
+        lost = {f.target for f in failed}
         freed = {}
         for node in nodes:
-            freed[node] = await run.step("memory freed", node,
-                                         "probe until MemAvailable is back near baseline",
-                                         lambda n=node: memory_freed(ctx, n),
-                                         describe=lambda m: m)
-        run.finish(True, f"{lane} stopped on {', '.join(nodes)}",
-                   {"nodes": nodes, "memory": freed})
+            if node not in lost:
+                freed[node] = await run.step("memory freed", node,
+                                             "probe until MemAvailable is back near baseline",
+                                             lambda n=node: memory_freed(ctx, n),
+                                             describe=lambda m: m)
+        if failed:
+            run.finish(False, "; ".join(str(f) for f in failed)
+                       + f" (stopped on {', '.join(sorted(freed)) or 'no node'})",
+                       {"nodes": nodes, "memory": freed, "failed": sorted(lost)})
+        else:
+            run.finish(True, f"{lane} stopped on {', '.join(nodes)}",
+                       {"nodes": nodes, "memory": freed})
     return run.outcome()
