@@ -43,7 +43,7 @@ def test_progress_lines():
         rec(e)
     lines = [format_event(e) for e in rec.events]
     assert lines[0] == "power-cycle dgx6: 2 step(s)"
-    assert "REFUSED: r" in lines[1] and "WARNING: w" in lines[1]
+    assert lines[1] == "  guards: 1 passed, 1 warning(s), 1 refused"
     assert lines[2] == "  -> plug off [switch.dgx6]: POST ..."
     assert lines[3] == "  <- plug off [switch.dgx6] ok (1.0 s): confirmed off"
     assert lines[4] == "power-cycle dgx6: FAILED: boom"

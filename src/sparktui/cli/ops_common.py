@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 from sparktui.ops.confirm import Confirmation
 from sparktui.ops.context import OpsContext
-from sparktui.ops.events import Emit, WorkflowEvent, format_event
+from sparktui.ops.events import Emit, WorkflowEvent, WorkflowFinished, format_event
 from sparktui.ops.guards import GuardReport
 from sparktui.ops.resume import offers
 from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
@@ -30,8 +30,13 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
 
 
-def stderr_printer(stream: TextIO | None = None) -> Emit:
+def stderr_printer(stream: TextIO | None = None, *, final: bool = False) -> Emit:
+    """Progress lines on stderr. The result line goes to stdout (`finish`), so the
+    final event is echoed only when stdout carries JSON (``final``)."""
+
     def emit(event: WorkflowEvent) -> None:
+        if isinstance(event, WorkflowFinished) and not final:
+            return
         line = format_event(event)
         if line:
             print(line, file=stream or sys.stderr, flush=True)

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    async with open_context(config, emit=stderr_printer()) as ctx:
+    async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
         if args.power_action == "resume":
             return await _resume(ctx, args)
         show_offers(ctx)

@@ -55,7 +55,7 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
         print(f"sparktui recover: unknown node {args.node!r} (known: "
               f"{', '.join(config.nodes)})", file=sys.stderr)
         return EXIT_INPUT
-    async with open_context(config, emit=stderr_printer()) as ctx:
+    async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
         show_offers(ctx)
         report = recover_guards(
             await power_guards_probed(ctx, args.node, "recover (power cycle)"))

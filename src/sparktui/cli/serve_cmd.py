@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(config: Config, recipe: Recipe, cluster: str, options: ServeOptions,
                  args: argparse.Namespace) -> int:
-    async with open_context(config, emit=stderr_printer()) as ctx:
+    async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
         show_offers(ctx)
         preview = await preview_serve(ctx, recipe, cluster, options)
         show_plan(preview.report, preview.steps)

@@ -10,10 +10,9 @@ import sys
 
 from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
-from sparktui.ops import guards
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
-from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_lane
+from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_guards, stop_lane
 
 from .common import load
 from .ops_common import (
@@ -48,13 +47,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    async with open_context(config, emit=stderr_printer()) as ctx:
+    async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
         show_offers(ctx)
         ranks = await find_lane(ctx, args.lane)
-        nodes = sorted({r.node for r in ranks})
-        report = guards.evaluate_stop(config, args.lane, nodes, ctx.locks.holders())
+        report = stop_guards(ctx, args.lane, ranks)
         show_plan(report, plan_stop(ranks))
-        if ranks and report.allowed and not confirm(
+        if report.allowed and not confirm(
                 confirmation_for("stop", args.lane, report), yes=args.yes):
             return EXIT_DECLINED
         return finish(await stop_lane(ctx, args.lane, ranks), args.json)

@@ -103,11 +103,16 @@ def format_event(event: WorkflowEvent) -> str | None:
     if isinstance(event, WorkflowStarted):
         return f"{event.kind} {event.target}: {len(event.steps)} step(s)"
     if isinstance(event, GuardsEvaluated):
-        lines = [f"  guard ok: {m}" for m in event.passed]
-        lines += [f"  WARNING: {m}" for m in event.warnings]
+        # one line: the verdicts themselves are in the plan shown before, and a
+        # refusal's text ends the workflow (WorkflowFinished)
+        counts = [f"{len(event.passed)} passed"]
+        for n, what in ((len(event.warnings), "warning(s)"),
+                        (len(event.overridden), "overridden"), (len(event.refused), "refused")):
+            if n:
+                counts.append(f"{n} {what}")
+        lines = [f"  guards: {', '.join(counts)}"]
         lines += [f"  OVERRIDDEN: {m}" for m in event.overridden]
-        lines += [f"  REFUSED: {m}" for m in event.refused]
-        return "\n".join(lines) or None
+        return "\n".join(lines)
     if isinstance(event, StepStarted):
         return f"  -> {event.step} [{event.target}]: {event.action}"
     if isinstance(event, StepProgressed):

@@ -81,15 +81,22 @@ async def find_lane(ctx: OpsContext, lane: str) -> list[RankContainer]:
     return await discover_lane(links, lane)  # type: ignore[arg-type]
 
 
-async def stop_lane(ctx: OpsContext, lane: str,
-                    ranks: Sequence[RankContainer] | None = None) -> WorkflowResult:
-    ranks = list(ranks) if ranks is not None else await find_lane(ctx, lane)
+def stop_guards(ctx: OpsContext, lane: str, ranks: Sequence[RankContainer]) -> guards.GuardReport:
+    """The stop guards for the ranks found (``find_lane``), none found included."""
     nodes = sorted({r.node for r in ranks})
     report = guards.evaluate_stop(ctx.config, lane, nodes, ctx.locks.holders())
     if not ranks:
         report = guards.GuardReport((*report.verdicts, guards.Verdict(
             "lane", lane, False, f"no container labelled sparktui.lane={lane} on any node "
                                  f"that answered -> nothing to stop")))
+    return report
+
+
+async def stop_lane(ctx: OpsContext, lane: str,
+                    ranks: Sequence[RankContainer] | None = None) -> WorkflowResult:
+    ranks = list(ranks) if ranks is not None else await find_lane(ctx, lane)
+    nodes = sorted({r.node for r in ranks})
+    report = stop_guards(ctx, lane, ranks)
     async with WorkflowRun(ctx, "stop", lane, plan=plan_stop(ranks),
                            detail={"nodes": nodes,
                                    "containers": [r.container for r in ranks]}) as run:
