@@ -64,6 +64,10 @@ class FakeNode:
     containers: list[FakeContainer] = field(default_factory=list)
     journal: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
     probes: int = 0
+    series: list[tuple[int, float]] = field(default_factory=list)
+    """(MemAvailable KiB, PSI full avg10) for the first probes, one per probe;
+    after the last one the node stops answering probes until the test ends
+    (a scene then has exactly len(series) samples, whatever the timing)."""
 
     def probe_text(self) -> str:
         cache = "/home/kilork/.cache/huggingface"
@@ -100,6 +104,11 @@ class FakeLink:
         self.node = node
 
     async def probe(self, script: str, timeout: float) -> str:
+        node = self.node
+        if node.series:
+            if node.probes >= len(node.series):
+                await asyncio.Event().wait()  # frozen: the scene is complete
+            node.avail_kib, node.psi_full = node.series[node.probes]
         self.node.probes += 1
         if not self.node.responsive or not self.node.powered:
             raise ProbeStalled(self.node.name, "probe",

@@ -4,21 +4,31 @@ time-varying text (uptimes come from docker's fixed ``Up 5 minutes``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .fakecluster import GIB_KIB, add_lane, vllm_boot_lines
-from .harness import Console, build, wait_for
+from .harness import ROOT, Console, build, wait_for
 
 LANE = "glm53-mxfp4-fp8-4x-r39"
+
+
+SAMPLES = 24
+"""Polls per node in a scene (its memory history)."""
+
+
+def ramp(start: float, end: float, n: int = SAMPLES) -> list[float]:
+    return [start + (end - start) * (i / (n - 1)) ** 2 for i in range(n)]
 
 
 def night(console: Console) -> None:
@@ -28,11 +38,16 @@ def night(console: Console) -> None:
         for line in vllm_boot_lines(shards=8, upto="loading"):
             rc.log.put_nowait(line)
         rc.status = "Up 7 minutes"
+    for name in ("dgx1", "dgx2", "dgx3"):
+        console.fleet.nodes[name].series = [(110 * GIB_KIB + (i % 5) * 40_000, 0.0)
+                                            for i in range(SAMPLES)]
     for name in ("dgx5", "dgx7", "dgx8"):
-        console.fleet.nodes[name].avail_kib = 14 * GIB_KIB
+        console.fleet.nodes[name].series = [(int(g * GIB_KIB), 0.0)
+                                            for g in ramp(108.0, 14.0)]
     dgx6 = console.fleet.nodes["dgx6"]
-    dgx6.avail_kib = int(3.2 * GIB_KIB)
-    dgx6.psi_some, dgx6.psi_full = 48.0, 27.5
+    dgx6.series = [(int(g * GIB_KIB), p) for g, p in
+                   zip(ramp(106.0, 3.2), ramp(0.0, 27.5), strict=True)]
+    dgx6.psi_some = 48.0
     console.fleet.nodes["dgx4"].powered = False
 
 
@@ -43,7 +58,9 @@ async def settled(pilot: Pilot, console: Console) -> None:
     def ready() -> bool:
         snap = console.service.snapshot()
         lanes = screen.query_one(LanesTable)
-        return (all(s.state is not NodeState.UNKNOWN for s in snap.nodes)
+        polled = all(n.probes == len(n.series) for n in console.fleet.nodes.values()
+                     if n.series)
+        return (polled and all(s.state is not NodeState.UNKNOWN for s in snap.nodes)
                 and not screen._pending_nodes and lanes.row_count == 1
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 
@@ -103,6 +120,9 @@ SCENES = (
 
 
 def scene_console() -> Console:
-    console = build()
+    config = load_config(ROOT / "config.toml")
+    config = dataclasses.replace(config, console=dataclasses.replace(
+        config.console, poll_interval_s=0.02))
+    console = build(config=config)
     night(console)
     return console

@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 
 LOG_BUFFER_LINES = 5000
 """Lines kept per rank; older ones are dropped (the follower can re-read them)."""
+FEED_SLICE = 64
+"""Lines classified between two yields to the event loop during a burst."""
 ENDPOINT_EVERY_S = 5.0
 ENGINE_TIMEOUT_S = 3.0
 
@@ -152,10 +154,12 @@ class LaneWatch:
         buffer = self.buffers[rc.rank]
         async for batch in follower.batches():
             now = self._clock.monotonic()
-            for line in batch:
+            for i, line in enumerate(batch, 1):
                 ev = self.tracker.feed(rc.rank, line.raw, now)
                 if ev is not None and self._detector is not None:
                     self._detector.on_event(rc.node, ev)
+                if i % FEED_SLICE == 0:
+                    await asyncio.sleep(0)  # a burst must not hold the loop (keys, frames)
             buffer.extend(batch)
             end = self.delivered[rc.rank] = self.delivered.get(rc.rank, 0) + len(batch)
             self._sink(LogLinesArrived(self.name, rc.rank, tuple(batch), end))

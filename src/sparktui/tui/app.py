@@ -19,7 +19,7 @@ from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
-from sparktui.service.events import ServiceEvent
+from sparktui.service.events import LogLinesArrived, ServiceEvent
 from sparktui.tui.bindings import APP_BINDINGS
 from sparktui.tui.commands import ActionCommands
 from sparktui.tui.messages import ServiceReported
@@ -66,7 +66,10 @@ class SparkTUI(App[None]):
         await self.service.stop()
 
     def _from_service(self, event: ServiceEvent) -> None:
-        self.main_screen.post_message(ServiceReported(event))
+        if isinstance(event, LogLinesArrived):
+            self.main_screen.log_arrived(event)
+        else:
+            self.main_screen.post_message(ServiceReported(event))
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker outcomes reach the operator."""

@@ -14,3 +14,9 @@ class ServiceReported(Message):
         super().__init__()
         self.event = event
 
+
+
+class LogLinesPending(Message):
+    """Log lines wait in the screen's inbox. Posted once per drain, however
+    many batches arrive meanwhile, so a streaming boot log can never fill the
+    message queue ahead of the operator's keys."""

@@ -41,12 +41,13 @@ from sparktui.service.events import (
 from sparktui.service.lanes import LaneView
 from sparktui.tui.bindings import ACTION_IDS, MAIN_BINDINGS
 from sparktui.tui.details import lane_details, node_details
-from sparktui.tui.messages import ServiceReported
+from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
 from sparktui.tui.widgets.alerts import AlertBar
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.memory import MemoryPane
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
+from sparktui.watch.follower import LogLine
 
 if TYPE_CHECKING:
     from sparktui.tui.app import SparkTUI
@@ -71,6 +72,7 @@ class MainScreen(Screen[None]):
         self.lane: str | None = None
         self.rank = 0
         self._log_end = 0
+        self._log_inbox: list[LogLine] = []
         self._input_mode = "search"
         self._lanes: dict[str, LaneView] = {}
         self._pending_nodes: dict[str, tuple[NodeSnapshot, ThrashVerdict | None]] = {}
@@ -101,7 +103,7 @@ class MainScreen(Screen[None]):
                 yield BootLog(id="bootlog")
                 yield Input(id="log-input", placeholder="search")
             with Vertical(id="memory-pane", classes="pane"):
-                yield MemoryPane(list(config.nodes), id="memory")
+                yield MemoryPane(list(config.nodes), config.thrash, id="memory")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -156,13 +158,6 @@ class MainScreen(Screen[None]):
             self._lanes.pop(ev.name, None)
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
-        elif isinstance(ev, LogLinesArrived):
-            if ev.lane == self.lane and ev.rank == self.rank and ev.end > self._log_end:
-                fresh = ev.lines[max(0, len(ev.lines) - (ev.end - self._log_end)):]
-                self._log_end = ev.end
-                log = self.query_one(BootLog)
-                log.paused_render = not self._visible("bootlog")
-                log.add_lines(fresh)
         elif isinstance(ev, AlertRaised):
             self.query_one(AlertBar).raise_alert(ev.alert)
             self.notify(f"{ev.alert.subject}: {ev.alert.evidence[0] if ev.alert.evidence else ''}"
@@ -196,13 +191,31 @@ class MainScreen(Screen[None]):
             self._pending_lanes.add(lane)
         self._flush()
 
+    def log_arrived(self, ev: LogLinesArrived) -> None:
+        """Called by the app for every batch: only the shown rank's lines are
+        kept, and one message wakes the screen however many batches wait."""
+        if ev.lane != self.lane or ev.rank != self.rank or ev.end <= self._log_end:
+            return
+        fresh = ev.lines[max(0, len(ev.lines) - (ev.end - self._log_end)):]
+        self._log_end = ev.end
+        if not self._log_inbox:
+            self.post_message(LogLinesPending())
+        self._log_inbox.extend(fresh)
+
+    @on(LogLinesPending)
+    def _drain_logs(self) -> None:
+        lines, self._log_inbox = self._log_inbox, []
+        log = self.query_one(BootLog)
+        log.paused_render = not self._visible("bootlog")
+        log.add_lines(lines)
+
     def _node_sampled(self, ev: NodeSampled) -> None:
         snap = ev.snapshot
         self._pending_nodes[snap.node] = (snap, ev.verdict)
-        row = self.query_one(MemoryPane).row(snap.node)
+        memory = self.query_one(MemoryPane)
         if ev.last_point is not None:
-            row.add_point(ev.last_point)
-        row.set_level(ev.verdict.level if ev.verdict else ThrashLevel.OK)
+            memory.add_point(snap.node, ev.last_point)
+        memory.set_level(snap.node, ev.verdict.level if ev.verdict else ThrashLevel.OK)
         self._flush_nodes()
 
     def _flush_nodes(self) -> None:
@@ -236,6 +249,7 @@ class MainScreen(Screen[None]):
         log.clear_lines()
         log.paused_render = not self._visible("bootlog")
         lines, self._log_end = self.spark.service.log_tail(lane, rank)
+        self._log_inbox = []
         log.add_lines(lines)
         self._update_banner()
 
@@ -289,9 +303,10 @@ class MainScreen(Screen[None]):
         self.query_one("#tabs", Static).update(text)
 
     def action_pane(self, name: str) -> None:
+        if name != self.current_pane:
+            self.query_one(f"#{self.current_pane}-pane").remove_class("-current")
+            self.query_one(f"#{name}-pane").add_class("-current")
         self.current_pane = name
-        for pane in PANES:
-            self.query_one(f"#{pane}-pane").set_class(pane == name, "-current")
         self._show_tabs()
         target = {"nodes": NodesTable, "lanes": LanesTable, "bootlog": BootLog,
                   "memory": MemoryPane}[name]

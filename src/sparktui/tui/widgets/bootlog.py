@@ -5,8 +5,8 @@ filters, wrap, and fatal lines marked in words as well as colour."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from itertools import count
+from typing import ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -31,12 +31,25 @@ _WARN = Style(bold=True)
 _MATCH = Style(reverse=True, underline=True)
 
 
-@dataclass(frozen=True, slots=True)
 class Entry:
-    seq: int
-    rank: int
-    text: str
-    severity: Severity | None
+    """One line; its severity is classified on first use (render or filter),
+    so lines that scroll past unseen cost no regex."""
+
+    __slots__ = ("_severity", "rank", "seq", "text")
+    _UNSET: ClassVar[object] = object()
+
+    def __init__(self, seq: int, rank: int, text: str) -> None:
+        self.seq = seq
+        self.rank = rank
+        self.text = text
+        self._severity: object = Entry._UNSET
+
+    @property
+    def severity(self) -> Severity | None:
+        if self._severity is Entry._UNSET:
+            ev = classify(self.text)
+            self._severity = ev.severity if ev else None
+        return self._severity  # type: ignore[return-value]
 
 
 class BootLog(ScrollView, can_focus=True):
@@ -66,7 +79,9 @@ class BootLog(ScrollView, can_focus=True):
         self._rebuild()
 
     def add_lines(self, lines: list[LogLine] | tuple[LogLine, ...]) -> None:
-        new = [self._entry(line) for line in lines]
+        maxlen = self.entries.maxlen or len(lines)
+        seq = self._seq
+        new = [Entry(next(seq), line.rank, clean(line.text)) for line in lines[-maxlen:]]
         self.entries.extend(new)
         first = self.entries[0].seq if self.entries else 0
         dropped = 0
@@ -75,9 +90,7 @@ class BootLog(ScrollView, can_focus=True):
             dropped += 1
         if dropped and self.match_row is not None:
             self.match_row = self.match_row - dropped if self.match_row >= dropped else None
-        for entry in new:
-            if self._visible(entry):
-                self._rows.extend(self._wrap_rows(entry))
+        self._rows.extend(self._layout(new))
         self._resize()
         if dropped and not self.follow:
             self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
@@ -85,11 +98,6 @@ class BootLog(ScrollView, can_focus=True):
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         if not self.paused_render:
             self.refresh()
-
-    def _entry(self, line: LogLine) -> Entry:
-        text = clean(line.text)
-        ev = classify(text)
-        return Entry(next(self._seq), line.rank, text, ev.severity if ev else None)
 
     # -- filters and layout --------------------------------------------------
 
@@ -104,27 +112,35 @@ class BootLog(ScrollView, can_focus=True):
     def cycle_level(self) -> None:
         self.level = (self.level + 1) % len(LEVELS)
 
-    def _visible(self, entry: Entry) -> bool:
+    def _layout(self, entries: list[Entry] | deque[Entry]) -> list[tuple[Entry, int, int]]:
+        """The rows of the entries that pass the filters (wrapped when on).
+        Reactives and the width are read once per batch, not per line."""
         floor = LEVELS[self.level][1]
-        if floor is not None and (entry.severity is None or entry.severity < floor):
-            return False
-        return not self.text_filter or self.text_filter.lower() in entry.text.lower()
-
-    def _wrap_rows(self, entry: Entry) -> list[tuple[Entry, int, int]]:
-        n = len(entry.text)
+        needle = self.text_filter.lower()
+        wrap = self.wrap
         width = max(10, self.scrollable_content_region.width - GUTTER)
-        if not self.wrap or n <= width:
-            self._max_width = max(self._max_width, n + GUTTER)
-            return [(entry, 0, n)]
-        return [(entry, i, min(n, i + width)) for i in range(0, n, width)]
+        rows: list[tuple[Entry, int, int]] = []
+        widest = self._max_width
+        for entry in entries:
+            if floor is not None:
+                sev = entry.severity
+                if sev is None or sev < floor:
+                    continue
+            if needle and needle not in entry.text.lower():
+                continue
+            n = len(entry.text)
+            if not wrap or n <= width:
+                widest = max(widest, n + GUTTER)
+                rows.append((entry, 0, n))
+            else:
+                rows.extend((entry, i, min(n, i + width)) for i in range(0, n, width))
+        self._max_width = widest
+        return rows
 
     def _rebuild(self) -> None:
         self.match_row = None
-        self._rows = deque()
         self._max_width = 0
-        for entry in self.entries:
-            if self._visible(entry):
-                self._rows.extend(self._wrap_rows(entry))
+        self._rows = deque(self._layout(self.entries))
         self._resize()
         if self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)

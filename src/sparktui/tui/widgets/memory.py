@@ -1,90 +1,120 @@
-"""Per-node sparklines of MemAvailable and memory PSI, the risk in words."""
+"""Per-node sparklines of MemAvailable and memory PSI, the risk in words.
+
+One widget draws every row: a pane of 8 nodes is one node in the DOM, so
+focus and style changes stay cheap while the data keeps coming. The lines
+are drawn on a fixed scale (0 to MemTotal, 0 to 100 %), not textual's
+Sparkline, which stretches min..max of the data: 40 MB of noise on an idle
+node would look like a crash, and a node at 3 GiB like one at 100.
+"""
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-from textual.app import ComposeResult
-from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Label, Sparkline
+from rich.console import RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.widget import Widget
 
+from sparktui.core.config import ThrashConfig
 from sparktui.core.state import KIB_PER_GIB, HistoryPoint
 from sparktui.core.thrash import ThrashLevel
 
 POINTS = 60
 """Samples drawn per sparkline: two minutes at the 2 s poll."""
-RISK_CLASSES = {ThrashLevel.OK: "-risk-ok", ThrashLevel.PRESSURE: "-risk-pressure",
-                ThrashLevel.SUSPECTED: "-risk-suspected", ThrashLevel.THRASH: "-risk-thrash"}
+FIXED = 6 + 1 + 16 + 1 + 7 + 1 + 7 + 1
+"""Columns used by node, risk and the two current values (with gaps)."""
+RISK_STYLE = {ThrashLevel.OK: "", ThrashLevel.PRESSURE: "yellow",
+              ThrashLevel.SUSPECTED: "bold yellow", ThrashLevel.THRASH: "bold red reverse"}
+BARS = "▁▂▃▄▅▆▇█"
 
 
-class MemoryRow(Horizontal):
-    def __init__(self, node: str) -> None:
-        super().__init__(id=f"mem-{node}", classes="memory-row -risk-ok")
-        self.node = node
-        self.avail: deque[float] = deque(maxlen=POINTS)
-        self.psi: deque[float] = deque(maxlen=POINTS)
-        self.level = ThrashLevel.OK
+@dataclass
+class NodeSeries:
+    avail_gib: deque[float] = field(default_factory=lambda: deque(maxlen=POINTS))
+    psi_full: deque[float] = field(default_factory=lambda: deque(maxlen=POINTS))
+    total_gib: float = 0.0
+    level: ThrashLevel = ThrashLevel.OK
+
+
+class MemoryPane(Widget, can_focus=True):
+    DEFAULT_CSS = "MemoryPane { height: auto; }"
+
+    def __init__(self, nodes: list[str], thrash: ThrashConfig, *,
+                 id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.series = {n: NodeSeries() for n in nodes}
+        self.thrash = thrash
         self.dirty = False
 
-    def compose(self) -> ComposeResult:
-        yield Label(self.node, classes="mem-node")
-        yield Label("ok", classes="mem-risk")
-        yield Sparkline([], summary_function=min, classes="mem-avail")
-        yield Label("—", classes="mem-avail-now")
-        yield Sparkline([], summary_function=max, classes="mem-psi")
-        yield Label("—", classes="mem-psi-now")
-
-    def add_point(self, point: HistoryPoint) -> None:
+    def add_point(self, node: str, point: HistoryPoint) -> None:
+        s = self.series[node]
         if point.mem_available_kib is not None:
-            self.avail.append(point.mem_available_kib / KIB_PER_GIB)
+            s.avail_gib.append(point.mem_available_kib / KIB_PER_GIB)
+        if point.mem_total_kib:
+            s.total_gib = point.mem_total_kib / KIB_PER_GIB
         if point.psi_full_avg10 is not None:
-            self.psi.append(point.psi_full_avg10)
+            s.psi_full.append(point.psi_full_avg10)
         self.dirty = True
 
-    def set_level(self, level: ThrashLevel) -> None:
-        if level is not self.level:
-            self.level = level
+    def set_level(self, node: str, level: ThrashLevel) -> None:
+        if self.series[node].level is not level:
+            self.series[node].level = level
             self.dirty = True
 
     def render_now(self) -> None:
-        """Push the buffered points to the widgets (skipped while hidden)."""
-        if not self.dirty:
-            return
-        self.dirty = False
-        # one sample has no trend: the line starts with the second
-        self.query_one(".mem-avail", Sparkline).data = list(self.avail) if len(self.avail) > 1 \
-            else []
-        self.query_one(".mem-psi", Sparkline).data = list(self.psi) if len(self.psi) > 1 else []
-        self.query_one(".mem-avail-now", Label).update(
-            f"{self.avail[-1]:5.1f}G" if self.avail else "—")
-        self.query_one(".mem-psi-now", Label).update(
-            f"{self.psi[-1]:4.1f}%" if self.psi else "—")
-        word = "ok" if self.level is ThrashLevel.OK else self.level.label
-        self.query_one(".mem-risk", Label).update(word)
-        for cls in RISK_CLASSES.values():
-            self.remove_class(cls)
-        self.add_class(RISK_CLASSES[self.level])
+        """Paint what arrived (skipped by the screen while the pane is hidden)."""
+        if self.dirty:
+            self.dirty = False
+            self.refresh(layout=False)
+
+    def render(self) -> RenderableType:
+        spark_w = max(6, (self.size.width - FIXED) // 2)
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=6)
+        grid.add_column(width=16)
+        grid.add_column(width=spark_w)
+        grid.add_column(width=7, justify="right")
+        grid.add_column(width=spark_w)
+        grid.add_column(width=7, justify="right")
+        grid.add_row(*(Text(h, style="bold dim") for h in (
+            "node", "risk", "MemAvailable", "GiB", "PSI full avg10", "%")))
+        t = self.thrash
+        for node, s in self.series.items():
+            word = "ok" if s.level is ThrashLevel.OK else s.level.label
+            low = max(t.mem_available_low_gib, t.mem_available_low_frac * s.total_gib)
+
+            def mem_style(gib: float, low: float = low) -> str:
+                return "red" if gib < low else "yellow" if gib < 2 * low else "green"
+
+            def psi_style(pct: float) -> str:
+                return ("red" if pct >= t.psi_full_suspect else
+                        "yellow" if pct >= t.psi_some_pressure else "green")
+
+            grid.add_row(
+                node, Text(word, style=RISK_STYLE[s.level]),
+                bars(s.avail_gib, spark_w, s.total_gib or 128.0, min, mem_style),
+                f"{s.avail_gib[-1]:.1f}" if s.avail_gib else "—",
+                bars(s.psi_full, spark_w, 100.0, max, psi_style),
+                f"{s.psi_full[-1]:.1f}" if s.psi_full else "—")
+        return grid
 
 
-class MemoryPane(VerticalScroll):
-    def __init__(self, nodes: list[str], *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.nodes = nodes
-
-    def compose(self) -> ComposeResult:
-        with Horizontal(classes="memory-row memory-head"):
-            yield Label("node", classes="mem-node")
-            yield Label("risk", classes="mem-risk")
-            yield Label("MemAvailable (2 min)", classes="mem-avail")
-            yield Label("", classes="mem-avail-now")
-            yield Label("PSI full avg10", classes="mem-psi")
-            yield Label("", classes="mem-psi-now")
-        for node in self.nodes:
-            yield MemoryRow(node)
-
-    def row(self, node: str) -> MemoryRow:
-        return self.query_one(f"#mem-{node}", MemoryRow)
-
-    def render_now(self) -> None:
-        for row in self.query(MemoryRow):
-            row.render_now()
+def bars(values: deque[float], width: int, top: float,
+         summary: Callable[[list[float]], float], style_of: Callable[[float], str]) -> Text:
+    """The newest samples at the right edge, one bar per sample (or per bucket
+    when there are more samples than columns), 0..top mapped to 8 heights."""
+    if len(values) < 2:
+        return Text("·" * width, style="dim")  # one sample has no trend
+    data = list(values)
+    if len(data) > width:
+        step = len(data) / width
+        data = [summary(data[int(i * step):max(int(i * step) + 1, int((i + 1) * step))])
+                for i in range(width)]
+    text = Text(" " * (width - len(data)))
+    for v in data:
+        level = round(max(0.0, min(1.0, v / top)) * (len(BARS) - 1))
+        text.append(BARS[level], style=style_of(v))
+    return text

@@ -1,0 +1,296 @@
+"""The console's own costs: time to first paint, idle CPU with 8 nodes at a
+2 s poll, and key-to-paint latency while a boot log streams at full speed.
+
+    .venv/bin/python bench/bench_tui.py                   # all three
+    .venv/bin/python bench/bench_tui.py --idle-s 60       # a longer idle window
+
+- **first paint**: from `run_test()` entry to the first frame, and to the
+  first frame showing all 8 nodes online, against the simulator (real SSH)
+  running in a child process (`sparktui sim`).
+- **idle CPU**: this process only (the simulator is a child: on a real
+  cluster its work happens on the nodes), with the console polling the 8
+  simulated nodes every 2 s (wall clock), no lane booting.
+- **key-to-paint**: the scripted fleet (tests/tui/fakecluster.py) floods one
+  rank's `docker logs` as fast as the console takes it; keys that change
+  the boot log (follow, severity level, pane switch) are sent through the
+  driver and timed to the first frame composed after the key's action ran.
+  Frames are rendered to terminal bytes (what a real terminal would get),
+  though nothing is written.
+
+Targets (issue 7): first paint <= 1 s, idle <= 3 % of a core, key-to-paint
+p99 <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from textual import events
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.tui.fakecluster import FakeContainer, add_lane  # noqa: E402
+from tests.tui.harness import build  # noqa: E402
+
+from sparktui.core.config import Config  # noqa: E402
+from sparktui.core.config_load import load_config  # noqa: E402
+from sparktui.core.state import NodeState  # noqa: E402
+from sparktui.service.cluster import ClusterService  # noqa: E402
+from sparktui.tui.app import SparkTUI, make_app  # noqa: E402
+from sparktui.tui.widgets.bootlog import BootLog  # noqa: E402
+from sparktui.tui.widgets.tables import NodesTable  # noqa: E402
+
+SIZE = (160, 48)
+
+
+# -- the simulator in a child process -------------------------------------------
+
+
+class SimChild:
+    """`sparktui sim` on a copy of the shipped config with a private state dir."""
+
+    def __init__(self, speed: float) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="bench-tui-"))
+        text = (ROOT / "config.toml").read_text().replace(
+            'state_dir = "~/.local/state/sparktui"', f'state_dir = "{self.dir / "state"}"')
+        (self.dir / "config.toml").write_text(text)
+        (self.dir / "recipes").symlink_to(ROOT / "recipes")
+        self.config_path = self.dir / "config.toml"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "--config", str(self.config_path), "sim",
+             "--speed", str(speed)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            text=True)
+        assert self.proc.stdout is not None
+        json.loads(self.proc.stdout.readline())  # the endpoints line: it is up
+
+    def config(self) -> Config:
+        return load_config(self.config_path)
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class NullFile(io.StringIO):
+    """A terminal that keeps nothing."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+def frames(app: SparkTUI, console: Console,
+           marks: dict[str, float] | None = None) -> list[float]:
+    """Record the time of every frame; render it to terminal bytes like a terminal
+    driver. ``marks["online"]`` is set at the first frame showing all 8 nodes online."""
+    stamps: list[float] = []
+    display = app._display
+
+    def timed(screen, renderable) -> None:  # type: ignore[no-untyped-def]
+        if renderable is not None and hasattr(renderable, "render_segments"):
+            renderable.render_segments(console)
+            stamps.append(time.perf_counter())
+            if marks is not None and "online" not in marks and all_online(app):
+                marks["online"] = stamps[-1]
+        display(screen, renderable)
+
+    app._display = timed  # type: ignore[method-assign]
+    return stamps
+
+
+def all_online(app: SparkTUI) -> bool:
+    snap = app.service.snapshot()
+    table = app.main_screen.query_one(NodesTable)
+    return (len(snap.nodes) == 8 and all(s.state is NodeState.ONLINE for s in snap.nodes)
+            and not app.main_screen._pending_nodes and table.row_count == 8)
+
+
+# -- measurements ---------------------------------------------------------------
+
+
+async def first_paint(config: Config, runs: int) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {"first frame": [], "8 nodes online painted": []}
+    term = Console(file=NullFile(), force_terminal=True, color_system="truecolor",
+                   width=SIZE[0], height=SIZE[1])
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        app = make_app(config, service=ClusterService(config))
+        marks: dict[str, float] = {}
+        stamps = frames(app, term, marks)
+        async with app.run_test(size=SIZE) as pilot:
+            while "online" not in marks:
+                await pilot.pause(0.005)
+            out["first frame"].append(stamps[0] - t0)
+            out["8 nodes online painted"].append(marks["online"] - t0)
+    return out
+
+
+async def idle_cpu(config: Config, seconds: float) -> dict[str, float]:
+    me = psutil.Process()
+    app = make_app(config, service=ClusterService(config))
+    async with app.run_test(size=SIZE) as pilot:
+        while not all_online(app):
+            await pilot.pause(0.05)
+        await asyncio.sleep(5.0)  # warm: connections and shells open, caches filled
+        c0, t0 = me.cpu_times(), time.perf_counter()
+        polls0 = app.service.snapshot()
+        await asyncio.sleep(seconds)
+        c1, t1 = me.cpu_times(), time.perf_counter()
+        polls1 = app.service.snapshot()
+    cpu = (c1.user - c0.user) + (c1.system - c0.system)
+    advanced = sum(1 for a, b in zip(polls0.nodes, polls1.nodes, strict=True)
+                   if b.taken_at > a.taken_at)
+    return {"wall_s": t1 - t0, "cpu_s": cpu, "core_pct": 100 * cpu / (t1 - t0),
+            "nodes_polled": advanced}
+
+
+def flood_lines(n: int, start: int) -> bytes:
+    lines = []
+    for i in range(start, start + n):
+        s = i % 60
+        lines.append(f"2026-11-29T22:41:{s:02d}.{i % 10**9:09d}Z (EngineCore_DP0 pid=312) INFO "
+                     f"11-29 22:41:{s:02d} [loader.py:{i % 999}] read shard chunk {i} "
+                     f"({i * 64 % 100000} KiB) from /mnt/nas/ai/huggingface")
+        if i % 97 == 0:
+            lines.append(f"2026-11-29T22:41:{s:02d}.{i % 10**9:09d}Z (EngineCore_DP0 pid=312) "
+                         f"WARNING 11-29 22:41:{s:02d} [shm_broadcast.py:466] No available "
+                         "shared memory broadcast block found in 60 seconds.")
+    return ("\n".join(lines) + "\n").encode()
+
+
+async def key_to_paint(keys: int, rate: float = 0.0) -> dict[str, float]:
+    """``rate``: lines/s offered by the stream; 0 = as fast as the console takes them."""
+    console = build()
+    container: FakeContainer = add_lane(console.fleet, "glm53-flash-eugr-2x", "4nodes-switch-b",
+                                        ["dgx5", "dgx6", "dgx7", "dgx8"])[0]
+    link = console.fleet.links["dgx5"]
+    delivered = 0
+    original = link.stream
+
+    async def flood(cmd: str):  # type: ignore[no-untyped-def]
+        nonlocal delivered
+        if container.name not in cmd:
+            async for chunk in original(cmd):
+                yield chunk
+            return
+        per_chunk = 400 if not rate else max(1, int(rate / 100))
+        while True:
+            chunk = flood_lines(per_chunk, delivered)
+            delivered += per_chunk
+            yield chunk
+            await asyncio.sleep(0 if not rate else per_chunk / rate)
+
+    link.stream = flood  # type: ignore[method-assign]
+    app = console.app
+    term = Console(file=NullFile(), force_terminal=True, color_system="truecolor",
+                   width=SIZE[0], height=SIZE[1])
+    stamps = frames(app, term)
+    handled: list[float] = []
+    latencies: list[float] = []
+    by_key: dict[str, list[float]] = {}
+    missed: list[str] = []
+    async with app.run_test(size=SIZE) as pilot:
+        screen = app.main_screen
+        for name in ("action_follow", "action_cycle_level", "action_pane"):
+            inner = getattr(screen, name)
+
+            def wrapped(*a, _inner=inner):  # type: ignore[no-untyped-def]
+                _inner(*a)
+                handled.append(time.perf_counter())
+
+            setattr(screen, name, wrapped)
+        log = screen.query_one(BootLog)
+        while log.row_count < min(4000, 200 + rate):
+            await pilot.pause(0.01)
+        line0, t_start = delivered, time.perf_counter()
+        sequence = ["f", "f", "l", "l", "l", "3", "1", "2", "4", "3"]
+        for i in range(keys):
+            key = sequence[i % len(sequence)]
+            n_handled = len(handled)
+            t0 = time.perf_counter()
+            app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
+            deadline = t0 + 5.0
+            while (len(handled) == n_handled or not stamps or stamps[-1] < handled[-1]) \
+                    and time.perf_counter() < deadline:
+                await asyncio.sleep(0)
+            if time.perf_counter() >= deadline:
+                missed.append(key)
+                continue
+            latencies.append(stamps[-1] - t0)
+            by_key.setdefault(key, []).append(stamps[-1] - t0)
+            await asyncio.sleep(0.02)
+        rate = (delivered - line0) / (time.perf_counter() - t_start)
+    latencies.sort()
+    p = lambda q: latencies[min(len(latencies) - 1, int(q * len(latencies)))]  # noqa: E731
+    if os.environ.get("BENCH_TUI_BY_KEY"):
+        for key, values in sorted(by_key.items()):
+            print(f"  key {key}: median {1000 * statistics.median(values):.1f} ms, "
+                  f"max {1000 * max(values):.1f} ms")
+    if missed:
+        print(f"  no frame within 5 s after keys {missed}")
+    return {"keys": len(latencies), "p50_ms": 1000 * p(0.50), "p99_ms": 1000 * p(0.99),
+            "max_ms": 1000 * latencies[-1], "lines_per_s": rate}
+
+
+# -- main -----------------------------------------------------------------------
+
+
+def host_line() -> str:
+    load = os.getloadavg()
+    return (f"host: {platform.node()} {platform.machine()} {os.cpu_count()} CPU, "
+            f"Python {platform.python_version()}, load {load[0]:.1f} {load[1]:.1f}")
+
+
+async def run(args: argparse.Namespace) -> None:
+    print(host_line())
+    if not args.skip_sim:
+        sim = SimChild(speed=60.0)
+        try:
+            config = sim.config()
+            fp = await first_paint(config, args.runs)
+            for what, values in fp.items():
+                print(f"first paint, {what}: median {1000 * statistics.median(values):.0f} ms, "
+                      f"max {1000 * max(values):.0f} ms ({len(values)} runs)")
+            idle = await idle_cpu(config, args.idle_s)
+            print(f"idle, 8 nodes at a {config.console.poll_interval_s:g} s poll: "
+                  f"{idle['core_pct']:.2f} % of a core ({idle['cpu_s']:.2f} s CPU in "
+                  f"{idle['wall_s']:.0f} s; {idle['nodes_polled']}/8 nodes polled)")
+        finally:
+            sim.close()
+    for rate in args.rates:
+        kp = await key_to_paint(args.keys, rate)
+        offered = "as fast as it is taken" if not rate else f"offered at {rate:,.0f} lines/s"
+        print(f"key-to-paint, boot log {offered} ({kp['lines_per_s']:,.0f} lines/s shown): "
+              f"p50 {kp['p50_ms']:.1f} ms, p99 {kp['p99_ms']:.1f} ms, "
+              f"max {kp['max_ms']:.1f} ms ({kp['keys']} keys)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=5, help="first-paint runs")
+    parser.add_argument("--idle-s", type=float, default=30.0, help="idle window (s)")
+    parser.add_argument("--keys", type=int, default=200, help="keys timed under the flood")
+    parser.add_argument("--rates", type=float, nargs="+", default=[0.0, 1000.0],
+                        help="boot-log rates to test, lines/s (0: as fast as taken)")
+    parser.add_argument("--skip-sim", action="store_true",
+                        help="only key-to-paint (no simulator child)")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
