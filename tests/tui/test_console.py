@@ -282,3 +282,31 @@ async def test_serve_picker_shows_fit_refusal_for_boot_d():
         assert "REFUSE fit dsv41-flash-r37-4x-eager@4nodes-switch" in text
         assert "127.6 GB (118.84 GiB)" in text  # the Boot D numbers, not just a "no"
         assert "REFUSE protected-node dgx1" in text
+
+
+async def test_unfinished_workflow_is_offered_at_start(tmp_path):
+    from sparktui.tui.screens.info import ResumeScreen
+
+    first = build(state_dir=tmp_path, speed=200.0)
+    turn = first.power.turn
+
+    async def plug_stuck_off(entity: str, on: bool):  # type: ignore[no-untyped-def]
+        if on:
+            raise RuntimeError("Home Assistant: 500 Internal Server Error")
+        return await turn(entity, on)
+
+    first.power.turn = plug_stuck_off  # type: ignore[method-assign]
+    async with first.app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: nodes_painted(first))
+        preview = await first.service.preview_power_cycle("dgx7")
+        result = await preview.run()
+        assert not result.ok and "UNFINISHED" in result.message
+    # the console restarts on the same state dir: the journal still owes "plug on"
+    second = build(state_dir=tmp_path)
+    async with second.app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: isinstance(second.app.screen, ResumeScreen))
+        text = screen_text(second.app)
+        assert "UNFINISHED: power-cycle dgx7" in text and "switch.dgx7" in text
+        await pilot.press("tab", "tab", "enter")  # Later -> Close it -> Complete it…
+        await wait_for(pilot, lambda: isinstance(second.app.screen, ConfirmActionScreen))
+        assert "Complete power-cycle dgx7" in screen_text(second.app)
