@@ -310,3 +310,39 @@ async def test_unfinished_workflow_is_offered_at_start(tmp_path):
         await pilot.press("tab", "tab", "enter")  # Later -> Close it -> Complete it…
         await wait_for(pilot, lambda: isinstance(second.app.screen, ConfirmActionScreen))
         assert "Complete power-cycle dgx7" in screen_text(second.app)
+
+
+async def test_palette_offers_every_action_by_name():
+    from textual.command import CommandPalette
+
+    c = build()
+    async with c.app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: nodes_painted(c))
+        await pilot.press("colon")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, CommandPalette))
+        await pilot.press(*"power-cycle dgx6")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+        assert c.app.screen.preview.target == "dgx6"
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: c.app.screen is c.app.main_screen)
+        await pilot.press("colon")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, CommandPalette))
+        await pilot.press(*"shift log", "enter")
+        await wait_for(pilot, lambda: "Shift log" in screen_text(c.app))
+        assert "Nothing happened" in screen_text(c.app)
+
+
+async def test_read_only_palette_has_no_actions():
+    from sparktui.tui.commands import ActionCommands
+
+    c = build(read_only=True)
+    async with c.app.run_test(size=WIDE) as pilot:
+        await wait_for(pilot, lambda: nodes_painted(c))
+        provider = ActionCommands(c.app.screen)
+        names = [name for name, _, _ in provider._commands()]
+        assert "shift log" in names and any(n.startswith("fit ") for n in names)
+        assert not [n for n in names if n.split()[0] in ("serve", "stop", "power-cycle",
+                                                           "recover", "cluster", "runlock")
+                    and n != "runlock list"]
