@@ -202,7 +202,8 @@ def _clusters(src: Source, value: Any, nodes: set[str],
         seen: set[str] = set()
         for n in cluster.nodes:
             if n not in nodes:
-                src.error(path + ("nodes",), f"unknown node {n!r} (known: {', '.join(sorted(nodes))})")
+                known = ", ".join(sorted(nodes))
+                src.error(path + ("nodes",), f"unknown node {n!r} (known: {known})")
             if n in seen:
                 src.error(path + ("nodes",), f"node {n!r} is listed twice")
             seen.add(n)

@@ -24,6 +24,10 @@ class ModelSpec:
     """Measured: "Model loading took X GiB" on rank 0. Derived from size_gb / ranks when absent."""
     kv_bytes_per_token: int = 0
     """KV cache bytes per token per rank (measured: KV pin / pool tokens)."""
+    nfs_read_per_rank_gb: float | None = None
+    """What each rank streams from the NAS while loading (decimal GB). Default: the
+    whole checkpoint — with TP every shard holds a slice of every tensor, so each
+    rank reads all of it (the seeds: 376 GB/rank, 704 GB/rank)."""
     served_name: str = ""
 
 

@@ -25,6 +25,8 @@ class ModelInfo:
     weights_per_rank_gib: float | None = None
     """Measured on `qualified_ranks` ranks (scaled to other rank counts); else size / ranks."""
     qualified_ranks: int = 0
+    nfs_read_per_rank_gb: float | None = None
+    """What each rank streams from the NAS while loading; None: the whole checkpoint."""
     drafter_weights_gib: float = 0.0
     runtime_reserve_gib: float | None = None
     pinned_extras_gib: float = 0.0
@@ -59,6 +61,7 @@ def from_recipes(recipes: Iterable[Recipe], ranks_of: Callable[[str], int]) \
             ),
             weights_per_rank_gib=m.weights_per_rank_gib,
             qualified_ranks=ranks_of(r.cluster),
+            nfs_read_per_rank_gb=m.nfs_read_per_rank_gb,
             drafter_weights_gib=(r.speculative.drafter_weights_gb * 1e9 / 2**30
                                  if r.speculative else 0.0),
             runtime_reserve_gib=r.fit.runtime_reserve_gib,

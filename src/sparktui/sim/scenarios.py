@@ -23,8 +23,8 @@ SCENARIOS: dict[str, str] = {
     "cache-not-symlink": "dgx6-8 have a local ~/.cache/huggingface dir instead of the NAS "
                          "symlink: their ranks die with LocalEntryNotFoundError.",
     "nas-missing": "dgx7/dgx8 have no /mnt/nas (fstab line missing): the cache symlink dangles.",
-    "slow-8way-nfs": "The NAS at ~58 MB/s for all loaders (the in-memory engram scan reads ~4x "
-                     "the weights): dsv41-flash-8x loads for ~122 min, healthy.",
+    "slow-8way-nfs": "The NAS at ~221 MB/s shared by 8 loaders (~27.7 MB/s each): "
+                     "dsv41-flash-8x scans ~203 GB per rank for ~122 min, healthy.",
     "gmu-091": "Admission as on GB10 (free 108.78 GiB): a GMU 0.91 recipe is refused "
                "(needs 110.66).",
     "kv-pin-short": "An 8 GiB KV pin 80 MB short of one 131072-token request plus the "
@@ -63,7 +63,8 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
         for n in each("dgx7", "dgx8"):
             n.nas_present = False
     elif name == "slow-8way-nfs":
-        spec.nas_aggregate_mbps = 58.0
+        # the seeds: 203 GB per rank in 7338 s is ~27.7 MB/s a node, 8 nodes at once
+        spec.nas_aggregate_mbps = 8 * 203e9 / 7338 / 1e6
     elif name == "bad-kernel":
         for n in each("dgx8"):
             n.kernel = spec.kernel_bad[0] + "-nvidia"
