@@ -247,3 +247,22 @@ def test_specific_first_fatal_has_no_cause() -> None:
                "for details)", now=1)
     tr.feed(2, "KeyError: 'x'", now=1)
     assert tr.failure is not None and tr.failure.cause is None
+
+
+def test_earliest_fatal_line_by_timestamp_wins_across_ranks():
+    """Ranks' log streams arrive in any order: rank 0's "Worker proc died" may
+    arrive first, but the lane died on rank 1's LocalEntryNotFoundError, 10 s earlier."""
+    tr = PhaseTracker("lane", stall_after_s=900.0, start=0.0)
+    tr.feed(0, "2026-09-18T16:10:12.000000000Z (EngineCore_DP0 pid=312) ERROR 09-18 16:10:12 "
+               "[multiproc_executor.py:154] Worker proc VllmWorker-1 died unexpectedly "
+               "(exit code: 1), shutting down executor.", 1.0)
+    assert tr.failure is not None and tr.failure.rank == 0
+    tr.feed(1, "2026-09-18T16:10:02.000000000Z huggingface_hub.errors.LocalEntryNotFoundError: "
+               "Cannot find an appropriate cached snapshot folder for the specified revision "
+               "on the local disk and outgoing traffic has been disabled.", 1.1)
+    assert tr.failure.rank == 1
+    assert "LocalEntryNotFoundError" in tr.failure.line
+    # a later fatal line of another rank does not displace it
+    tr.feed(2, "2026-09-18T16:10:20.000000000Z RuntimeError: NCCL error: remote process exited "
+               "or there was a network error", 1.2)
+    assert tr.failure.rank == 1

@@ -150,6 +150,14 @@ class PhaseTracker:
         st.lines += 1
         f = self.failure
         if f is not None:
+            if (ev is not None and ev.severity is Severity.FATAL and rank != f.rank
+                    and ts is not None and f.timestamp is not None and ts < f.timestamp):
+                # Ranks' streams arrive in any order: the lane's first fatal line is
+                # the earliest by the nodes' clocks (a worker's LocalEntryNotFoundError,
+                # not rank 0's "Worker proc died" that it caused).
+                self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent))
+                st.recent.append(ev.text)
+                return ev
             if rank == f.rank and len(f.after) < AFTER_LINES:
                 text = ev.text if ev is not None else body.rstrip("\r\n")
                 cause = f.cause

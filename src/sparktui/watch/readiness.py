@@ -50,6 +50,11 @@ class NodeLink(StreamSource, Protocol):
     async def run(self, cmd: str, timeout: float) -> object: ...
 
 
+FATAL_GRACE_S = 0.05
+"""Wall time the watch keeps applying lines after the first fatal one, so that
+lines already in flight from other ranks are seen (kept well inside the
+100 ms fatal-line-to-exit target)."""
+
 @dataclass(frozen=True)
 class RankContainer:
     """One rank of a lane, from its container's labels."""
@@ -149,6 +154,7 @@ class LaneWatch:
 
     def __post_init__(self) -> None:
         self.tracker = PhaseTracker(self.lane, self.stall_after_s, self.clock.monotonic())
+        self._fail_task: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int | None:
@@ -178,9 +184,10 @@ class LaneWatch:
                     # every follower ended without a verdict: nothing more can arrive
                     self._finish(Outcome.STALLED)
         finally:
-            for t in [*tasks, waiter]:
+            owned = [*tasks, waiter, *([self._fail_task] if self._fail_task else [])]
+            for t in owned:
                 t.cancel()
-            await asyncio.gather(*tasks, waiter, return_exceptions=True)
+            await asyncio.gather(*owned, return_exceptions=True)
         return self.result()
 
     def result(self) -> WaitResult:
@@ -203,6 +210,18 @@ class LaneWatch:
             self._outcome = outcome
             self._done.set()
 
+    def _fail_soon(self) -> None:
+        """Fail after FATAL_GRACE_S of wall time, during which the other ranks'
+        lines already in flight are still applied (an earlier fatal line of
+        another rank replaces the first one to arrive)."""
+        if self._fail_task is None:
+            self._fail_task = asyncio.create_task(self._fail_after_grace(),
+                                                  name=f"fail-{self.lane}")
+
+    async def _fail_after_grace(self) -> None:
+        await asyncio.sleep(FATAL_GRACE_S)
+        self._finish(Outcome.FAILED)
+
     async def _follow(self, rc: RankContainer) -> None:
         link = self.links[rc.node]
         follower = LogFollower.for_container(
@@ -221,7 +240,7 @@ class LaneWatch:
             # the rest of the batch after a fatal line is fed too: it often
             # holds the root cause, at no cost in latency
             if tr.phase is Phase.FAILED:
-                self._finish(Outcome.FAILED)
+                self._fail_soon()
                 return
         # the container's log ended: the container stopped or died
         try:
@@ -232,7 +251,7 @@ class LaneWatch:
         oom = bool(state.get("OOMKilled")) if state else False
         tr.feed_event(rc.rank, container_exit(code if isinstance(code, int) else -1, oom),
                       self.clock.monotonic())
-        self._finish(Outcome.FAILED)
+        self._fail_soon()
 
     async def _stall_ticker(self) -> None:
         while True:
