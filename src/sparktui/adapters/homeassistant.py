@@ -201,10 +201,12 @@ def _entity(entity: str) -> str:
 
 def open_home_assistant(config: Config, endpoints: Endpoints, *,
                         clock: Clock | None = None) -> HomeAssistant:
-    """The Home Assistant of `config`: with the simulator, its URL and token file
-    from the endpoints file; the variable named by ``token_env`` always wins.
+    """The Home Assistant of `config`. With the simulator: its URL and only its own
+    token file, so a real token in the environment is never sent to it.
     Raises TokenError (whose message never holds the token)."""
     ha = config.home_assistant
-    token = load_token(ha.token_env,
-                       endpoints.ha_token_file if endpoints.simulated else ha.token_file)
+    if endpoints.simulated:
+        token = load_token("", endpoints.ha_token_file)
+    else:
+        token = load_token(ha.token_env, ha.token_file)
     return HomeAssistant(endpoints.ha_url, token, timeout_s=ha.timeout_s, clock=clock)

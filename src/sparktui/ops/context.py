@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints
-from sparktui.adapters.homeassistant import HomeAssistant, SwitchState, load_token
+from sparktui.adapters.homeassistant import (
+    HomeAssistant,
+    SwitchState,
+    TokenError,
+    open_home_assistant,
+)
 from sparktui.adapters.ping import check_liveness
 from sparktui.adapters.ssh import CommandResult, Fleet
 from sparktui.core.clock import Clock, SystemClock
@@ -99,13 +104,8 @@ async def open_context(config: Config, *, emit: Emit = ignore, clock: Clock | No
     ha: HomeAssistant | None = None
     power_error = ""
     try:
-        if endpoints.simulated:
-            token = load_token("", endpoints.ha_token_file)
-        else:
-            token = load_token(config.home_assistant.token_env, config.home_assistant.token_file)
-        ha = HomeAssistant(endpoints.ha_url, token, timeout_s=config.home_assistant.timeout_s,
-                           clock=clock)
-    except Exception as exc:  # the message never holds the token (see load_token)
+        ha = open_home_assistant(config, endpoints, clock=clock)
+    except TokenError as exc:  # the message never holds the token (see load_token)
         power_error = str(exc)
     fleet = Fleet.from_config(config, endpoints, clock=clock)
     entities = {n.name: n.switch for n in config.nodes.values()}
