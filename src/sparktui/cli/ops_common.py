@@ -9,11 +9,14 @@ confirmed (nothing was done).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
 
+from sparktui.adapters.endpoints import EndpointError
+from sparktui.core.config import Config
 from sparktui.ops.confirm import Confirmation
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import Emit, WorkflowEvent, WorkflowFinished, format_event
@@ -22,6 +25,20 @@ from sparktui.ops.resume import offers
 from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_REFUSED, EXIT_DECLINED = 0, 1, 2, 3, 4
+
+
+def run_async(command: str, main: Callable[[Config, argparse.Namespace], Awaitable[int]],
+              args: argparse.Namespace) -> int:
+    """Load the config and run ``main`` to its exit code; nodes or Home Assistant
+    that cannot be resolved (e.g. the simulator is not running) exit 1, named."""
+    from .common import load
+
+    config = load(args)
+    try:
+        return asyncio.run(main(config, args))
+    except EndpointError as exc:
+        print(f"sparktui {command}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

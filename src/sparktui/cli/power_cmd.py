@@ -5,12 +5,10 @@ with the same guards and confirmations as the console."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 from pathlib import Path
 
-from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
 from sparktui.ops import guards
 from sparktui.ops.confirm import confirmation_for
@@ -24,14 +22,13 @@ from sparktui.ops.workflows.power import (
     power_switch,
 )
 
-from .common import load
 from .ops_common import (
     EXIT_DECLINED,
-    EXIT_FAILED,
     EXIT_INPUT,
     add_common,
     confirm,
     finish,
+    run_async,
     show_offers,
     show_plan,
     stderr_printer,
@@ -71,12 +68,7 @@ def _common(a: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load(args)
-    try:
-        return asyncio.run(_main(config, args))
-    except EndpointError as exc:
-        print(f"sparktui power: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return run_async("power", _main, args)
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:

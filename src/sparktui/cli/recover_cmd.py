@@ -5,24 +5,21 @@ re-check. Never toggles a protected node or a shared switch."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
-from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
 from sparktui.ops.workflows.power import power_guards_probed
 from sparktui.ops.workflows.recover import plan_recover, recover, recover_guards
 
-from .common import load
 from .ops_common import (
     EXIT_DECLINED,
-    EXIT_FAILED,
     EXIT_INPUT,
     add_common,
     confirm,
     finish,
+    run_async,
     show_offers,
     show_plan,
     stderr_printer,
@@ -42,12 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load(args)
-    try:
-        return asyncio.run(_main(config, args))
-    except EndpointError as exc:
-        print(f"sparktui recover: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return run_async("recover", _main, args)
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:

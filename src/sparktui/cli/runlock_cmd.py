@@ -4,13 +4,11 @@ detection (owner process gone and none of its containers running)."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import sys
 import time
 from pathlib import Path
 
-from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
 from sparktui.core.probe import parse_probe
@@ -21,8 +19,7 @@ from sparktui.ops.runlocks import RunLock, RunLocks, is_stale, owner_alive
 from sparktui.ops.workflows.power import plugs_left_off
 from sparktui.watch.readiness import DOCKER_PS
 
-from .common import load
-from .ops_common import EXIT_DECLINED, EXIT_FAILED, EXIT_INPUT, add_common, confirm
+from .ops_common import EXIT_DECLINED, EXIT_FAILED, EXIT_INPUT, add_common, confirm, run_async
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,12 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load(args)
-    try:
-        return asyncio.run(_main(config, args))
-    except EndpointError as exc:
-        print(f"sparktui runlock: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return run_async("runlock", _main, args)
 
 
 async def running_containers(ctx: OpsContext, node: str) -> set[str] | None:

@@ -5,22 +5,18 @@ lanes and nodes) and its typed confirmation."""
 from __future__ import annotations
 
 import argparse
-import asyncio
-import sys
 
-from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
 from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_guards, stop_lane
 
-from .common import load
 from .ops_common import (
     EXIT_DECLINED,
-    EXIT_FAILED,
     add_common,
     confirm,
     finish,
+    run_async,
     show_offers,
     show_plan,
     stderr_printer,
@@ -38,12 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load(args)
-    try:
-        return asyncio.run(_main(config, args))
-    except EndpointError as exc:
-        print(f"sparktui stop: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+    return run_async("stop", _main, args)
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
