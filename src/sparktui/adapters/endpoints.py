@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
+
+import psutil
 
 from sparktui.core.config import Config
 
@@ -97,16 +98,6 @@ def _from_config(config: Config) -> Endpoints:
     return Endpoints(nodes, ha.url, _expand(ha.token_file), simulated=False)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _loopback(host: object, where: str) -> str:
     if not isinstance(host, str):
         raise EndpointError(f"{where}: host must be a string")
@@ -139,7 +130,7 @@ def _from_simulator(config: Config) -> Endpoints:
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
         raise EndpointError(f"{path}: no 'nodes' object")
     pid = data.get("pid")
-    if isinstance(pid, int) and not _pid_alive(pid):
+    if isinstance(pid, int) and not psutil.pid_exists(pid):
         raise EndpointError(f"{path} is stale: simulator process {pid} is gone; {start_hint}")
     client_key = data.get("client_key")
     known_hosts = data.get("known_hosts")

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import psutil
+
 RUNLOCK_DIR = "runlocks"
 
 
@@ -47,21 +49,11 @@ class RunLock:
         return out
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def owner_alive(lock: RunLock, host: str | None = None) -> bool | None:
     """True/False for a lock taken on this host; None when taken elsewhere."""
     if lock.host != (host or socket.gethostname()):
         return None
-    return pid_alive(lock.pid)
+    return psutil.pid_exists(lock.pid)
 
 
 def is_stale(lock: RunLock, alive: bool | None, running: set[str] | None) -> bool | None:
