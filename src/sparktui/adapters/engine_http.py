@@ -8,13 +8,14 @@ The endpoint is ``http://<rank-0 api_host>:<port>`` (docs/CONTRACTS.md).
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+
+from sparktui.adapters.ping import tcp_alive
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -32,18 +33,7 @@ class HealthAnswer:
 
 async def port_open(host: str, port: int, timeout: float = 2.0) -> bool:
     """Does something accept TCP connections on host:port?"""
-    try:
-        async with asyncio.timeout(timeout):
-            _, writer = await asyncio.open_connection(host, port)
-    except (OSError, TimeoutError):
-        return False
-    writer.close()
-    try:
-        async with asyncio.timeout(timeout):
-            await writer.wait_closed()
-    except (OSError, TimeoutError):
-        pass
-    return True
+    return await tcp_alive(host, port, timeout)
 
 
 def parse_metrics(text: str) -> dict[str, float]:
