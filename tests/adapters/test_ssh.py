@@ -50,6 +50,26 @@ async def test_run_returns_status_stdout_stderr(node: NodeConnection) -> None:
     assert not result.ok
 
 
+async def test_run_with_input_feeds_stdin_then_eof(node: NodeConnection) -> None:
+    async def chunks():
+        for part in (b"abc", b"\x00\xff" * 40000, b"xyz"):
+            yield part
+
+    result = await node.run_with_input("wc -c; echo done >&2; exit 4", chunks(), timeout=10)
+    assert result.exit_status == 4
+    assert result.stdout.split() == [str(6 + 80000), "done"]
+
+
+async def test_run_with_input_passes_the_source_error_through(node: NodeConnection) -> None:
+    async def failing():
+        yield b"partial"
+        raise RemoteError("dgx5", "docker save img", "source died")
+
+    with pytest.raises(RemoteError) as err:
+        await node.run_with_input("cat >/dev/null", failing(), timeout=10)
+    assert err.value.node == "dgx5"
+
+
 async def test_run_replaces_invalid_utf8(node: NodeConnection) -> None:
     result = await node.run(r"printf 'a\377b\n'", timeout=5)
     assert result.stdout == "a\ufffdb\n"

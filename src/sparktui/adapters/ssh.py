@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import re
 import secrets
-from collections.abc import AsyncGenerator, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -261,6 +261,31 @@ class NodeConnection:
         except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
             raise self._transport_error(cmd, exc) from None
         return CommandResult(done.exit_status, str(done.stdout or ""), str(done.stderr or ""))
+
+    async def run_with_input(self, cmd: str, chunks: AsyncIterable[bytes],
+                             timeout: float) -> CommandResult:
+        """Run ``cmd`` on its own channel with its stdin fed from ``chunks``, then
+        EOF (``docker load`` fed from another node's ``docker save``). Output is
+        stdout and stderr merged; ``timeout`` bounds the whole transfer. An error
+        raised by ``chunks`` (the source side) propagates unchanged."""
+        try:
+            async with asyncio.timeout(timeout):
+                conn = await self.connection()
+                async with conn.create_process(cmd, encoding=None,
+                                               stderr=asyncssh.STDOUT) as proc:
+                    async for chunk in chunks:
+                        proc.stdin.write(chunk)
+                        await proc.stdin.drain()
+                    proc.stdin.write_eof()
+                    done = await proc.wait()
+        except RemoteError:
+            raise
+        except TimeoutError:
+            raise RemoteError(self.name, cmd, f"timed out after {timeout:g} s") from None
+        except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
+            raise self._transport_error(cmd, exc) from None
+        out = done.stdout.decode(errors="replace") if isinstance(done.stdout, bytes) else ""
+        return CommandResult(done.exit_status, out, "")
 
     async def stream(self, cmd: str) -> AsyncGenerator[bytes, None]:
         """Raw stdout chunks of ``cmd`` until it exits (merge stderr with

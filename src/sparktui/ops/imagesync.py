@@ -8,12 +8,8 @@ the seeds' launcher did, so neither node needs an SSH key to the other.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import shlex
-from collections.abc import Awaitable, Callable
-
-import asyncssh
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.errors import RemoteError
@@ -40,33 +36,18 @@ def ssh_image_pipe(
     async def pipe(image: str, source: str, target: str,
                    progress: Callable[[int], None]) -> int:
         save, load = sync_commands(image)
-        src = fleet.get(source)
-        dst = fleet.get(target)
-        try:
-            async with asyncio.timeout(SYNC_TIMEOUT_S):
-                conn = await dst.connection()
-                proc = await conn.create_process(load, encoding=None, stderr=asyncssh.STDOUT)
-                sent = 0
-                try:
-                    async for chunk in src.stream(f"{save} 2>/dev/null"):
-                        proc.stdin.write(chunk)
-                        await proc.stdin.drain()
-                        sent += len(chunk)
-                        progress(sent)
-                    proc.stdin.write_eof()
-                    done = await proc.wait()
-                finally:
-                    proc.close()
-                    with contextlib.suppress(Exception):
-                        await proc.wait_closed()
-        except TimeoutError:
-            raise RemoteError(target, load, f"image sync from {source} timed out after "
-                                            f"{SYNC_TIMEOUT_S:g} s") from None
-        except (OSError, asyncssh.Error) as exc:
-            raise RemoteError(target, load, f"{type(exc).__name__}: {exc}") from None
+        sent = 0
+
+        async def saved() -> AsyncIterator[bytes]:
+            nonlocal sent
+            async for chunk in fleet.get(source).stream(f"{save} 2>/dev/null"):
+                sent += len(chunk)
+                progress(sent)
+                yield chunk
+
+        done = await fleet.get(target).run_with_input(load, saved(), SYNC_TIMEOUT_S)
         if done.exit_status != 0:
-            out = done.stdout.decode(errors="replace") if isinstance(done.stdout, bytes) else ""
-            raise RemoteError(target, load, f"exit {done.exit_status}: {out.strip()[:300]}")
+            raise RemoteError(target, load, f"exit {done.exit_status}: {done.stdout.strip()[:300]}")
         if sent == 0:
             raise RemoteError(source, save, "docker save produced no bytes")
         return sent
