@@ -44,3 +44,10 @@ def test_production_path_never_imports_the_simulator():
             continue
         bad = {n for n in _imports(path) if "sim" in n.split(".") and n.lstrip(".") != ""}
         assert not bad, f"{path} imports the simulator: {bad}"
+
+
+def test_only_adapters_and_the_simulator_touch_the_network_libraries():
+    network = {"asyncssh", "httpx", "aiohttp"}
+    for path in _modules("core", "watch", "ops", "tui", "service"):
+        bad = {n for n in _imports(path) if n.split(".")[0] in network}
+        assert not bad, f"{path} imports {bad}: network I/O belongs in adapters/"
