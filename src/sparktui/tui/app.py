@@ -3,6 +3,7 @@ tests, snapshots and benchmarks."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import ClassVar
@@ -57,7 +58,13 @@ class SparkTUI(App[None]):
                         description="connect to the nodes and start watching")
 
     async def _start_service(self) -> None:
+        problems = self.service.recipe_problems
+        if problems:
+            self.notify("\n".join(str(p) for p in problems[:5]),
+                        title=f"{len(problems)} recipe problem(s): those recipes are not offered",
+                        severity="warning", timeout=30)
         await self.service.start(self._from_service)
+        quiet_collector()
         if not self.read_only:
             for offer in self.service.unfinished():
                 self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
@@ -202,6 +209,20 @@ class SparkTUI(App[None]):
 
     def show_shift_log(self) -> None:
         self.push_screen(TextScreen("Shift log (last 16 h)", self.service.shift_log()))
+
+
+GC_THRESHOLDS = (20_000, 20, 20)
+"""Python's defaults (2000, 10, 10) run a full collection every few seconds
+while a boot log streams, each a 100-250 ms stall of keys and frames (measured
+by bench/bench_tui.py); these make full passes rare and short."""
+
+
+def quiet_collector() -> None:
+    """Everything built so far (widgets, config, recipes, connections) lives as
+    long as the app: freeze it out of the collector's passes, and collect the
+    young generations less often."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def make_app(config: Config, *, service: ClusterService | None = None,

@@ -20,6 +20,7 @@ from sparktui.core.logsig import Severity, classify, clean
 from sparktui.watch.follower import LogLine
 
 MAX_LINES = 5000
+STRIP_CACHE = 1024
 GUTTER = 6
 """``r12 ! ``: rank and a severity mark, so fatal lines read without colour."""
 MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
@@ -67,6 +68,9 @@ class BootLog(ScrollView, can_focus=True):
         self.entries: deque[Entry] = deque(maxlen=max_lines)
         self._rows: deque[tuple[Entry, int, int]] = deque()
         self._max_width = 0
+        self._strips: dict[tuple[int, int, int, str, bool], Strip] = {}
+        """Rendered rows by line and search: following a log re-renders nothing
+        that only moved up (cleared whole when full: cheaper than LRU upkeep)."""
         self.match_row: int | None = None
         """The row the last search landed on (drawn with a ``>`` in the gutter)."""
         self.paused_render = False
@@ -207,7 +211,13 @@ class BootLog(ScrollView, can_focus=True):
         if index >= len(self._rows):
             return Strip.blank(width, base)
         entry, a, b = self._rows[index]
-        strip = self._render_row(entry, a, b, index == self.match_row)
+        key = (entry.seq, a, b, self.search, index == self.match_row)
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._render_row(entry, a, b, index == self.match_row)
+            if len(self._strips) >= STRIP_CACHE:
+                self._strips.clear()
+            self._strips[key] = strip
         return strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
 
     def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> Strip:
