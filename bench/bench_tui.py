@@ -129,7 +129,7 @@ async def first_paint(config: Config, runs: int) -> dict[str, list[float]]:
                    width=SIZE[0], height=SIZE[1])
     for _ in range(runs):
         t0 = time.perf_counter()
-        app = make_app(config, service=ClusterService(config))
+        app = make_app(config, service=ClusterService(config), tune_gc=True)
         marks: dict[str, float] = {}
         stamps = frames(app, term, marks)
         async with app.run_test(size=SIZE) as pilot:
@@ -142,7 +142,7 @@ async def first_paint(config: Config, runs: int) -> dict[str, list[float]]:
 
 async def idle_cpu(config: Config, seconds: float) -> dict[str, float]:
     me = psutil.Process()
-    app = make_app(config, service=ClusterService(config))
+    app = make_app(config, service=ClusterService(config), tune_gc=True)
     async with app.run_test(size=SIZE) as pilot:
         while not all_online(app):
             await pilot.pause(0.05)
@@ -176,6 +176,7 @@ def flood_lines(n: int, start: int) -> bytes:
 async def key_to_paint(keys: int, rate: float = 0.0) -> dict[str, float]:
     """``rate``: lines/s offered by the stream; 0 = as fast as the console takes them."""
     console = build()
+    console.app.tune_gc = True
     container: FakeContainer = add_lane(console.fleet, "glm53-flash-eugr-2x", "4nodes-switch-b",
                                         ["dgx5", "dgx6", "dgx7", "dgx8"])[0]
     link = console.fleet.links["dgx5"]

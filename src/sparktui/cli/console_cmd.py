@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
                   "or run `sparktui demo` (simulator and console together)", file=sys.stderr)
         return 2
     service = ClusterService(config, endpoints=endpoints)
-    make_app(config, service=service, read_only=args.read_only).run()
+    make_app(config, service=service, read_only=args.read_only, tune_gc=True).run()
     return 0

@@ -40,11 +40,13 @@ class SparkTUI(App[None]):
     """Modals fit their body to the terminal (the main screen has its own)."""
 
     def __init__(self, config: Config, service: ClusterService, *,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False, tune_gc: bool = False) -> None:
         super().__init__()
         self.config = config
         self.service = service
         self.read_only = read_only
+        self.tune_gc = tune_gc
+        """The process is the console's own (the CLI): tune the collector at start."""
         self.sub_title = (f"{len(config.nodes)} nodes · {config.path.name}"
                           + (" · READ-ONLY" if read_only else ""))
 
@@ -64,7 +66,8 @@ class SparkTUI(App[None]):
                         title=f"{len(problems)} recipe problem(s): those recipes are not offered",
                         severity="warning", timeout=30)
         await self.service.start(self._from_service)
-        quiet_collector()
+        if self.tune_gc:
+            quiet_collector()
         if not self.read_only:
             for offer in self.service.unfinished():
                 self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
@@ -226,7 +229,10 @@ def quiet_collector() -> None:
 
 
 def make_app(config: Config, *, service: ClusterService | None = None,
-             read_only: bool = False, clock: Clock | None = None) -> SparkTUI:
+             read_only: bool = False, clock: Clock | None = None,
+             tune_gc: bool = False) -> SparkTUI:
     """The console on ``config``; a service built from the config unless one
-    is given (tests and the demo inject theirs)."""
-    return SparkTUI(config, service or ClusterService(config, clock=clock), read_only=read_only)
+    is given (tests and the demo inject theirs). ``tune_gc`` when the process
+    is the console's alone (the CLI, the benchmark), never inside a test run."""
+    return SparkTUI(config, service or ClusterService(config, clock=clock),
+                    read_only=read_only, tune_gc=tune_gc)
