@@ -98,6 +98,8 @@ async def test_serve_from_the_picker_runs_to_serving_with_phases(tmp_path: Path)
                                        str(n.message) for n in c.app._notifications),
                     timeout=30)
         assert "rank 0 on dgx5" in screen_text(c.app)
+        await until(pilot, lambda: str(lanes.get_cell(lane, "health")) == "ok", timeout=20)
+        assert str(lanes.get_cell(lane, "kv")) != "—"  # KV pool tokens from the boot log
 
 
 async def test_power_cycle_drives_home_assistant_and_the_node_returns(tmp_path: Path) -> None:
