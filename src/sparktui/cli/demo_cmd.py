@@ -21,7 +21,7 @@ import sys
 from ..core.config import Config
 from ..core.config_load import load_config
 from ..service.cluster import ClusterService
-from ..sim.runner import published_sim
+from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS
 from ..tui.app import make_app
 from .main import default_config_path
@@ -48,8 +48,13 @@ def run(args: argparse.Namespace) -> int:
         print("sparktui demo: this config has [simulator] enabled = false; the demo only "
               "runs on the simulator (use `sparktui` for the real cluster)", file=sys.stderr)
         return 2
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_demo(args, config))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(_demo(args, config))
+    except AlreadyRunning as exc:
+        print(f"sparktui demo: {exc}\nsparktui demo: open the console on it with `sparktui`, "
+              "or stop it first", file=sys.stderr)
+        return 2
     return 0
 
 
