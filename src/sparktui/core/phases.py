@@ -32,6 +32,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
     split_timestamp,
 )
+from sparktui.core.state import KIB_PER_GIB
 
 _TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
 _TRACEBACK_WINDOW = 400
@@ -112,6 +113,34 @@ class _Rank:
     shards: _Shards | None = None
     traceback_line: int | None = None
     lines: int = 0
+
+
+
+MEM_PROGRESS_KIB = 256 * 1024
+"""Weights becoming resident: this much less MemAvailable on a rank's node
+counts as load progress (worker ranks and InstantTensor print no shards)."""
+
+
+class MemoryProgress:
+    """Memory filling on a lane's nodes as load progress, so that a silent but
+    healthy load (InstantTensor, worker ranks) is never declared stalled."""
+
+    def __init__(self, step_kib: int = MEM_PROGRESS_KIB) -> None:
+        self.step_kib = step_kib
+        self._mark: dict[str, int] = {}
+
+    def observe(self, node: str, available_kib: int) -> str | None:
+        """A progress note when ``node`` holds another step more than at the last
+        note; memory freed (a restart, another lane stopping) resets the mark."""
+        before = self._mark.get(node)
+        if before is None or available_kib > before:
+            self._mark[node] = available_kib
+            return None
+        if before - available_kib < self.step_kib:
+            return None
+        self._mark[node] = available_kib
+        return (f"{node}: {(before - available_kib) / KIB_PER_GIB:.1f} GiB more resident "
+                f"(MemAvailable {available_kib / KIB_PER_GIB:.1f} GiB)")
 
 
 @dataclass

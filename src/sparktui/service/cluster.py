@@ -372,6 +372,8 @@ class ClusterService:
             self._emit(NodeSampled(snap, verdict, point))
             self._alert_for(verdict)
             self._sync_lanes()
+            for watch in self._lanes.values():
+                watch.on_snapshot(snap)
 
     def _alert_for(self, verdict: ThrashVerdict) -> None:
         key = f"thrash:{verdict.node}"

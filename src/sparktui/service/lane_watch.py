@@ -14,7 +14,8 @@ from typing import Protocol
 from sparktui.adapters.engine_http import EngineClient
 from sparktui.core.clock import Clock
 from sparktui.core.logsig import Kind, Phase
-from sparktui.core.phases import PhaseTracker
+from sparktui.core.phases import MemoryProgress, PhaseTracker
+from sparktui.core.state import NodeSnapshot
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
 from sparktui.watch.follower import LogFollower, LogLine, running_check
@@ -76,6 +77,7 @@ class LaneWatch:
         self._protected = protected
         self._uptime = uptime
         self.tracker = PhaseTracker(name, stall_after_s, clock.monotonic())
+        self._memory = MemoryProgress()
         self.buffers: dict[int, deque[LogLine]] = {}
         self.delivered: dict[int, int] = {}
         self._health = "—"
@@ -112,6 +114,18 @@ class LaneWatch:
             return
         self.buffers.setdefault(rc.rank, deque(maxlen=LOG_BUFFER_LINES))
         self._tasks[key] = asyncio.create_task(self._follow_rank(rc), name=f"log:{rc.container}")
+
+    def on_snapshot(self, snap: NodeSnapshot) -> None:
+        """A poll of one node: while the lane boots, memory filling on a rank's
+        node is load progress (InstantTensor and worker ranks print no shards)."""
+        if self.tracker.phase in (Phase.SERVING, Phase.FAILED):
+            return
+        mem = snap.probe.meminfo if snap.probe is not None else None
+        if mem is None or all(rc.node != snap.node for rc in self.ranks):
+            return
+        note = self._memory.observe(snap.node, mem.available_kib)
+        if note is not None:
+            self.tracker.note_progress(note, self._clock.monotonic())
 
     # -- reading -------------------------------------------------------------
 

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import psutil
+
 from sparktui.core.config import Config
 
 from .cluster import Sim
@@ -33,13 +35,7 @@ def running_pid(config: Config) -> int | None:
         return None
     if not isinstance(pid, int) or pid == os.getpid():
         return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
+    return pid if psutil.pid_exists(pid) else None
 
 
 @asynccontextmanager

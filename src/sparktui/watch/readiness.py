@@ -23,7 +23,7 @@ from sparktui.adapters.engine_http import EngineClient
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import Phase, container_exit
-from sparktui.core.phases import Failure, PhaseTracker
+from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import ContainerInfo
 from sparktui.watch.follower import LogFollower, StreamSource, container_state, running_check
@@ -31,10 +31,6 @@ from sparktui.watch.follower import LogFollower, StreamSource, container_state, 
 DOCKER_PS = "docker ps -a --no-trunc --format '{{json .}}'"
 DISCOVER_TIMEOUT_S = 15.0
 MEMINFO_TIMEOUT_S = 10.0
-MEM_PROGRESS_KIB = 256 * 1024
-"""Weights becoming resident: this much less MemAvailable on a rank's node
-counts as load progress (worker ranks and InstantTensor print no shards)."""
-KIB_PER_GIB = 1024 * 1024
 STAGES = ("port", "health", "models", "first token")
 
 
@@ -262,20 +258,13 @@ class LaneWatch:
 
     async def _memory_progress(self) -> None:
         nodes = sorted({r.node for r in self.ranks})
-        mark: dict[str, int] = {}
+        memory = MemoryProgress()
         while self.tracker.phase not in (Phase.SERVING, Phase.FAILED):
             for node in nodes:
                 avail = await self._mem_available(node)
-                if avail is None:
-                    continue
-                before = mark.get(node)
-                if before is None or avail > before:
-                    mark[node] = avail
-                elif before - avail >= MEM_PROGRESS_KIB:
-                    mark[node] = avail
-                    self.tracker.note_progress(
-                        f"{node}: {(before - avail) / KIB_PER_GIB:.1f} GiB more resident"
-                        f" (MemAvailable {avail / KIB_PER_GIB:.1f} GiB)", self.clock.monotonic())
+                note = memory.observe(node, avail) if avail is not None else None
+                if note is not None:
+                    self.tracker.note_progress(note, self.clock.monotonic())
             await self.clock.sleep(self.memory_poll_s)
 
     async def _mem_available(self, node: str) -> int | None:
