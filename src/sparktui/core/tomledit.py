@@ -7,8 +7,10 @@ import tomlkit
 from tomlkit.items import Table
 
 
-def set_value(text: str, path: tuple[str, ...], value: str | int | float | bool) -> str:
-    """Return `text` with the key at `path` set to `value`, creating tables as needed."""
+def set_value(text: str, path: tuple[str, ...], value: str | int | float | bool,
+              comment: str = "") -> str:
+    """Return `text` with the key at `path` set to `value`, creating tables as
+    needed; the key's comment is kept, or replaced by `comment` when given."""
     if not path:
         raise ValueError("empty key path")
     doc = tomlkit.parse(text)
@@ -21,12 +23,10 @@ def set_value(text: str, path: tuple[str, ...], value: str | int | float | bool)
             raise ValueError(f"{'.'.join(path)}: {part} is not a table")
         table = nxt
     key = path[-1]
-    if key in table:
-        item = table[key]
-        comment = item.trivia.comment if hasattr(item, "trivia") else ""
-        table[key] = value
-        if comment:
-            table[key].comment(comment.lstrip("# ").rstrip())
-    else:
-        table[key] = value
+    old = table.get(key)
+    kept = old.trivia.comment if old is not None and hasattr(old, "trivia") else ""
+    table[key] = value
+    note = comment or kept.lstrip("# ").rstrip()
+    if note:
+        table[key].comment(note)
     return tomlkit.dumps(doc)

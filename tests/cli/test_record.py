@@ -1,0 +1,37 @@
+"""sparktui record: a measured figure written back with the recipe's comments
+kept; an edit that would make the recipe invalid writes nothing."""
+
+from __future__ import annotations
+
+import tomllib
+
+from sparktui.cli.main import main
+
+
+def test_record_keeps_comments_and_validates(config_copy, capsys):
+    config = config_copy()
+    path = config.parent / "recipes" / "glm53-mxfp4-fp8-4x-r39" / "recipe.toml"
+    before = path.read_text()
+    code = main(["record", "glm53-mxfp4-fp8-4x-r39", "model.kv_bytes_per_token", "49000",
+                 "--note", "measured 2026-11-30: 6 GiB pin / 131,497 tokens",
+                 "--config", str(config)])
+    assert code == 0, capsys.readouterr().err
+    after = path.read_text()
+    assert tomllib.loads(after)["model"]["kv_bytes_per_token"] == 49000
+    assert "# measured 2026-11-30: 6 GiB pin / 131,497 tokens" in after
+    assert "# 2026-10-22 night: GLM-5.3 (full)" in after         # the header comment stays
+    assert after.count("\n") == before.count("\n")
+    code = main(["fit", "glm53-mxfp4-fp8-4x-r39", "--json", "--config", str(config)])
+    assert code == 0                                             # the window now fits
+
+
+def test_record_refuses_an_invalid_value_and_writes_nothing(config_copy, capsys):
+    config = config_copy()
+    path = config.parent / "recipes" / "dsv41-flash-8x" / "recipe.toml"
+    before = path.read_text()
+    code = main(["record", "dsv41-flash-8x", "engine_args.gpu_memory_utilization", "high",
+                 "--config", str(config)])
+    err = capsys.readouterr().err
+    assert code == 2 and "engine_args.gpu_memory_utilization" in err
+    assert path.read_text() == before
+    assert not list(path.parent.glob(".recipe.*"))
