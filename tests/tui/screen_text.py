@@ -15,3 +15,9 @@ def screen_text(app: App[object]) -> str:
     console.print(app.screen._compositor.render_update(
         full=True, screen_stack=app._background_screens))
     return console.export_text()
+
+
+def online_rows(text: str) -> int:
+    """Rows of the Nodes table that read "online"."""
+    return sum(1 for line in text.splitlines()
+               if line.lstrip("│ ").startswith("dgx") and " online " in line)

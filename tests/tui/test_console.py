@@ -13,7 +13,7 @@ from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .fakecluster import GIB_KIB, add_lane, vllm_boot_lines
 from .harness import build, wait_for
-from .screen_text import screen_text
+from .screen_text import online_rows, screen_text
 
 WIDE = (160, 48)
 SMALL = (80, 24)
@@ -45,7 +45,7 @@ async def test_nodes_pane_shows_eight_nodes_online():
         states = [str(table.get_cell(n, "state")) for n in c.config.nodes]
         assert states == ["online"] * 8
         text = screen_text(c.app)
-        assert text.count(" online ") == 8
+        assert online_rows(text) == 8 and "8/8 online" in text
         assert "prod*" in text and "6.17.0-1031 " in text and "BAD" not in text
 
 
@@ -238,7 +238,8 @@ async def test_small_terminal_shows_one_pane_at_a_time():
                  if screen.query_one(f"#{p}-pane").display]
         assert shown == ["nodes"]
         text = screen_text(c.app)
-        assert "1 Nodes" in text and "4 Memory" in text and text.count(" online ") == 8
+        assert "1 Nodes" in text and "4 Memory" in text
+        assert online_rows(text) == 8 and "8/8 online" in text
         await pilot.press("4")
         await pilot.pause()
         shown = [p for p in ("nodes", "lanes", "bootlog", "memory")

@@ -65,5 +65,5 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
             config.console, poll_interval_s=poll))
         service = ClusterService(console, clock=sim.clock)
         app = make_app(console, service=service, read_only=args.read_only, tune_gc=True)
-        app.sub_title += f" · SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x"
+        app.base_sub_title += f" · SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x"
         await app.run_async()

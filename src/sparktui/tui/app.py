@@ -47,8 +47,8 @@ class SparkTUI(App[None]):
         self.read_only = read_only
         self.tune_gc = tune_gc
         """The process is the console's own (the CLI): tune the collector at start."""
-        self.sub_title = (f"{len(config.nodes)} nodes · {config.path.name}"
-                          + (" · READ-ONLY" if read_only else ""))
+        self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
+        self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
 
     # -- lifecycle -----------------------------------------------------------
 

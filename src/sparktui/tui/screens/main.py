@@ -19,7 +19,7 @@ from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
-from sparktui.core.state import NodeSnapshot
+from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.events import (
     StepFinished,
@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 PANES = ("nodes", "lanes", "bootlog", "memory")
 PANE_TITLES = {"nodes": "1 Nodes", "lanes": "2 Lanes", "bootlog": "3 Boot log",
                "memory": "4 Memory"}
+SUMMARY_WORDS = ((NodeState.ONLINE, "online"), (NodeState.STARVED, "STARVED"),
+                 (NodeState.UNREACHABLE, "UNREACHABLE"), (NodeState.POWERED_OFF, "off"),
+                 (NodeState.UNKNOWN, "unknown"))
 ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
                 "recover": "recover"}
 
@@ -73,6 +76,7 @@ class MainScreen(Screen[None]):
         self.rank = 0
         self._log_end = 0
         self._log_inbox: list[LogLine] = []
+        self._summary = ""
         self._input_mode = "search"
         self._lanes: dict[str, LaneView] = {}
         self._pending_nodes: dict[str, tuple[NodeSnapshot, ThrashVerdict | None]] = {}
@@ -217,6 +221,18 @@ class MainScreen(Screen[None]):
             memory.add_point(snap.node, ev.last_point)
         memory.set_level(snap.node, ev.verdict.level if ev.verdict else ThrashLevel.OK)
         self._flush_nodes()
+        self._summarise()
+
+    def _summarise(self) -> None:
+        """The header's one line: how many nodes are in which state."""
+        snapshot = self.spark.service.snapshot()
+        counts = [(snapshot.count(state), word) for state, word in SUMMARY_WORDS]
+        parts = [f"{counts[0][0]}/{len(snapshot.nodes)} online"]
+        parts += [f"{n} {word}" for n, word in counts[1:] if n]
+        summary = " · ".join(parts)
+        if summary != self._summary:
+            self._summary = summary
+            self.spark.sub_title = f"{summary} · {self.spark.base_sub_title}"
 
     def _flush_nodes(self) -> None:
         if self._visible("nodes"):
