@@ -114,6 +114,7 @@ SCENES = (
     Scene("main-160x48", (160, 48), main_screen),
     Scene("main-80x24", (80, 24), main_screen),
     Scene("confirm-power-cycle", (100, 36), confirm_modal),
+    Scene("confirm-power-cycle-80x24", (80, 24), confirm_modal),
     Scene("refusal-protected-node", (100, 36), refusal_modal),
     Scene("help-80x24", (80, 24), help_screen),
 )
