@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints
-from sparktui.adapters.homeassistant import HomeAssistant, load_token
+from sparktui.adapters.homeassistant import HomeAssistant, TokenError, open_home_assistant
 from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.clock import Clock, SystemClock
@@ -156,15 +156,12 @@ class ClusterService:
         return powered
 
     def _open_home_assistant(self, endpoints: Endpoints) -> HomeAssistant | None:
-        ha_cfg = self.config.home_assistant
+        """The adapter's one way in: with the simulator only its own token file."""
         try:
-            token = load_token(ha_cfg.token_env, endpoints.ha_token_file if endpoints.simulated
-                               else ha_cfg.token_file)
-        except Exception as exc:  # load_token's message never holds the token
+            self._ha = open_home_assistant(self.config, endpoints, clock=self.clock)
+        except TokenError as exc:  # its message never holds the token
             self._power_error = str(exc)
             return None
-        self._ha = HomeAssistant(endpoints.ha_url, token, timeout_s=ha_cfg.timeout_s,
-                                 clock=self.clock)
         return self._ha
 
     def _ops_context(self, endpoints: Endpoints) -> OpsContext:
