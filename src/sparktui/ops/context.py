@@ -77,7 +77,7 @@ class OpsContext:
     pipe_image: ImagePipe | None = None
 
 
-async def _fingerprints(fleet: Fleet, names: Sequence[str]) -> dict[str, str]:
+async def host_key_fingerprints(fleet: Fleet, names: Sequence[str]) -> dict[str, str]:
     async def one(name: str) -> tuple[str, str | None]:
         try:
             async with asyncio.timeout(10.0):
@@ -125,7 +125,7 @@ async def open_context(config: Config, *, emit: Emit = ignore, clock: Clock | No
             snapshot=snapshot, alive=alive, api_host=lambda n: endpoints.node(n).api_host,
             journal=Journal.in_state_dir(state, clock), locks=RunLocks.in_state_dir(state),
             clock=clock, emit=emit,
-            fingerprints=lambda names: _fingerprints(fleet, names),
+            fingerprints=lambda names: host_key_fingerprints(fleet, names),
             pipe_image=ssh_image_pipe(fleet),
         )
     finally:

@@ -26,7 +26,7 @@ from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.confirm import confirmation_for
-from sparktui.ops.context import OpsContext, Power, _fingerprints
+from sparktui.ops.context import OpsContext, Power, host_key_fingerprints
 from sparktui.ops.events import WorkflowEvent
 from sparktui.ops.guards import GuardReport, Verdict, evaluate_stop, plan_cluster_power
 from sparktui.ops.imagesync import ssh_image_pipe
@@ -183,7 +183,7 @@ class ClusterService:
             journal=Journal.in_state_dir(self._state_dir, self.clock),
             locks=RunLocks.in_state_dir(self._state_dir), clock=self.clock,
             emit=self._workflow_event,
-            fingerprints=(lambda names: _fingerprints(fleet, names)) if fleet else None,
+            fingerprints=(lambda names: host_key_fingerprints(fleet, names)) if fleet else None,
             pipe_image=ssh_image_pipe(fleet) if fleet else None)
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
