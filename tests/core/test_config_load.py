@@ -96,7 +96,8 @@ def test_duplicate_rank(config_copy):
 
 
 def test_unknown_protected_node(config_copy):
-    path = config_copy(lambda t: t.replace('protected_nodes = ["dgx1",', 'protected_nodes = ["dgx0",'))
+    path = config_copy(lambda t: t.replace('protected_nodes = ["dgx1",',
+                                           'protected_nodes = ["dgx0",'))
     (p,) = _problems(path)
     assert p.key == "guards.protected_nodes" and "dgx0" in p.message
 
@@ -124,7 +125,8 @@ def test_shell_unsafe_node_values_are_rejected(config_copy, field, value):
 
 
 def test_nccl_value_with_shell_metacharacters(config_copy):
-    path = config_copy(lambda t: t.replace('NCCL_CROSS_NIC = "1"', 'NCCL_CROSS_NIC = "1;reboot"', 1))
+    path = config_copy(lambda t: t.replace('NCCL_CROSS_NIC = "1"',
+                                           'NCCL_CROSS_NIC = "1;reboot"', 1))
     (p,) = _problems(path)
     assert p.key == 'nccl.4nodes-switch.NCCL_CROSS_NIC'
 

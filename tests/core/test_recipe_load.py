@@ -18,7 +18,7 @@ SEED_RECIPES = {
 def test_every_shipped_recipe_loads(shipped_config):
     recipes, problems = load_all_recipes(shipped_config)
     assert problems == []
-    assert SEED_RECIPES <= set(recipes)
+    assert set(recipes) >= SEED_RECIPES
     assert {r.engine for r in recipes.values()} == {"vllm", "sglang"}
     for r in recipes.values():
         assert r.cluster in shipped_config.clusters
@@ -88,18 +88,17 @@ def test_bad_recipe_values(config_copy, old, new, key):
 
 
 def test_unknown_key_suggestion(config_copy):
-    config, _ = _write(config_copy, "typo", GOOD.replace("[env]", "[engine_args]\n"
-                                                                   "max_model_length = 4096\n[env]"))
+    typo = GOOD.replace("[env]", "[engine_args]\nmax_model_length = 4096\n[env]")
+    config, _ = _write(config_copy, "typo", typo)
     (p,) = _problems(config, "typo")
     assert "did you mean 'max_model_len'" in p.message
 
 
 def test_extra_args_and_mounts_reject_shell(config_copy):
-    text = GOOD + 'extra_args = ["--foo", "x|nc host 1"]\n'
-    text = text.replace('cluster = "2nodes-dac"',
+    text = GOOD.replace('cluster = "2nodes-dac"',
                         'cluster = "2nodes-dac"\nmounts = ["/a:/b", "/c:/d;id"]\n'
                         'extra_args = ["--ok", "$(id)"]')
-    config, _ = _write(config_copy, "inj", text.replace('extra_args = ["--foo", "x|nc host 1"]\n', ""))
+    config, _ = _write(config_copy, "inj", text)
     keys = [p.key for p in _problems(config, "inj")]
     assert keys == ["mounts", "extra_args"]
 

@@ -1,5 +1,6 @@
 """The OOM-thrash detector: node snapshots from the poller plus each node's
-kernel journal and journald's notices (``journalctl -f``, see ``follower.journal_command``) and engine lines, through the rules of
+kernel journal and journald's notices (``journalctl -f``, see
+``follower.journal_command``) and engine lines, through the rules of
 core/thrash.py, into one verdict per node (level, evidence, next step).
 
 Detection latency is one poll: the tick whose probe times out while the
