@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config: Config, args: argparse.Namespace) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     async with published_sim(config, scenario=args.scenario, speed=args.speed,
                              seed=args.seed) as sim:

@@ -3,7 +3,10 @@ tests, snapshots and benchmarks."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
+import signal
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import ClassVar
@@ -55,6 +58,12 @@ class SparkTUI(App[None]):
     def on_mount(self) -> None:
         self.main_screen = MainScreen()
         self.push_screen(self.main_screen)
+        # A dropped SSH session (SIGHUP) or a kill (SIGTERM) ends the console the
+        # normal way: the service stops its workflows and releases their locks.
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.add_signal_handler(sig, self.exit)
         self.run_worker(self._start_service(), group="service", exclusive=True,
                         exit_on_error=False,
                         description="connect to the nodes and start watching")
@@ -74,6 +83,10 @@ class SparkTUI(App[None]):
                 self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
 
     async def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                loop.remove_signal_handler(sig)
         await self.service.stop()
 
     def _from_service(self, event: ServiceEvent) -> None:
