@@ -55,8 +55,8 @@ def test_unknown_key_suggests_the_closest(config_copy):
 
 
 def test_missing_required_key(config_copy):
-    path = config_copy(lambda t: t.replace('user = "kilork"\nib_ip = "127.200.0.17"',
-                                           'ib_ip = "127.200.0.17"'))
+    path = config_copy(lambda t: t.replace('user = "kilork"\nib_ip = "127.0.200.17"',
+                                           'ib_ip = "127.0.200.17"'))
     (p,) = _problems(path)
     assert p.key == "nodes.dgx3.user" and "required" in p.message
     assert p.line == _line_of(path, "[nodes.dgx3]")
@@ -116,8 +116,8 @@ def test_token_in_config_is_refused_and_not_echoed(config_copy):
     ("switch", "light.dgx1"),
 ])
 def test_shell_unsafe_node_values_are_rejected(config_copy, field, value):
-    original = {"host": 'host = "dgx1"', "user": 'user = "kilork"\nib_ip = "127.200.0.15"',
-                "ib_ip": 'ib_ip = "127.200.0.15"', "switch": 'switch = "switch.dgx1"'}[field]
+    original = {"host": 'host = "dgx1"', "user": 'user = "kilork"\n# real: 200.15',
+                "ib_ip": 'ib_ip = "127.0.200.15"', "switch": 'switch = "switch.dgx1"'}[field]
     replacement = original.replace(re.search(r'"[^"]*"', original).group(0), f'"{value}"', 1)
     path = config_copy(lambda t: t.replace(original, replacement, 1))
     problems = _problems(path)

@@ -44,7 +44,7 @@ async def test_globs_expand_against_the_node_files(sim):
     assert status == 2  # unused GID slots answer EINVAL, as in sysfs
     assert "/sys/class/infiniband/rocep1s0f0/ports/1/gid_attrs/types/3:RoCE v2\n" in out
     gids, _, _ = await exec_on(sim, "dgx5", "cat /sys/class/infiniband/rocep1s0f0/ports/1/gids/3")
-    assert gids == "0000:0000:0000:0000:0000:ffff:7fc8:000b\n"  # ib_ip 127.200.0.11 mapped
+    assert gids == "0000:0000:0000:0000:0000:ffff:7f00:c80b\n"  # ib_ip 127.0.200.11 mapped
 
 
 async def test_long_lived_sh_keeps_status_between_scripts(sim):

@@ -26,7 +26,7 @@ class NodeSpec:
     index: int
     """1-based position; also the last octet of its api_host."""
     user: str = "kilork"
-    ib_ip: str = "127.200.0.1"
+    ib_ip: str = "127.0.200.1"
     hca: tuple[str, ...] = ("rocep1s0f0", "roceP2p1s0f0")
     kernel: str = "6.17.0-1031-nvidia"
     hf_cache: str = ""

@@ -101,7 +101,7 @@ def small_spec(n_nodes: int, *, catalog: dict[str, ModelInfo] | None = None,
                seed: int = 1) -> SimSpec:
     """A fleet of `n_nodes` identical nodes named node1..nodeN on one switch cluster."""
     names = [f"node{i}" for i in range(1, n_nodes + 1)]
-    nodes = [NodeSpec(name=n, index=i + 1, ib_ip=f"127.200.{(i + 1) // 250}.{(i + 1) % 250}",
+    nodes = [NodeSpec(name=n, index=i + 1, ib_ip=f"127.0.{200 + (i + 1) // 250}.{(i + 1) % 250}",
                       images=[default_image()]) for i, n in enumerate(names)]
     entities = {f"switch.{n}": EntitySpec(f"switch.{n}", _friendly(f"switch.{n}"), node=n)
                 for n in names}
