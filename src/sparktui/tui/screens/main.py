@@ -17,7 +17,7 @@ from textual.binding import BindingType
 from textual.containers import Container, Vertical
 from textual.events import ScreenResume
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Input, Static
+from textual.widgets import DataTable, Header, Input, Static
 
 from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -45,6 +45,7 @@ from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
 from sparktui.tui.widgets.alerts import AlertBar
 from sparktui.tui.widgets.bootlog import BootLog
+from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 from sparktui.watch.follower import LogLine
@@ -108,7 +109,7 @@ class MainScreen(Screen[None]):
                 yield Input(id="log-input", placeholder="search")
             with Vertical(id="memory-pane", classes="pane"):
                 yield MemoryPane(list(config.nodes), config.thrash, id="memory")
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         for name in PANES:
