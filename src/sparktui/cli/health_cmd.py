@@ -28,6 +28,7 @@ from ..adapters.ssh import Fleet
 from ..core.config import Config, NodeConfig
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
+from ..core.kernel import known_bad, off_pin
 from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
 from ..core.thrash import ThrashLevel, ThrashVerdict
 from ..watch.poller import Poller
@@ -132,14 +133,10 @@ def kernel_verdict(config: Config, kernel: str | None) -> str:
     suffix (``6.17.0-1031-nvidia``) that the pin leaves out."""
     if kernel is None:
         return "kernel unknown"
-
-    def matches(release: str) -> bool:
-        return kernel == release or kernel.startswith(release + "-")
-
     guards = config.guards
-    if any(matches(bad) for bad in guards.kernel_bad):
+    if known_bad(guards, kernel) is not None:
         return f"kernel {kernel} is known bad (breaks NCCL/RoCE)"
-    if guards.kernel_pin and not matches(guards.kernel_pin):
+    if off_pin(guards, kernel):
         return f"kernel {kernel} is not the pinned {guards.kernel_pin}"
     return ""
 

@@ -16,6 +16,7 @@ from enum import StrEnum
 
 from sparktui.core.config import Config, NodeConfig
 from sparktui.core.fit import FitReport, fit
+from sparktui.core.kernel import known_bad, off_pin
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import container_name
 from sparktui.core.state import ClusterSnapshot, ImageInfo, NodeSnapshot, NodeState
@@ -180,22 +181,16 @@ def blocking_switches(config: Config, cluster: str,
     return out
 
 
-def _kernel_matches(kernel: str, wanted: str) -> bool:
-    """``uname -r`` carries a flavour suffix: 6.17.0-1031-nvidia matches 6.17.0-1031."""
-    return kernel == wanted or kernel.startswith(wanted + "-")
-
-
 def kernel(config: Config, node: str, running: str | None) -> Verdict:
     g = config.guards
     if running is None:
         return Verdict("kernel", node, False, f"{node}: kernel unknown (uname -r did not "
                        f"answer) -> wait for the next poll")
-    for bad in g.kernel_bad:
-        if _kernel_matches(running, bad):
-            return Verdict("kernel", node, False,
-                           f"{node} runs kernel {running}, known bad ({bad} breaks NCCL/RoCE) -> "
-                           f"boot {node} into {g.kernel_pin or 'the pinned kernel'}")
-    if g.kernel_pin and not _kernel_matches(running, g.kernel_pin):
+    if (bad := known_bad(g, running)) is not None:
+        return Verdict("kernel", node, False,
+                       f"{node} runs kernel {running}, known bad ({bad} breaks NCCL/RoCE) -> "
+                       f"boot {node} into {g.kernel_pin or 'the pinned kernel'}")
+    if off_pin(g, running):
         return Verdict("kernel", node, False,
                        f"{node} runs kernel {running}, not the pinned {g.kernel_pin} "
                        f"(NCCL/RoCE is qualified on the pin) -> boot the pinned kernel, or "

@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import DataTable
 
-from sparktui.core.config import Config
+from sparktui.core.config import Config, GuardConfig
+from sparktui.core.kernel import known_bad, off_pin
 from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -98,7 +99,7 @@ class NodesTable(KeyedTable):
         mem, psi = "—", "—"
         if probe is not None:
             if probe.kernel:
-                kernel = kernel_cell(probe.kernel, guards.kernel_pin, guards.kernel_bad)
+                kernel = kernel_cell(probe.kernel, guards)
             if probe.meminfo:
                 m = probe.meminfo
                 mem = f"{m.used_kib / KIB_PER_GIB:3.0f}/{m.available_kib / KIB_PER_GIB:5.1f}"
@@ -109,11 +110,11 @@ class NodesTable(KeyedTable):
                                  risk_cell(verdict), busy or "free"))
 
 
-def kernel_cell(kernel: str, pin: str, bad: Sequence[str]) -> Text:
+def kernel_cell(kernel: str, guards: GuardConfig) -> Text:
     short = kernel.removesuffix("-nvidia")
-    if any(kernel.startswith(b) for b in bad):
+    if known_bad(guards, kernel) is not None:
         return Text(f"{short} BAD", style="bold red")
-    if pin and not kernel.startswith(pin):
+    if off_pin(guards, kernel):
         return Text(f"{short} ≠pin", style="yellow")
     return Text(short)
 
