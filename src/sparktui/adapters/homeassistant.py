@@ -19,6 +19,7 @@ import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
@@ -94,6 +95,11 @@ class SwitchState:
     def available(self) -> bool:
         return self.state in ("on", "off")
 
+    @property
+    def powered(self) -> bool | None:
+        """Is the plug on; None while it is unavailable or unknown."""
+        return self.state == "on" if self.available else None
+
 
 class HomeAssistant:
     """One Home Assistant instance. Use as an async context manager."""
@@ -150,8 +156,7 @@ class HomeAssistant:
 
     async def is_on(self, entity: str) -> bool | None:
         """True/False, or None when the plug is unavailable/unknown."""
-        s = await self.state(entity)
-        return None if not s.available else s.state == "on"
+        return (await self.state(entity)).powered
 
     async def turn(self, entity: str, on: bool, *, confirm_timeout_s: float = CONFIRM_TIMEOUT_S,
                    poll_s: float = CONFIRM_POLL_S) -> SwitchState:
@@ -184,12 +189,25 @@ class HomeAssistant:
 
     def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
         """A poller PowerSource: node name -> is its plug on."""
+        return plug_power_source(self, entities)
 
-        async def powered(node: str) -> bool | None:
-            entity = entities.get(node)
-            return None if not entity else await self.is_on(entity)
 
-        return powered
+class PlugStates(Protocol):
+    async def state(self, entity: str) -> SwitchState: ...
+
+
+def plug_power_source(plugs: PlugStates, entities: dict[str, str]
+                      ) -> Callable[[str], Awaitable[bool | None]]:
+    """A poller PowerSource over anything that reads plug states: node name ->
+    is its plug on (None for a node without a plug, or a plug unavailable)."""
+
+    async def powered(node: str) -> bool | None:
+        entity = entities.get(node)
+        if not entity:
+            return None
+        return (await plugs.state(entity)).powered
+
+    return powered
 
 
 def _entity(entity: str) -> str:

@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints
-from sparktui.adapters.homeassistant import HomeAssistant, TokenError, open_home_assistant
+from sparktui.adapters.homeassistant import (
+    HomeAssistant,
+    TokenError,
+    open_home_assistant,
+    plug_power_source,
+)
 from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.clock import Clock, SystemClock
@@ -141,19 +146,10 @@ class ClusterService:
 
     def _power_source(self) -> PowerSource | None:
         """The poller's "is this node's plug on", read from the power adapter."""
-        power = self._power
-        if power is None:
+        if self._power is None:
             return None
-        entities = {n.name: n.switch for n in self.config.nodes.values()}
-
-        async def powered(node: str) -> bool | None:
-            entity = entities.get(node)
-            if not entity:
-                return None
-            state = await power.state(entity)
-            return state.state == "on" if state.available else None
-
-        return powered
+        return plug_power_source(self._power, {n.name: n.switch
+                                               for n in self.config.nodes.values()})
 
     def _open_home_assistant(self, endpoints: Endpoints) -> HomeAssistant | None:
         """The adapter's one way in: with the simulator only its own token file."""
