@@ -189,12 +189,11 @@ class LaneWatch:
     def result(self) -> WaitResult:
         tr = self.tracker
         assert self._outcome is not None
-        start = tr.start
         return WaitResult(
             self.lane,
             self._outcome,
             dict(self.stages),
-            {ph: t - start for ph, t in tr.phase_times.items()},
+            tr.stage_seconds(),
             tr.failure,
             tr.last_progress,
             tr.summary(),

@@ -348,7 +348,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     tr = watch.tracker
     detail: dict[str, Any] = {
         "recipe": recipe.name, "cluster": cluster, "summary": tr.summary(),
-        "phases": {p.value: round(t - tr.start, 1) for p, t in tr.phase_times.items()},
+        "phases": {p.value: round(s, 1) for p, s in tr.stage_seconds().items()},
         "kv_tokens": tr.kv.tokens, "kv_max_len": tr.kv.max_len,
         "kv_concurrency": tr.kv.concurrency,
         "stages": {k: round(v, 1) for k, v in watch.stages.items()},
