@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from rich.table import Table
@@ -214,17 +214,15 @@ THRASH_STYLE = {
 }
 
 
-def _thrash(config: Config, snap: NodeSnapshot) -> ThrashVerdict:
-    return node_verdict(snap, config.thrash)
+def columns(config: Config, verdicts: Mapping[str, ThrashVerdict]) -> list[Column]:
+    """The table's columns; ``verdicts`` holds each node's thrash verdict."""
 
-
-def columns(config: Config) -> list[Column]:
     def thrash_value(s: NodeSnapshot) -> dict[str, object]:
-        v = _thrash(config, s)
+        v = verdicts[s.node]
         return {"level": v.level.label, "evidence": list(v.evidence), "next_step": v.next_step}
 
     def thrash_text(s: NodeSnapshot) -> Text:
-        level = _thrash(config, s).level
+        level = verdicts[s.node].level
         return Text(level.label, style=THRASH_STYLE[level])
 
     def state_text(s: NodeSnapshot) -> Text:
@@ -286,7 +284,8 @@ class HealthReport:
     ) -> None:
         self.config = config
         self.cluster = cluster
-        self.columns = cols if cols is not None else columns(config)
+        self.verdicts = {s.node: node_verdict(s, config.thrash) for s in cluster.nodes}
+        self.columns = cols if cols is not None else columns(config, self.verdicts)
         self.issues = {s.node: node_issues(config, s) for s in cluster.nodes}
 
     @property
@@ -313,7 +312,7 @@ class HealthReport:
                 nodes_by_issue.setdefault(issue, []).append(snap.node)
         problems = [f"{', '.join(names)}: {issue}" for issue, names in nodes_by_issue.items()]
         for snap in nodes:
-            verdict = _thrash(self.config, snap)
+            verdict = self.verdicts[snap.node]
             if verdict.level >= ThrashLevel.PRESSURE:
                 problems.append(f"{snap.node}: {verdict.level.label} "
                                 f"({'; '.join(verdict.evidence)}) -> {verdict.next_step}")
