@@ -61,6 +61,17 @@ def _package_path() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: any error nobody expected becomes one line plus a
+    debug log (cli/crash.py), never a traceback."""
+    try:
+        return _dispatch(argv)
+    except Exception as exc:
+        from . import crash
+        return crash.report(exc, argv if argv is not None else sys.argv[1:],
+                            default_config_path())
+
+
+def _dispatch(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.config is None:
