@@ -29,11 +29,10 @@ def describe(exc: BaseException) -> str:
     return f"{name}: {text}" if text else name
 
 
-def report(exc: BaseException, argv: list[str], default_config: Path) -> int:
+def report(exc: BaseException, command: str | None, argv: list[str],
+           default_config: Path) -> int:
     """Print one line for `exc` and write its traceback to the debug log; exit code."""
-    words = [a for i, a in enumerate(argv)
-             if not a.startswith("-") and (i == 0 or argv[i - 1] != "--config")]
-    prog = f"sparktui {words[0]}" if words else "sparktui"
+    prog = f"sparktui {command}" if command else "sparktui"
     if isinstance(exc, OperatorError):
         print(f"{prog}: {redact(str(exc))}", file=sys.stderr)
         return 1
