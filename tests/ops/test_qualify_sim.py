@@ -7,37 +7,22 @@ Each request is journaled before and after."""
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
-from sparktui.ops.context import OpsContext, open_context
-from sparktui.ops.events import Recorder, StepProgressed
+from sparktui.ops.context import OpsContext
+from sparktui.ops.events import StepProgressed
 from sparktui.ops.shiftlog import render
 from sparktui.ops.workflows.qualify import qualify
 from sparktui.sim.cluster import Sim
 from sparktui.sim.engine import DECODE_GIB_TOKENS_PER_S
-from sparktui.sim.testing import running_sim
 
 FLASH_2X = "glm53-flash-eugr-2x"
 """47 GiB of weights per rank: ~45.7 tokens/s decode in the simulator."""
-
-
-@asynccontextmanager
-async def manual_world(config: Config, scenario: str) -> AsyncIterator[tuple[Sim, OpsContext,
-                                                                             Recorder]]:
-    async with running_sim(config, scenario=scenario) as sim:
-        path = config.state_dir() / "sim" / "endpoints.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(sim.endpoints()))
-        events = Recorder()
-        async with open_context(config, emit=events, clock=sim.clock) as ctx:
-            yield sim, ctx, events
 
 
 async def boot(sim: Sim, ctx: OpsContext, recipe_name: str) -> str:
@@ -84,9 +69,9 @@ def with_floor(config_copy: Callable[..., Path], tmp_path: Path, floor: float) -
     return load_config(path)
 
 
-async def test_the_normal_lane_qualifies_with_figures_recorded(config_copy, tmp_path):
+async def test_the_normal_lane_qualifies_with_figures_recorded(sim_ctx, config_copy, tmp_path):
     config = with_floor(config_copy, tmp_path, 30.0)
-    async with manual_world(config, "normal") as (sim, ctx, events):
+    async with sim_ctx("normal", speed=None, config=config) as (sim, ctx, events):
         lane = await boot(sim, ctx, FLASH_2X)
         result = await run_qualify(sim, ctx, lane)
         gate = result.detail["qualify"]
@@ -115,11 +100,8 @@ async def test_the_normal_lane_qualifies_with_figures_recorded(config_copy, tmp_
         assert "quality gate PASSED" in render(entries)
 
 
-async def test_the_r37_lab_tree_garbles_ds41_and_is_flagged_with_spans(tmp_path):
-    config = load_config(Path(__file__).resolve().parents[2] / "config.toml")
-    from dataclasses import replace
-    config = replace(config, console=replace(config.console, state_dir=str(tmp_path / "s")))
-    async with manual_world(config, "r37-garble") as (sim, ctx, _):
+async def test_the_r37_lab_tree_garbles_ds41_and_is_flagged_with_spans(sim_ctx):
+    async with sim_ctx("r37-garble", speed=None) as (sim, ctx, _):
         lane = await boot(sim, ctx, "dsv41-flash-eugr-0913-4x")
         result = await run_qualify(sim, ctx, lane)
         gate = result.detail["qualify"]
@@ -134,9 +116,9 @@ async def test_the_r37_lab_tree_garbles_ds41_and_is_flagged_with_spans(tmp_path)
         assert any("CER" in r for r in gate["reasons"])
 
 
-async def test_a_capped_clock_makes_the_lane_slow_not_garbled(config_copy, tmp_path):
+async def test_a_capped_clock_makes_the_lane_slow_not_garbled(sim_ctx, config_copy, tmp_path):
     config = with_floor(config_copy, tmp_path, 30.0)
-    async with manual_world(config, "slow-decode") as (sim, ctx, _):
+    async with sim_ctx("slow-decode", speed=None, config=config) as (sim, ctx, _):
         lane = await boot(sim, ctx, FLASH_2X)
         result = await run_qualify(sim, ctx, lane)
         gate = result.detail["qualify"]
