@@ -37,3 +37,9 @@ class RemoteError(Exception):
         self.command = command
         self.message = message
         super().__init__(f"{node}: {command!r}: {message}")
+
+
+class OperatorError(Exception):
+    """A fault of the environment the operator can fix (a read-only or full
+    journal, a refused token): its message says what happened and what to do,
+    and is shown as one line, without a traceback."""
