@@ -125,3 +125,22 @@ def test_garbled_wins_over_slow_and_slow_needs_a_floor():
     text = describe_gate(garbled.detail())
     assert text.startswith("quality gate: GARBLED (EN 337-word text: 11 edits, CER 0.58 %")
     assert "«machenes» for «machines»" in text
+
+
+def test_recipe_gate_keys_are_validated_with_file_and_line(config_copy, tmp_path):
+    import pytest
+
+    from sparktui.core.config_load import load_config
+    from sparktui.core.errors import InputError
+    from sparktui.core.recipe_load import load_recipe
+
+    config = load_config(config_copy())
+    recipe = tmp_path / "recipes" / "glm53-flash-eugr-2x" / "recipe.toml"
+    base = recipe.read_text()
+    recipe.write_text(base + "\n[qualify]\nmax_cer = 0.01\ndecode_tps_min = 30\n")
+    assert load_recipe(config, "glm53-flash-eugr-2x").qualify.decode_tps_min == 30.0
+    recipe.write_text(base + "\n[qualify]\ndecode_tps_min = -1\n")
+    with pytest.raises(InputError) as err:
+        load_recipe(config, "glm53-flash-eugr-2x")
+    assert "recipe.toml:" in str(err.value.problems[0])
+    assert "qualify.decode_tps_min" in str(err.value.problems[0])

@@ -16,6 +16,7 @@ from .tomlschema import Count, Fraction, GiB, GiBOrZero, Port, Range, Seconds
 GB = Annotated[float, Range(0, 1_000_000, lo_open=True, unit="GB")]
 Tokens = Annotated[int, Range(1, 100_000_000)]
 Ranks = Annotated[int, Range(1, 1024)]
+Rate = Annotated[float, Range(0, 10_000_000, lo_open=True, unit="tokens/s")]
 
 
 @dataclass(frozen=True)
@@ -103,15 +104,15 @@ class QualifySpec:
     """The post-boot quality gate (core/qualify.py) and the figures it is compared with
     (``sparktui record RECIPE qualify.decode_tps 33.2`` writes them)."""
 
-    max_cer: float = 0.003
+    max_cer: Annotated[float, Range(0, 1, hi_open=True)] = 0.003
     """Garbled above this character error rate (the r37 garbling was ~1.2 %)."""
-    decode_tps_min: float | None = None
+    decode_tps_min: Rate | None = None
     """Slow below this decode rate (tokens/s at d0 c1); None: never slow."""
-    ttft_ms: float | None = None
+    ttft_ms: Annotated[float, Range(0, 3_600_000, lo_open=True, unit="ms")] | None = None
     """Recorded time to first token at d0 c1."""
-    decode_tps: float | None = None
+    decode_tps: Rate | None = None
     """Recorded decode tokens/s at d0 c1."""
-    prefill_tps: float | None = None
+    prefill_tps: Rate | None = None
     """Recorded prefill tokens/s at d0 c1."""
 
 
