@@ -47,6 +47,7 @@ def test_unexpected_error_is_one_line_and_a_debug_log(config_copy, capsys, monke
     assert main(["health", "--config", str(path)]) == 70
     err = capsys.readouterr().err.strip()
     log = tmp_path / "state" / "debug.log"
-    assert err == f"sparktui health: unexpected error: TimeoutError (details in {log})"
+    assert err == (f"sparktui health: unexpected error: no answer in time (timed out) "
+                   f"(details in {log})")
     assert "Traceback" in log.read_text() and "TimeoutError" in log.read_text()
     assert log.stat().st_mode & 0o777 == 0o600

@@ -13,20 +13,10 @@ from pathlib import Path
 
 from ..core.config import ConsoleConfig
 from ..core.config_load import load_config
-from ..core.errors import OperatorError
+from ..core.errors import OperatorError, describe_error
 from ..core.redact import redact
 
 DEBUG_LOG = "debug.log"
-
-
-def describe(exc: BaseException) -> str:
-    """A short human description of `exc` (no repr)."""
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return f"{exc.strerror}{where}"
-    text = str(exc).strip()
-    name = type(exc).__name__
-    return f"{name}: {text}" if text else name
 
 
 def report(exc: BaseException, command: str | None, argv: list[str],
@@ -38,7 +28,7 @@ def report(exc: BaseException, command: str | None, argv: list[str],
         return 1
     log = _write_log(exc, prog, _state_dir(argv, default_config))
     where = f"details in {log}" if log else "no debug log could be written"
-    print(f"{prog}: unexpected error: {redact(describe(exc))} ({where})", file=sys.stderr)
+    print(f"{prog}: unexpected error: {describe_error(exc)} ({where})", file=sys.stderr)
     return 70
 
 
