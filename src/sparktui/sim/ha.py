@@ -27,6 +27,8 @@ class HomeAssistant:
         self.rng = rng
         self.fault = ""
         """``""``, ``500`` or ``hang``."""
+        self.fault_body = "500: Internal Server Error"
+        """What a ``500`` answers (a proxy may echo a request's headers)."""
         self.changed_t = {e: sim.wall() for e in sim.spec.entities}
         self.context = {e: self._ulid() for e in sim.spec.entities}
         self.calls: list[tuple[str, str]] = []
@@ -54,7 +56,7 @@ class HomeAssistant:
             if self.fault == "hang":
                 await asyncio.Event().wait()
             if self.fault == "500":
-                return web.Response(status=500, text="500: Internal Server Error")
+                return web.Response(status=500, text=self.fault_body)
             if request.headers.get("Authorization", "") != f"Bearer {self.token}":
                 return web.Response(status=401, text="401: Unauthorized")
             self.sim.sync()
