@@ -1,0 +1,188 @@
+"""The console's memory of the night and its reach beyond the screen.
+
+`ClusterService` hands every event it reports to `NightDesk.on_event`; the
+desk keeps what a bundle needs when a node goes dark (`HeldMemory`: recent
+snapshots, followed log lines, alerts, guard verdicts), writes an incident
+bundle by itself when a lane fails or stalls or a node thrashes, and feeds
+the recorder and the phone notifier when they are configured.
+
+Nothing here decides what an incident says (core/incident.py) or how a bundle
+is collected (ops/bundle.py); the desk only composes them and owns the tasks
+it starts (`stop()` cancels them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from sparktui.core.clock import Clock
+from sparktui.core.config import Config
+from sparktui.core.incident import Held, HeldAlert, SnapshotRow, snapshot_row
+from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
+from sparktui.ops.events import GuardsEvaluated
+from sparktui.service.events import (
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    LogLinesArrived,
+    NodeSampled,
+    ServiceEvent,
+    WorkflowProgressed,
+)
+
+log = logging.getLogger(__name__)
+
+HELD_SNAPSHOTS = 1800
+"""Polls kept per node: an hour at the default 2 s interval."""
+HELD_LINES = 1000
+HELD_ALERTS = 500
+AUTO_BUNDLES_MAX = 24
+"""Automatic bundles per console run: a flapping node must not fill the disk."""
+SETTLE_POLLS = 2
+"""An automatic bundle waits this many polls so the incident's neighbours
+(the second node going dark, the fatal line of another rank) are in it."""
+
+
+class HeldMemory:
+    """The service's event stream folded into what a bundle can use, bounded."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self.snapshots: dict[str, deque[SnapshotRow]] = {}
+        self.logs: dict[str, dict[int, deque[str]]] = {}
+        self.lane_nodes: dict[str, dict[int, str]] = {}
+        self.lane_cluster: dict[str, str] = {}
+        self.alerts: deque[HeldAlert] = deque(maxlen=HELD_ALERTS)
+        self.guards: deque[dict[str, object]] = deque(maxlen=HELD_ALERTS)
+
+    def fold(self, ev: ServiceEvent) -> None:
+        if isinstance(ev, NodeSampled):
+            level = ev.verdict.level.label if ev.verdict else ""
+            self.snapshots.setdefault(ev.snapshot.node, deque(maxlen=HELD_SNAPSHOTS)).append(
+                snapshot_row(ev.snapshot, level))
+        elif isinstance(ev, LogLinesArrived):
+            ranks = self.logs.setdefault(ev.lane, {})
+            ranks.setdefault(ev.rank, deque(maxlen=HELD_LINES)).extend(
+                line.raw for line in ev.lines)
+        elif isinstance(ev, LaneChanged):
+            self.lane_nodes[ev.lane.name] = {r.rank: r.node for r in ev.lane.ranks}
+            if ev.lane.cluster:
+                self.lane_cluster[ev.lane.name] = ev.lane.cluster
+        elif isinstance(ev, AlertRaised):
+            a = ev.alert
+            self.alerts.append(HeldAlert(self._clock.time(), a.key, a.level, a.subject,
+                                         a.evidence, a.next_step))
+        elif isinstance(ev, WorkflowProgressed) and isinstance(ev.event, GuardsEvaluated):
+            g = ev.event
+            self.guards.append({"wf": g.wf, "t": g.at, "passed": list(g.passed),
+                                "refused": list(g.refused), "overridden": list(g.overridden),
+                                "warnings": list(g.warnings)})
+
+    def held(self, kernel: dict[str, deque[str]] | None = None) -> Held:
+        """A copy, safe to read while events keep arriving."""
+        return Held(
+            logs={lane: {r: list(d) for r, d in ranks.items()}
+                  for lane, ranks in self.logs.items()},
+            lane_nodes={k: dict(v) for k, v in self.lane_nodes.items()},
+            lane_cluster=dict(self.lane_cluster),
+            kernel={n: list(d) for n, d in (kernel or {}).items()},
+            snapshots={n: list(d) for n, d in self.snapshots.items()},
+            alerts=list(self.alerts), guards=list(self.guards))
+
+
+@dataclass
+class _Pending:
+    subject: str
+    reasons: list[str]
+
+
+class NightDesk:
+    def __init__(self, config: Config, *, clock: Clock, state_dir: Path) -> None:
+        self.config = config
+        self.clock = clock
+        self.state_dir = state_dir
+        self.memory = HeldMemory(clock)
+        self.collect_timeout_s = COLLECT_TIMEOUT_S
+        self.auto_bundle = True
+        self.bundles: list[BundleResult] = []
+        """Bundles written by this console run, oldest first."""
+        self._sources: Callable[[], BundleSources] | None = None
+        self._kernel: Callable[[], dict[str, deque[str]]] = dict
+        self._pending: dict[str, _Pending] = {}
+        self._done_keys: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def attach(self, sources: Callable[[], BundleSources],
+               kernel: Callable[[], dict[str, deque[str]]]) -> None:
+        """Called by the service once connected: where bundles are collected from."""
+        self._sources = sources
+        self._kernel = kernel
+
+    def on_event(self, ev: ServiceEvent) -> None:
+        """Every event the service reports, synchronously; must not block."""
+        self.memory.fold(ev)
+        if isinstance(ev, AlertRaised):
+            a = ev.alert
+            if a.level in ("fatal", "thrash"):
+                self._trigger(a.key, self._subject_of(a.subject),
+                              f"{a.level} {a.subject}: {a.evidence[0] if a.evidence else ''}")
+        elif isinstance(ev, AlertCleared):
+            self._done_keys.discard(ev.key)
+        elif isinstance(ev, LaneChanged) and ev.lane.phase == "stalled":
+            self._trigger(f"stall:{ev.lane.name}", ev.lane.name,
+                          f"stall {ev.lane.name}: no progress for "
+                          f"{self.config.console.stall_after_s:g} s")
+        elif isinstance(ev, LaneGone):
+            self._done_keys = {k for k in self._done_keys if not k.endswith(f":{ev.name}")}
+
+    def _subject_of(self, subject: str) -> str:
+        """A thrashing node's bundle is its lane's (every rank, both dark nodes)."""
+        for lane, ranks in self.memory.lane_nodes.items():
+            if subject in ranks.values():
+                return lane
+        return subject
+
+    def _trigger(self, key: str, subject: str, reason: str) -> None:
+        if not self.auto_bundle or self._sources is None or key in self._done_keys:
+            return
+        self._done_keys.add(key)
+        pending = self._pending.get(subject)
+        if pending is not None:  # not collected yet: this alert joins it
+            pending.reasons.append(reason)
+            return
+        if len(self.bundles) + len(self._pending) >= AUTO_BUNDLES_MAX:
+            log.warning("automatic bundle of %s skipped: %d written already", subject,
+                        AUTO_BUNDLES_MAX)
+            return
+        self._pending[subject] = _Pending(subject, [reason])
+        task = asyncio.create_task(self._bundle_later(subject), name=f"bundle:{subject}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bundle_later(self, subject: str) -> None:
+        await self.clock.sleep(SETTLE_POLLS * self.config.console.poll_interval_s)
+        pending = self._pending.pop(subject)
+        assert self._sources is not None
+        src = self._sources()
+        src.timeout_s = self.collect_timeout_s
+        try:
+            result = await write_bundle(src, subject,
+                                        held=self.memory.held(self._kernel()),
+                                        reason="; ".join(pending.reasons))
+        except Exception:  # a bundle must never take the console down
+            log.exception("automatic bundle of %s failed", subject)
+            return
+        self.bundles.append(result)
+        log.info("incident bundle written: %s", result.path)
+
+    async def stop(self) -> None:
+        tasks, self._tasks = set(self._tasks), set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
