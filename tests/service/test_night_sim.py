@@ -10,6 +10,8 @@ import asyncio
 import tarfile
 from pathlib import Path
 
+from sparktui.core.config import NotifyConfig
+from sparktui.core.notify import NotifyPolicy
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState
@@ -19,6 +21,7 @@ from sparktui.sim.testing import connect
 from ..tui.simconsole import sim_console
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
+PHONE = "notify.mobile_app_pixel"
 
 
 async def until(predicate, timeout: float = 60.0, why=lambda: "") -> None:  # type: ignore[no-untyped-def]
@@ -52,6 +55,7 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
         events: list[ServiceEvent] = []
         night = c.service.night
         night.collect_timeout_s = 3.0
+        night.policy = NotifyPolicy(NotifyConfig(service=PHONE, max_per_hour=12))
         await c.service.start(events.append)
         try:
             await until(lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
@@ -67,6 +71,12 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
 
             await until(lambda: both_dark(), timeout=90,
                         why=lambda: str([(b.path.name, b.incident.dark) for b in night.bundles]))
+            await until(lambda: {"sparktui THRASH dgx6", "sparktui THRASH dgx7"}
+                        <= {body["title"] for _, body in c.sim.ha.notifications},
+                        why=lambda: str(c.sim.ha.notifications))
+            await asyncio.sleep(0.5)  # later polls re-raise the same incidents
+            sent = list(c.sim.ha.notifications)
+            token = c.sim.ha.token
         finally:
             await c.service.stop()
     bundle = both_dark()[0]
@@ -95,3 +105,16 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
     assert "thrash" in parts["alerts.jsonl"] and "## Timeline" in summary
     for name in ("plan.json", "hashes.txt", "commands.sh", "journal.jsonl", "kernel/dgx5.log"):
         assert name in parts
+
+    # phone alerts: one per incident per node/lane, with the next step, no token
+    titles = [body["title"] for _, body in sent]
+    assert all(service == PHONE for service, _ in sent)
+    assert len(titles) == len(set(titles)), titles
+    assert f"sparktui FATAL {LANE}" in titles
+    for _, body in sent:
+        assert "Next: " in str(body["message"]) and token not in str(body)
+    thrash6 = next(str(b["message"]) for _, b in sent if b["title"] == "sparktui THRASH dgx6")
+    assert thrash6.startswith("dgx6: ") and ("recover" in thrash6 or "SSH" in thrash6)
+    # the console is told which alerts reached the phone
+    marked = {e.alert.key for e in events if isinstance(e, AlertRaised) and e.alert.notified}
+    assert {"thrash:dgx6", "thrash:dgx7", f"fatal:{LANE}"} <= marked

@@ -16,6 +16,7 @@ from typing import Any
 
 from . import plain
 from .config import (
+    NOTIFY_EVENTS,
     ClusterConfig,
     Config,
     ConsoleConfig,
@@ -23,7 +24,9 @@ from .config import (
     HomeAssistantConfig,
     LivenessConfig,
     NodeConfig,
+    NotifyConfig,
     PowerConfig,
+    RecordConfig,
     SimulatorConfig,
     SshConfig,
     SwitchConfig,
@@ -41,6 +44,8 @@ _SECTIONS: dict[str, type] = {
     "power": PowerConfig,
     "guards": GuardConfig,
     "thrash": ThrashConfig,
+    "notify": NotifyConfig,
+    "record": RecordConfig,
 }
 _MAPS = ("nodes", "clusters", "switches", "nccl")
 _TOP = ("recipes_dir",)
@@ -265,8 +270,28 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
     sim: SimulatorConfig | None = sections.get("simulator")
     if sim is not None and sim.speed <= 0:
         src.error(("simulator", "speed"), "must be greater than 0")
+    _check_night(src, sections.get("notify"), sections.get("record"))
     console: ConsoleConfig | None = sections.get("console")
     if console is not None:
         for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s"):
             if getattr(console, key) <= 0:
                 src.error(("console", key), "must be greater than 0")
+
+
+def _check_night(src: Source, notify: NotifyConfig | None, record: RecordConfig | None) -> None:
+    """[notify] and [record] (issue 15)."""
+    if notify is not None:
+        domain, _, name = notify.service.partition(".")
+        if notify.service and (domain != "notify" or not name
+                               or not all(c.isalnum() or c == "_" for c in name)):
+            src.error(("notify", "service"), f"{notify.service!r} is not a Home Assistant "
+                                             "notify service (notify.mobile_app_<phone>)")
+        for event in notify.events:
+            if event not in NOTIFY_EVENTS:
+                src.error(("notify", "events"), f"unknown event {event!r} (known: "
+                                                f"{', '.join(NOTIFY_EVENTS)})")
+        if notify.dedup_s < 0 or notify.max_per_hour < 1:
+            src.error(("notify", "max_per_hour" if notify.max_per_hour < 1 else "dedup_s"),
+                      "must be at least 1" if notify.max_per_hour < 1 else "must be >= 0")
+    if record is not None and record.max_mb <= 0:
+        src.error(("record", "max_mb"), "must be greater than 0")

@@ -140,7 +140,7 @@ class ClusterService:
                              liveness=self._liveness, power=self._power_source())
         self.ops = self._ops_context(endpoints)
         self.night.attach(lambda: self._bundle_sources(endpoints),
-                          lambda: self.detector.journal_tails)
+                          lambda: self.detector.journal_tails, emit=self._emit, phone=self._ha)
         queue = self.poller.subscribe()
         self.poller.start()
         self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
@@ -363,7 +363,7 @@ class ClusterService:
 
     def _emit(self, event: ServiceEvent) -> None:
         try:
-            self.night.on_event(event)
+            event = self.night.on_event(event)  # an alert already sent is marked "notified"
         except Exception:  # the night desk must not stop the watchers either
             log.exception("night desk failed on %r", event)
         try:

@@ -17,15 +17,18 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
-from sparktui.core.incident import Held, HeldAlert, SnapshotRow, snapshot_row
+from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
+from sparktui.core.notify import Happening, NotifyPolicy
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
-from sparktui.ops.events import GuardsEvaluated
+from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
 from sparktui.service.events import (
+    Alert,
     AlertCleared,
     AlertRaised,
     LaneChanged,
@@ -33,6 +36,7 @@ from sparktui.service.events import (
     LogLinesArrived,
     NodeSampled,
     ServiceEvent,
+    Sink,
     WorkflowProgressed,
 )
 
@@ -47,6 +51,16 @@ AUTO_BUNDLES_MAX = 24
 SETTLE_POLLS = 2
 """An automatic bundle waits this many polls so the incident's neighbours
 (the second node going dark, the fatal line of another rank) are in it."""
+
+
+class Phone(Protocol):
+    """What phone alerts need of Home Assistant (adapters/homeassistant.py)."""
+
+    async def notify(self, service: str, title: str, message: str) -> None: ...
+
+
+def _drop(event: ServiceEvent) -> None:
+    """Before `attach`: nothing to report to."""
 
 
 class HeldMemory:
@@ -117,16 +131,38 @@ class NightDesk:
         self._pending: dict[str, _Pending] = {}
         self._done_keys: set[str] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self.policy = NotifyPolicy(config.notify)
+        self.sent: list[tuple[str, str]] = []
+        """(title, message) of every phone alert sent."""
+        self._phone: Phone | None = None
+        self._emit: Sink = _drop
+        self._alerts: dict[str, Alert] = {}
+        self._notified: set[str] = set()
 
     def attach(self, sources: Callable[[], BundleSources],
-               kernel: Callable[[], dict[str, deque[str]]]) -> None:
-        """Called by the service once connected: where bundles are collected from."""
+               kernel: Callable[[], dict[str, deque[str]]], *, emit: Sink,
+               phone: Phone | None) -> None:
+        """Called by the service once connected: where bundles are collected
+        from, how to report an alert as notified, and Home Assistant."""
         self._sources = sources
         self._kernel = kernel
+        self._emit = emit
+        self._phone = phone
+        if self.policy.enabled and phone is None:
+            log.warning("[notify] service is set but Home Assistant is not available: "
+                        "no phone alerts")
 
-    def on_event(self, ev: ServiceEvent) -> None:
-        """Every event the service reports, synchronously; must not block."""
+    def on_event(self, ev: ServiceEvent) -> ServiceEvent:
+        """Every event the service reports, synchronously; must not block.
+        Returns the event to report (an alert already sent marked notified)."""
+        if isinstance(ev, AlertRaised) and ev.alert.notified:
+            return ev  # our own mark coming back through the service
         self.memory.fold(ev)
+        self._notify(ev)
+        if isinstance(ev, AlertRaised):
+            self._alerts[ev.alert.key] = ev.alert
+            if ev.alert.key in self._notified and not ev.alert.notified:
+                ev = AlertRaised(replace(ev.alert, notified=True))
         if isinstance(ev, AlertRaised):
             a = ev.alert
             if a.level in ("fatal", "thrash"):
@@ -134,12 +170,73 @@ class NightDesk:
                               f"{a.level} {a.subject}: {a.evidence[0] if a.evidence else ''}")
         elif isinstance(ev, AlertCleared):
             self._done_keys.discard(ev.key)
+            self._notified.discard(ev.key)
         elif isinstance(ev, LaneChanged) and ev.lane.phase == "stalled":
             self._trigger(f"stall:{ev.lane.name}", ev.lane.name,
                           f"stall {ev.lane.name}: no progress for "
                           f"{self.config.console.stall_after_s:g} s")
         elif isinstance(ev, LaneGone):
             self._done_keys = {k for k in self._done_keys if not k.endswith(f":{ev.name}")}
+        return ev
+
+    # -- phone alerts -----------------------------------------------------------
+
+    def _happening(self, ev: ServiceEvent) -> tuple[Happening, str | None] | None:
+        """What an event means for the phone, and the alert key it belongs to."""
+        if isinstance(ev, AlertRaised):
+            a = ev.alert
+            kind = {"fatal": "fatal", "thrash": "thrash"}.get(a.level)
+            if kind is None and "oom" in a.level:
+                kind = "predicted-oom"
+            if kind is None:
+                return None
+            return Happening(kind, a.subject, a.evidence[0] if a.evidence else a.level,
+                             a.next_step), a.key
+        if isinstance(ev, LaneChanged):
+            lane = ev.lane
+            if lane.phase == "stalled":
+                return Happening("stall", lane.name, f"no boot progress for "
+                                 f"{self.config.console.stall_after_s:g} s",
+                                 f"read the boot log of {lane.name}; stop it (x) if it is "
+                                 f"really stuck, then re-serve"), None
+            if lane.phase == "serving":
+                return Happening("lane-ready", lane.name, f"serving on {lane.cluster}",
+                                 ""), None
+        if isinstance(ev, WorkflowProgressed) and isinstance(ev.event, WorkflowFinished) \
+                and not ev.event.ok:
+            e = ev.event
+            return Happening("workflow-failed", e.target, f"{e.kind} failed: {e.message}",
+                             "read `sparktui shiftlog`; a plug left off is offered at the "
+                             "next start"), None
+        return None
+
+    def _notify(self, ev: ServiceEvent) -> None:
+        if self._phone is None or not self.policy.enabled:
+            return
+        found = self._happening(ev)
+        if found is None:
+            return
+        happening, key = found
+        message = self.policy.consider(happening, self.clock.time())
+        if message is None:
+            return
+        secrets = self._sources().secrets if self._sources is not None else ()
+        title, text = scrub(message.title, secrets), scrub(message.message, secrets)
+        task = asyncio.create_task(self._send(title, text, key), name="notify")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, title: str, text: str, key: str | None) -> None:
+        assert self._phone is not None
+        try:
+            await self._phone.notify(self.policy.config.service, title, text)
+        except Exception as exc:  # one lost message; the client never retries a refusal
+            log.warning("phone alert not sent (%s): %s", title, exc)
+            return
+        self.sent.append((title, text))
+        if key is not None and key in self._alerts:
+            self._notified.add(key)
+            self._emit(AlertRaised(replace(self._alerts[key], notified=True)))
 
     def _subject_of(self, subject: str) -> str:
         """A thrashing node's bundle is its lane's (every rank, both dark nodes)."""
