@@ -30,12 +30,23 @@ def test_one_message_per_incident_per_node_with_the_next_step() -> None:
     assert "Next: 3 SSH retries" in first.message and "sparktui recover dgx6" in first.message
     assert p.consider(thrash("dgx6"), 10.0) is None  # the same incident, re-raised
     assert p.consider(thrash("dgx7"), 10.0) is not None  # another node
-    assert p.consider(thrash("dgx6"), 700.0) is not None  # past the dedup window
+    assert p.consider(thrash("dgx6"), 7200.0) is None  # still the same incident, hours on
+    p.close("thrash", "dgx6")
+    assert p.consider(thrash("dgx6"), 7300.0) is not None  # a new one, past the window
+
+
+def test_a_flapping_node_is_one_message_within_the_window() -> None:
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    p.close("thrash", "dgx6")
+    assert p.consider(thrash("dgx6"), 60.0) is None  # cleared and back within dedup_s
 
 
 def test_rate_limit_holds_back_and_says_so() -> None:
     p = NotifyPolicy(ON)
     sent = [p.consider(thrash(f"dgx{i}"), float(i)) for i in range(1, 6)]
+    for i in range(1, 9):
+        p.close("thrash", f"dgx{i}")
     assert [m is not None for m in sent] == [True, True, True, False, False]
     later = p.consider(thrash("dgx8"), 3700.0)
     assert later is not None and "(+2 held back by the rate limit)" in later.message
@@ -45,7 +56,10 @@ def test_rate_limit_holds_back_and_says_so() -> None:
                           st.floats(0, 20_000)), max_size=60))
 def test_never_more_than_the_limit_in_any_hour(events: list[tuple[str, float]]) -> None:
     p = NotifyPolicy(ON)
-    times = [t for node, t in sorted(events, key=lambda e: e[1])
-             if p.consider(thrash(node), t) is not None]
+    times = []
+    for node, t in sorted(events, key=lambda e: e[1]):
+        if p.consider(thrash(node), t) is not None:
+            times.append(t)
+        p.close("thrash", node)
     for t in times:
         assert sum(1 for u in times if t <= u < t + 3600.0) <= ON.max_per_hour

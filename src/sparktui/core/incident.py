@@ -9,7 +9,6 @@ parts *say* lives here so it can be tested without a cluster.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -17,13 +16,12 @@ from dataclasses import asdict, dataclass, field
 from sparktui.core.advice import fatal_next_step
 from sparktui.core.logsig import Kind, classify, parse_timestamp, split_timestamp
 from sparktui.core.phases import Failure, PhaseTracker
+from sparktui.core.redact import MASK, redact
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot
 
 KERNEL_KINDS = frozenset({Kind.KERNEL_PRESSURE, Kind.KERNEL_NVRM_NOMEM, Kind.KERNEL_OOM_KILL})
 TIMELINE_MAX = 80
 """Timeline entries in SUMMARY.md; the full story is in the parts beside it."""
-REDACTED = "<redacted>"
-_BEARER = re.compile(r"(?i)(bearer\s+)[A-Za-z0-9._~+/=-]{8,}")
 
 
 @dataclass(frozen=True)
@@ -261,11 +259,12 @@ def render_summary(inc: Incident) -> str:
 
 
 def scrub(text: str, secrets: Iterable[str]) -> str:
-    """Every secret value and every bearer credential replaced by ``<redacted>``."""
+    """core/redact.py's redaction, plus token values this process never loaded
+    (the environment's token while the simulator's was used)."""
     for s in secrets:
         if s and len(s) >= 4:
-            text = text.replace(s, REDACTED)
-    return _BEARER.sub(lambda m: m.group(1) + REDACTED, text)
+            text = text.replace(s, MASK)
+    return redact(text)
 
 
 def bound_members(members: Mapping[str, bytes], *, member_cap: int,

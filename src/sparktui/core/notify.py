@@ -31,8 +31,14 @@ class Message:
 
 
 class NotifyPolicy:
+    """An incident (an event on a node or lane) is *open* from its first
+    message until `close`; while open nothing more is sent about it, and
+    after it closes the same event on the same subject waits ``dedup_s``
+    (a flapping node is one message, not one per flap)."""
+
     def __init__(self, config: NotifyConfig) -> None:
         self.config = config
+        self._open: set[tuple[str, str]] = set()
         self._last: dict[tuple[str, str], float] = {}
         self._sent: deque[float] = deque()
         self.held_back = 0
@@ -49,7 +55,7 @@ class NotifyPolicy:
             return None
         key = (h.event, h.subject)
         last = self._last.get(key)
-        if last is not None and now - last < self.config.dedup_s:
+        if key in self._open or (last is not None and now - last < self.config.dedup_s):
             return None
         while self._sent and now - self._sent[0] >= 3600.0:
             self._sent.popleft()
@@ -57,6 +63,7 @@ class NotifyPolicy:
             self.held_back += 1
             return None
         self._last[key] = now
+        self._open.add(key)
         self._sent.append(now)
         evidence = " ".join(h.evidence.split())
         text = f"{h.subject}: {evidence}"
@@ -67,3 +74,10 @@ class NotifyPolicy:
             text += f" (+{self.held_back} held back by the rate limit)"
             self.held_back = 0
         return Message(f"sparktui {h.event.upper()} {h.subject}", text[:MESSAGE_MAX])
+
+    def close(self, event: str, subject: str) -> None:
+        """The incident is over (alert cleared, lane gone or moved on)."""
+        self._open.discard((event, subject))
+
+    def is_open(self, event: str, subject: str) -> bool:
+        return (event, subject) in self._open

@@ -213,11 +213,14 @@ class NightDesk:
     def _notify(self, ev: ServiceEvent) -> None:
         if self._phone is None or not self.policy.enabled:
             return
+        self._close_incidents(ev)
         found = self._happening(ev)
         if found is None:
             return
         happening, key = found
         message = self.policy.consider(happening, self.clock.time())
+        if happening.event == "workflow-failed":
+            self.policy.close(happening.event, happening.subject)  # each failure its own
         if message is None:
             return
         secrets = self._sources().secrets if self._sources is not None else ()
@@ -225,6 +228,20 @@ class NightDesk:
         task = asyncio.create_task(self._send(title, text, key), name="notify")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _close_incidents(self, ev: ServiceEvent) -> None:
+        """Which open incidents this event ends."""
+        if isinstance(ev, AlertCleared):
+            kind, _, subject = ev.key.partition(":")
+            self.policy.close(kind, subject)
+        elif isinstance(ev, LaneChanged):
+            if ev.lane.phase != "stalled":
+                self.policy.close("stall", ev.lane.name)
+            if ev.lane.phase != "serving":
+                self.policy.close("lane-ready", ev.lane.name)
+        elif isinstance(ev, LaneGone):
+            for kind in ("fatal", "stall", "lane-ready", "predicted-oom"):
+                self.policy.close(kind, ev.name)
 
     async def _send(self, title: str, text: str, key: str | None) -> None:
         assert self._phone is not None

@@ -458,10 +458,12 @@ class Sim:
 
     def inject(self, fault: str, target: str = "") -> None:
         """Faults that are not consequences of the model: ``ha-500``, ``ha-hang``,
+        ``ha-502-echo`` (a proxy echoing the request headers),
         ``ha-ok``, ``unavailable`` (entity), ``available`` (entity)."""
         assert self.ha is not None
-        if fault in ("ha-500", "ha-hang", "ha-ok"):
-            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-ok": ""}[fault]
+        if fault in ("ha-500", "ha-hang", "ha-502-echo", "ha-ok"):
+            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-502-echo": "502-echo",
+                             "ha-ok": ""}[fault]
         elif fault in ("unavailable", "available"):
             self.spec.entities[target].state = "unavailable" if fault == "unavailable" else "on"
         else:
