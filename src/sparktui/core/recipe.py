@@ -16,6 +16,7 @@ from .tomlschema import Count, Fraction, GiB, GiBOrZero, Port, Range, Seconds
 GB = Annotated[float, Range(0, 1_000_000, lo_open=True, unit="GB")]
 Tokens = Annotated[int, Range(1, 100_000_000)]
 Ranks = Annotated[int, Range(1, 1024)]
+Rate = Annotated[float, Range(0, 10_000_000, lo_open=True, unit="tokens/s")]
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,26 @@ class ReadinessSpec:
     """Override of [console] stall_after_s for this recipe."""
     first_token: bool = True
     """Readiness includes one short completion (port → health → first token)."""
+    stop_on_predicted_oom: bool = False
+    """Stop the lane when the load is predicted to run a rank out of memory
+    (core/oom_predict.py) with certainty; off: warn only."""
+
+
+@dataclass(frozen=True)
+class QualifySpec:
+    """The post-boot quality gate (core/qualify.py) and the figures it is compared with
+    (``sparktui record RECIPE qualify.decode_tps 33.2`` writes them)."""
+
+    max_cer: Annotated[float, Range(0, 1, hi_open=True)] = 0.003
+    """Garbled above this character error rate (the r37 garbling was ~1.2 %)."""
+    decode_tps_min: Rate | None = None
+    """Slow below this decode rate (tokens/s at d0 c1); None: never slow."""
+    ttft_ms: Annotated[float, Range(0, 3_600_000, lo_open=True, unit="ms")] | None = None
+    """Recorded time to first token at d0 c1."""
+    decode_tps: Rate | None = None
+    """Recorded decode tokens/s at d0 c1."""
+    prefill_tps: Rate | None = None
+    """Recorded prefill tokens/s at d0 c1."""
 
 
 @dataclass(frozen=True)
@@ -112,6 +133,7 @@ class Recipe:
     speculative: SpeculativeSpec | None = None
     fit: FitSpec = field(default_factory=FitSpec)
     readiness: ReadinessSpec = field(default_factory=ReadinessSpec)
+    qualify: QualifySpec = field(default_factory=QualifySpec)
     env: dict[str, str] = field(default_factory=dict)
     mounts: tuple[str, ...] = ()
     """``SRC:DST`` or ``SRC:DST:ro``; the HF cache mount is added by the renderer."""

@@ -10,6 +10,7 @@ from itertools import pairwise
 from typing import Any
 
 from sparktui.core.phases import format_duration
+from sparktui.core.qualify import describe_gate
 from sparktui.ops.journal import Entry, WorkflowRecord, fold
 
 PHASE_ORDER = ("pulling image", "starting", "loading weights", "KV allocation", "graph capture",
@@ -75,10 +76,19 @@ def _boot(w: WorkflowRecord) -> str:
     if stages := d.get("stages"):
         lines.append("  Endpoint: " + ", ".join(f"{k} +{format_duration(v)}"
                                                 for k, v in stages.items()) + ".")
+    if gate := d.get("qualify"):
+        verdict = describe_gate(gate)
+        lines.append(f"  {verdict[:1].upper()}{verdict[1:]}.")
     if not w.ok and "failure" in d:
         lines.append("  " + ("Ranks kept (--keep)." if "kept" in w.message else
                              "Ranks stopped; last lines of every rank are in the journal."))
     return "\n".join(lines)
+
+
+def _gate(w: WorkflowRecord) -> str:
+    """A quality gate run on a serving lane (``sparktui qualify``)."""
+    gate = w.end_detail.get("qualify")
+    return f"- {_hm(w.began_at)} {w.target}: {describe_gate(gate) if gate else w.message}."
 
 
 def _power(w: WorkflowRecord) -> str:
@@ -104,7 +114,8 @@ def render(entries: Sequence[Entry], *, since: float | None = None) -> str:
     first, last = records[0].began_at, records[-1].began_at
     title = _date(first) if _date(first) == _date(last) else f"{_date(first)} → {_date(last)}"
     out = [f"# Night log — {title}", ""]
-    boots = [b for b in (_boot(w) for w in records if w.workflow == "serve" and w.finished) if b]
+    boots = [b for b in (_boot(w) if w.workflow == "serve" else _gate(w) for w in records
+                         if w.workflow in ("serve", "qualify") and w.finished) if b]
     power = [_power(w) for w in records if w.finished and
              (w.workflow.startswith("power") or w.workflow in ("recover", "resume")
               or w.workflow.startswith("cluster-power"))

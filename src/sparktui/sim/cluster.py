@@ -451,6 +451,7 @@ class Sim:
             if not ent.node:
                 self.spec.entities[entity].state = ent.state
         self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
+        self.spec.garbling = fresh.garbling
         self.spec.stale_containers = fresh.stale_containers
         self.spec.scenario = name
         place_stale_containers(self)
