@@ -116,6 +116,8 @@ class StepRecord:
     """None: the intent was written and no outcome followed (the step is in doubt)."""
     message: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    finished_at: float | None = None
+    """When the outcome was written (a plug step: when its new state was confirmed)."""
 
 
 @dataclass(frozen=True)
@@ -261,7 +263,7 @@ def fold(entries: list[Entry]) -> list[WorkflowRecord]:
                 s = lst[i]
                 if s.step == e.step and s.target == e.target and s.ok is None:
                     lst[i] = StepRecord(s.step, s.target, s.action, s.started_at, bool(e.ok),
-                                        e.message, e.detail)
+                                        e.message, e.detail, e.t)
                     break
         elif e.kind == "end":
             ends[e.wf] = e
