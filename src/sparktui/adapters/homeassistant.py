@@ -238,6 +238,15 @@ class HomeAssistant:
                                    f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
             await self.clock.sleep(poll_s)
 
+    async def notify(self, service: str, title: str, message: str) -> None:
+        """Call a ``notify.*`` service (the operator's phone); same manners as
+        the plug calls (timeout, a refused token never retried, body redacted)."""
+        domain, _, name = service.partition(".")
+        if domain != "notify" or not name or not all(c.isalnum() or c == "_" for c in name):
+            raise HomeAssistantError(f"not a notify service: {service!r}")
+        await self._request("POST", f"/api/services/notify/{name}",
+                            {"title": title, "message": message})
+
     def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
         """A poller PowerSource: node name -> is its plug on."""
         return plug_power_source(self, entities)
