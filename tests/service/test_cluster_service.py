@@ -9,6 +9,7 @@ from pathlib import Path
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
 from sparktui.ops.events import WorkflowFinished
+from sparktui.ops.lanes import discover_lanes
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
     AlertRaised,
@@ -18,7 +19,6 @@ from sparktui.service.events import (
     ServiceEvent,
     WorkflowProgressed,
 )
-from sparktui.ops.lanes import discover_lanes
 
 from ..tui.fakecluster import GIB_KIB, FakePower, add_lane, fake_endpoints, fake_fleet, ts
 from ..tui.harness import ScaledClock, no_engine

@@ -110,6 +110,9 @@ class Runtime:
     power: Power | None
     poller: Poller
     ops: OpsContext
+    ha: HomeAssistant | None
+    """The Home Assistant adapter this runtime opened (None when ``power`` was
+    injected or the token is missing): the night desk's phone."""
 
 
 class LinkSource(Protocol):
@@ -168,7 +171,7 @@ async def open_runtime(config: Config, *, emit: Emit = ignore, clock: Clock | No
         fingerprints=(lambda names: host_key_fingerprints(fleet, names)) if fleet else None,
         pipe_image=ssh_image_pipe(fleet) if fleet else None, port_open=port_open)
     try:
-        yield Runtime(config, endpoints, links, power, poller, ctx)
+        yield Runtime(config, endpoints, links, power, poller, ctx, ha)
     finally:
         await poller.stop()
         if fleet is not None:

@@ -12,6 +12,7 @@ changed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -144,10 +145,20 @@ class Plan:
         for key, v in was.items():
             if key not in now and (v.refused or v.warning):
                 out.append(f"gone: {outcome(v)} {v.message}")
-        before, after = set(self.steps), set(fresh.steps)
-        out += [f"step added: {s.describe()}" for s in fresh.steps if s not in before]
-        out += [f"step removed: {s.describe()}" for s in self.steps if s not in after]
+        before = {_step_key(s) for s in self.steps}
+        after = {_step_key(s) for s in fresh.steps}
+        out += [f"step added: {s.describe()}" for s in fresh.steps if _step_key(s) not in before]
+        out += [f"step removed: {s.describe()}" for s in self.steps if _step_key(s) not in after]
         return out
+
+
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+
+
+def _step_key(s: PlannedStep) -> tuple[str, str, str]:
+    """A step as the change check compares it: a figure that moves with the clock
+    (a resume's remaining off time) is not a different step; a node is."""
+    return s.step, s.target, _NUMBER.sub("#", s.action)
 
 
 def outcome(v: Verdict) -> str:
