@@ -288,12 +288,12 @@ def _power_plan(kind: str, node: str, action: str, state: OpsState, steps: list[
 
 
 @dataclass(frozen=True)
-class PowerCycle:
-    """``power cycle NODE``."""
+class NodeCycle:
+    """A plug cycle of one node (power cycle, recover): it reads the node's probe,
+    which says what the cycle would kill."""
 
     node: str
     off_seconds: float | None = None
-    kind: str = field(default="power-cycle", init=False)
 
     @property
     def target(self) -> str:
@@ -304,6 +304,13 @@ class PowerCycle:
 
     def needs(self, config: Config) -> Needs:
         return Needs(nodes=(self.node,) if self.node in config.nodes else ())
+
+
+@dataclass(frozen=True)
+class PowerCycle(NodeCycle):
+    """``power cycle NODE``."""
+
+    kind: str = field(default="power-cycle", init=False)
 
     def plan(self, state: OpsState) -> Plan:
         off_s = self.off_s(state.config)

@@ -15,8 +15,14 @@ from sparktui.core.errors import RemoteError
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.guards import GuardReport
-from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
-from sparktui.ops.workflows.power import SSH_CHECK, SSH_CHECK_TIMEOUT_S, cycle_in, plan_power
+from sparktui.ops.plan import OpsState, Plan, PlannedStep
+from sparktui.ops.workflows.power import (
+    SSH_CHECK,
+    SSH_CHECK_TIMEOUT_S,
+    NodeCycle,
+    cycle_in,
+    plan_power,
+)
 from sparktui.ops.workflows.runner import WorkflowRun
 
 
@@ -40,22 +46,10 @@ def recover_guards(report: GuardReport) -> GuardReport:
 
 
 @dataclass(frozen=True)
-class Recover:
+class Recover(NodeCycle):
     """``recover NODE``."""
 
-    node: str
-    off_seconds: float | None = None
     kind: str = field(default="recover", init=False)
-
-    @property
-    def target(self) -> str:
-        return self.node
-
-    def off_s(self, config: Config) -> float:
-        return config.power.off_seconds if self.off_seconds is None else self.off_seconds
-
-    def needs(self, config: Config) -> Needs:
-        return Needs(nodes=(self.node,) if self.node in config.nodes else ())
 
     def plan(self, state: OpsState) -> Plan:
         config = state.config
