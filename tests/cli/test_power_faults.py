@@ -94,3 +94,78 @@ async def test_a_nan_journal_line_does_not_brick_power_or_the_shift_log(tmp_path
         code = await h.sparktui(cfg, "power", "resume", monkeypatch=monkeypatch)
         out, err = capsys.readouterr()
         assert code == 0 and "no unfinished workflow" in out
+
+
+async def test_a_disk_full_after_the_plug_went_off_restores_power(tmp_path, capsys,
+                                                                  monkeypatch):
+    cfg = h.fleet(tmp_path)
+    real = journal_mod._write
+
+    def full_from_the_off_wait(fd, data):  # type: ignore[no-untyped-def]
+        line = bytes(data)
+        if (b'"kind":"intent"' in line and b'"step":"wait off"' in line) \
+                or full_from_the_off_wait.full:
+            full_from_the_off_wait.full = True
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    full_from_the_off_wait.full = False
+    async with h.published(cfg) as sim:
+        monkeypatch.setattr(journal_mod, "_write", full_from_the_off_wait)
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 1 and "Traceback" not in err
+        assert "cannot write the journal" in err and "the disk is full" in err
+        assert "switch.dgx7 reads on (re-read now): power is back" in err
+        assert sim.ha.calls == [("turn_off", "switch.dgx7"), ("turn_on", "switch.dgx7")]
+        assert sim.spec.entities["switch.dgx7"].state == "on"
+        # nothing lost: the journal holds everything up to the plug going off
+        monkeypatch.setattr(journal_mod, "_write", real)
+        (rec,) = journal_mod.Journal.in_state_dir(cfg.state_dir()).unfinished()
+        assert [(s.step, s.ok) for s in rec.steps] == [("plug off", True)]
+
+
+async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_path, capsys,
+                                                                           monkeypatch):
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+
+    cfg = h.fleet(tmp_path)
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    async with h.published(cfg) as sim:
+        src = Path(__file__).resolve().parents[2] / "src"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cycle",
+             "dgx7", "--yes", "--off-seconds", "12"],
+            env={**env, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(1200):
+                recs = journal.unfinished()
+                if recs and any(s.step == "wait off" for s in recs[0].steps):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the cycle never reached its off wait")
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert sim.nodes["dgx7"].power == "off"
+        (killed,) = journal.unfinished()
+        off_at = next(s.finished_at for s in killed.steps if s.step == "plug off")
+        code = await h.sparktui(cfg, "power", "resume", killed.wf, "--yes",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        assert "s more with the plug off (the cycle asked 12 s off), then turn switch.dgx7" \
+            in err
+        assert sim.nodes["dgx7"].power == "on"
+        resumed = next(w for w in journal.workflows() if w.workflow == "resume")
+        on_at = next(s.finished_at for s in resumed.steps if s.step == "plug on" and s.ok)
+        assert [s.step for s in resumed.steps][:2] == ["wait off", "plug on"]
+        assert on_at - off_at >= 12.0, f"off only {on_at - off_at:.1f} s"
+        assert not journal.unfinished()
