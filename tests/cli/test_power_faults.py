@@ -169,3 +169,14 @@ async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_p
         assert [s.step for s in resumed.steps][:2] == ["wait off", "plug on"]
         assert on_at - off_at >= 12.0, f"off only {on_at - off_at:.1f} s"
         assert not journal.unfinished()
+
+
+async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        sim.token_file.write_text("revoked-token-9876543210")
+        before = sim.ha.requests
+        await h.sparktui(cfg, "health", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert sim.ha.requests - before == 1 and not sim.ha.banned
+        assert "revoked-token-9876543210" not in out + err and "Traceback" not in err
