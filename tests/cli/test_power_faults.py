@@ -10,6 +10,8 @@ import importlib.util
 import os
 from pathlib import Path
 
+import pytest
+
 from sparktui.ops import journal as journal_mod
 
 _spec = importlib.util.spec_from_file_location(
@@ -169,3 +171,51 @@ async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_p
         assert [s.step for s in resumed.steps][:2] == ["wait off", "plug on"]
         assert on_at - off_at >= 12.0, f"off only {on_at - off_at:.1f} s"
         assert not journal.unfinished()
+
+
+async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        sim.token_file.write_text("revoked-token-9876543210")
+        before = sim.ha.requests
+        await h.sparktui(cfg, "health", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert sim.ha.requests - before == 1 and not sim.ha.banned
+        assert "revoked-token-9876543210" not in out + err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_resume_command(
+        tmp_path, sig):
+    import asyncio
+    import signal
+    import sys
+
+    cfg = h.fleet(tmp_path)
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    async with h.published(cfg) as sim:
+        src = Path(__file__).resolve().parents[2] / "src"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cycle",
+            "dgx7", "--yes", "--off-seconds", "600", env={**env, "PYTHONPATH": str(src)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        try:
+            async with asyncio.timeout(60):
+                while not any(e.step == "wait off" for e in journal.entries()):
+                    await asyncio.sleep(0.05)
+            proc.send_signal(getattr(signal, sig))
+            async with asyncio.timeout(60):
+                _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        text = err.decode()
+        (record,) = journal.unfinished()
+        assert proc.returncode == (130 if sig == "SIGINT" else 143), text
+        assert ("switch.dgx7 reads off (re-read now): dgx7 may be left without power -> "
+                f"`sparktui power resume {record.wf}`") in text
+        assert "Traceback" not in text
+        assert sim.spec.entities["switch.dgx7"].state == "off"
