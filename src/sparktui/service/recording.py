@@ -114,7 +114,8 @@ def decode(data: Any, hint: Any = None) -> Any:
 
 
 def night_path(state_dir: Path, t: float) -> Path:
-    """One file per night: a night runs from noon to noon, local time."""
+    """One file per night: a night runs from noon to noon (local time: the
+    operator's night, as the file name reads)."""
     day = time.strftime("%Y-%m-%d", time.localtime(t - 12 * 3600))
     return state_dir / RECORDING_DIR / f"night-{day}.jsonl.gz"
 

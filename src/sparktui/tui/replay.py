@@ -47,8 +47,8 @@ class ReplayApp(SparkTUI):
     def _show_clock(self) -> None:
         s = self.source
         state = "PAUSED" if s.paused else "END" if s.at_end else f"x{s.speed:g}"
-        self.title = (f"sparktui REPLAY {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(s.now))}"
-                      f" [{state}]")
+        clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.now))
+        self.title = f"sparktui REPLAY {clock} UTC [{state}]"
 
     async def _fresh_screen(self) -> None:
         """A new main screen (modals closed) for the state a seek reports."""
