@@ -59,20 +59,24 @@ async def test_a_502_echoing_the_token_never_shows_it(tmp_path, capsys, monkeypa
         assert token not in out + err
 
 
-async def test_a_full_disk_refuses_before_anything_is_switched(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize(("err", "says"), [(errno.ENOSPC, "the disk is full"),
+                                          (errno.EROFS, "the filesystem is read-only"),
+                                          (errno.EACCES, "permission denied")])
+async def test_a_full_or_read_only_journal_refuses_before_anything_is_switched(
+        tmp_path, capsys, monkeypatch, err, says):
     cfg = h.fleet(tmp_path)
 
     def full(fd, data):  # type: ignore[no-untyped-def]
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        raise OSError(err, os.strerror(err))
 
     async with h.published(cfg) as sim:
         monkeypatch.setattr(journal_mod, "_write", full)
         code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes",
                                 monkeypatch=monkeypatch)
-        _, err = capsys.readouterr()
+        _, text = capsys.readouterr()
         assert code == 1
-        assert "cannot write the journal" in err and "the disk is full" in err
-        assert "Traceback" not in err
+        assert "cannot write the journal" in text and says in text
+        assert "refusing to act without a durable record" in text and "Traceback" not in text
         assert sim.ha.calls == [] and sim.nodes["dgx7"].power == "on"
 
 
