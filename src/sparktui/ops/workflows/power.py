@@ -180,11 +180,13 @@ async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str,
     Once the plug may be off: a failure tries to turn it back on at once, and an
     interruption says what the plug reads and how to resume (`_plug_left`)."""
     entity = run.ctx.config.nodes[node].switch
-    await plug_off(run, node, entity)
     try:
+        await plug_off(run, node, entity)
         await wait_off(run, node, off_seconds)
         await plug_on(run, node, entity)
     except BaseException as exc:
+        if entity not in run.obligations:
+            raise  # the plug was never switched off: nothing to restore
         said = await _plug_left(run, node, entity, exc)
         if isinstance(exc, StepFailed):
             raise StepFailed(exc.step, exc.target, f"{exc.message}; {said}") from exc
