@@ -25,7 +25,7 @@ def _modules(*layers: str) -> list[Path]:
 
 
 def test_core_and_adapters_never_import_textual():
-    for path in _modules("core", "adapters", "watch", "ops"):
+    for path in _modules("core", "adapters", "watch", "ops", "service"):
         bad = {n for n in _imports(path) if n.split(".")[0] == "textual"}
         assert not bad, f"{path} imports {bad}"
 
@@ -51,3 +51,37 @@ def test_only_adapters_and_the_simulator_touch_the_network_libraries():
     for path in _modules("core", "watch", "ops", "tui", "service"):
         bad = {n for n in _imports(path) if n.split(".")[0] in network}
         assert not bad, f"{path} imports {bad}: network I/O belongs in adapters/"
+
+
+LAYERS = ("core", "adapters", "watch", "ops", "service", "tui", "cli")
+"""Bottom to top: a module may import its own layer and the ones below it."""
+
+
+def _absolute(path: Path, name: str) -> str:
+    """``..core.x`` seen from sparktui/cli/y.py -> ``sparktui.core.x``."""
+    if not name.startswith("."):
+        return name
+    level = len(name) - len(name.lstrip("."))
+    package = list(path.relative_to(SRC.parent).with_suffix("").parts[:-1])
+    base = package[:len(package) - level + 1]
+    rest = name.lstrip(".")
+    return ".".join([*base, rest] if rest else base)
+
+
+def test_imports_point_down_only():
+    for layer in LAYERS:
+        rank = LAYERS.index(layer)
+        for path in _modules(layer):
+            for name in _imports(path):
+                parts = _absolute(path, name).split(".")
+                if parts[0] != "sparktui" or len(parts) < 2 or parts[1] not in LAYERS:
+                    continue
+                assert LAYERS.index(parts[1]) <= rank, \
+                    f"{path.relative_to(SRC)} imports {name}: {layer} may not import {parts[1]}"
+
+
+def test_the_layer_check_resolves_relative_imports():
+    cli = SRC / "cli" / "x.py"
+    assert _absolute(cli, "..core.config") == "sparktui.core.config"
+    assert _absolute(cli, ".common") == "sparktui.cli.common"
+    assert _absolute(SRC / "ops" / "workflows" / "y.py", "..guards") == "sparktui.ops.guards"

@@ -98,18 +98,14 @@ async def _resume(ctx: OpsContext, args: argparse.Namespace) -> int:
             print(f"{o.record.wf}: {o.what}")
             print(f"  {'to complete: ' + o.action if o.action else 'close it with --close'}")
         return 0
-    offer = found.get(args.wf)
-    if offer is None:
-        print(f"sparktui power resume: no unfinished workflow {args.wf!r}", file=sys.stderr)
-        return EXIT_INPUT
     if args.close:
+        offer = found.get(args.wf)
+        if offer is None:
+            print(f"sparktui power resume: no unfinished workflow {args.wf!r}", file=sys.stderr)
+            return EXIT_INPUT
         if not confirm(confirmation_for("resume", args.wf), yes=args.yes):
             return EXIT_DECLINED
         freed = close(ctx, offer.record, args.close)
         print(f"{args.wf}: closed ({args.close}); unlocked: {', '.join(freed) or 'nothing'}")
         return 0
-    if not offer.action and not args.dry_run:
-        print(f"{args.wf}: nothing to complete (no plug was left off); close it with --close",
-              file=sys.stderr)
-        return EXIT_INPUT
     return await drive(ctx, Resume(args.wf), args)

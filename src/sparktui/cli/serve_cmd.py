@@ -7,20 +7,18 @@ per-rank commands without contacting any node."""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 
-from ..adapters.endpoints import EndpointError
 from ..core.config import Config
 from ..core.fit import fit
 from ..core.lint import cold_load_seconds, lint
-from ..core.recipe import Recipe
+from ..core.recipe_load import load_recipe
 from ..core.render import plan
 from ..ops.context import open_context
 from ..ops.guards import parse_overrides
 from ..ops.workflows.serve import Serve, ServeOptions
 from .common import print_json, recipe_and_cluster
-from .ops_common import EXIT_FAILED, EXIT_INPUT, add_common, drive, stderr_printer
+from .ops_common import EXIT_INPUT, add_common, drive, run_async, stderr_printer
 from .wait_cmd import parse_duration
 
 
@@ -59,19 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     config, recipe, cluster = recipe_and_cluster(args)
     if not args.print_commands:
-        try:
-            overrides = parse_overrides(n for arg in args.override for n in arg.split(",") if n)
-        except ValueError as exc:
-            print(f"sparktui serve: {exc}", file=sys.stderr)
-            return EXIT_INPUT
-        options = ServeOptions(detach=args.detach, keep=args.keep, overrides=overrides,
-                               build_node=args.build_node, stall_after_s=args.stall_after,
-                               qualify=not args.no_qualify)
-        try:
-            return asyncio.run(_serve(config, recipe, cluster, options, args))
-        except EndpointError as exc:
-            print(f"sparktui serve: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+        return run_async("serve", _main, args)
     launch = plan(config, recipe, cluster)
     report = fit(config, recipe, cluster)
     warnings = [str(w) for w in lint(config, recipe)]
@@ -103,7 +89,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _serve(config: Config, recipe: Recipe, cluster: str, options: ServeOptions,
-                 args: argparse.Namespace) -> int:
+async def _main(config: Config, args: argparse.Namespace) -> int:
+    recipe = load_recipe(config, args.recipe)
+    try:
+        overrides = parse_overrides(n for arg in args.override for n in arg.split(",") if n)
+    except ValueError as exc:
+        print(f"sparktui serve: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    options = ServeOptions(detach=args.detach, keep=args.keep, overrides=overrides,
+                           build_node=args.build_node, stall_after_s=args.stall_after,
+                           qualify=not args.no_qualify)
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
-        return await drive(ctx, Serve(recipe, cluster, options), args)
+        return await drive(ctx, Serve(recipe, args.cluster or recipe.cluster, options), args)

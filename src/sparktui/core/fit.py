@@ -137,7 +137,8 @@ def fit(config: Config, recipe: Recipe, cluster: str) -> FitReport:
         parts.append(f"pinned extras {extras_gib:.2f} GiB")
     parts.append(f"runtime {reserve_gib:.2f} GiB")
     resident_text = " + ".join(parts) + f" = {resident:.2f} GiB"
-    kv_available = e.kv_cache_memory_gib if pinned else budget - resident
+    kv_available = (e.kv_cache_memory_gib if e.kv_cache_memory_gib is not None
+                    else budget - resident)
     ceiling = g.node_memory_gib if pinned else budget
     ceiling_text = (f"the node's {g.node_memory_gib:g} GiB" if pinned else
                     f"the GMU budget of {budget:.2f} GiB "

@@ -194,7 +194,7 @@ class ThrashRules:
                 continue
             span = newest.at - s.at
             if span >= MEM_TREND_S:
-                fell = (s.mem_available_kib - newest.mem_available_kib) / GIB_KIB
+                fell = (s.mem_available_kib - (newest.mem_available_kib or 0)) / GIB_KIB
                 rate = fell / span * 60
                 return rate if rate >= 0.1 else None
         return None
@@ -210,7 +210,7 @@ class ThrashRules:
                 continue
             span = newest.at - s.at
             if span >= PSI_SUSTAIN_S:
-                grown = newest.psi_full_total_us - s.psi_full_total_us
+                grown = (newest.psi_full_total_us or 0) - s.psi_full_total_us
                 if grown < 0:
                     return None
                 return grown / (span * 1e6)

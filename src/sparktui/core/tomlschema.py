@@ -234,14 +234,14 @@ def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tu
         for arg in get_args(tp):
             if arg is type(None):
                 continue
-            if dataclasses.is_dataclass(arg) and isinstance(value, dict):
+            if dataclasses.is_dataclass(arg) and isinstance(arg, type) and isinstance(value, dict):
                 return True, build(src, path, value, arg)
             base, _ = domain_of(arg)
             if _try(value, base)[0]:
                 return convert_value(src, path, value, arg)
         src.error(path, f"expected {_type_name(tp)}, got {_describe(value)}")
         return False, None
-    if dataclasses.is_dataclass(tp):
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         if not isinstance(value, dict):
             src.error(path, f"expected a table, got {_describe(value)}")
             return False, None

@@ -150,7 +150,7 @@ async def qualify(ctx: OpsContext, lane: str, *, depth: int = 0,
     journal the verdict. ``ok`` is True only for a qualified lane."""
     spec, note = recipe_gate_spec(ctx, lane)
     names = list(nodes or ctx.config.nodes)
-    ranks = await discover_lane({n: ctx.link(n) for n in names}, lane)  # type: ignore[misc]
+    ranks = await discover_lane({n: ctx.link(n) for n in names}, lane)
     rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None), None)
     where = f"{ctx.api_host(rank0.node)}:{rank0.port}" if rank0 else ""
     async with WorkflowRun(ctx, "qualify", lane, plan=plan_gate(lane, depth),

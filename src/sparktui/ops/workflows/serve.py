@@ -285,8 +285,9 @@ async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDe
 async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict]
                  ) -> WaitResult | ThrashVerdict:
     """The lane's boot and its nodes' memory side by side; the first verdict wins."""
-    tasks = [asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
-             asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
+    tasks: list[asyncio.Task[WaitResult | ThrashVerdict]] = [
+        asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
+        asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         return next(iter(done)).result()
