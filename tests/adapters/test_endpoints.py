@@ -148,3 +148,15 @@ def test_missing_node_or_non_loopback_ha(tmp_path: Path) -> None:
     sim_endpoints_path(config2).write_text("{not json")
     with pytest.raises(EndpointError, match="unreadable"):
         resolve_endpoints(config2)
+
+
+def test_the_simulator_file_round_trips_through_its_one_definition():
+    from sparktui.adapters.endpoints import SimEndpointsFile, SimNodeEntry
+
+    sim = SimEndpointsFile({"dgx1": SimNodeEntry("127.0.0.1", 40001, 40101, "127.0.1.1")},
+                           "http://127.0.0.1:8123", "/t/tok", "/t/key", "/t/kh", 42)
+    assert SimEndpointsFile.parse(sim.to_json(), "x") == sim
+    bad = sim.to_json()
+    bad["nodes"]["dgx1"]["api_host"] = "10.0.0.5"
+    with pytest.raises(EndpointError, match=r"nodes\.dgx1: '10\.0\.0\.5' is not a loopback"):
+        SimEndpointsFile.parse(bad, "x")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import json
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import psutil
@@ -115,51 +116,109 @@ def _port(value: object, where: str) -> int:
     return value
 
 
-def _from_simulator(config: Config) -> Endpoints:
-    path = sim_endpoints_path(config)
-    start_hint = f"start it with `sparktui sim --config {config.path}`"
+@dataclass(frozen=True)
+class SimNodeEntry:
+    """One node in the simulator's endpoints file."""
+
+    host: str
+    port: int
+    """SSH port."""
+    liveness_port: int
+    api_host: str
+    """The node's own loopback address: its engines and liveness listener bind there."""
+
+
+@dataclass(frozen=True)
+class SimEndpointsFile:
+    """``<state_dir>/sim/endpoints.json`` (docs/CONTRACTS.md): the simulator writes it
+    with `to_json`, production reads it with `parse`. One definition of the format."""
+
+    nodes: dict[str, SimNodeEntry]
+    ha_url: str
+    ha_token_file: str
+    client_key: str
+    known_hosts: str
+    pid: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"nodes": {n: asdict(e) for n, e in self.nodes.items()}, "ha_url": self.ha_url,
+                "ha_token_file": self.ha_token_file, "client_key": self.client_key,
+                "known_hosts": self.known_hosts, "pid": self.pid}
+
+    @classmethod
+    def parse(cls, data: object, where: str) -> SimEndpointsFile:
+        """Check every field (addresses loopback, ports in range); EndpointError naming
+        ``where`` and the field otherwise."""
+        if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
+            raise EndpointError(f"{where}: no 'nodes' object")
+        nodes: dict[str, SimNodeEntry] = {}
+        for name, entry in data["nodes"].items():
+            at = f"{where}: nodes.{name}"
+            if not isinstance(entry, dict):
+                raise EndpointError(f"{at}: not an object")
+            host = _loopback(entry.get("host"), at)
+            nodes[name] = SimNodeEntry(
+                host=host, port=_port(entry.get("port"), f"{at}.port"),
+                liveness_port=_port(entry.get("liveness_port"), f"{at}.liveness_port"),
+                api_host=_loopback(entry.get("api_host", host), at))
+        client_key, known_hosts = data.get("client_key"), data.get("known_hosts")
+        if not isinstance(client_key, str) or not isinstance(known_hosts, str):
+            raise EndpointError(f"{where}: 'client_key' and 'known_hosts' must be paths")
+        ha_url, ha_token_file = data.get("ha_url"), data.get("ha_token_file")
+        if not isinstance(ha_url, str) or not isinstance(ha_token_file, str):
+            raise EndpointError(f"{where}: 'ha_url' and 'ha_token_file' must be strings")
+        _loopback(urlsplit(ha_url).hostname, f"{where}: ha_url")
+        pid = data.get("pid")
+        return cls(nodes, ha_url, ha_token_file, client_key, known_hosts,
+                   pid if isinstance(pid, int) and not isinstance(pid, bool) else None)
+
+
+def read_sim_endpoints(path: Path) -> SimEndpointsFile:
+    """The endpoints file at ``path``; EndpointError when missing or malformed."""
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
+        raise EndpointError(f"{path} does not exist") from None
+    except (OSError, ValueError) as exc:
+        raise EndpointError(f"{path}: unreadable simulator endpoints: {exc}") from None
+    return SimEndpointsFile.parse(data, str(path))
+
+
+def write_sim_endpoints(path: Path, endpoints: SimEndpointsFile) -> None:
+    """Write atomically (a reader never sees half a file)."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(endpoints.to_json()) + "\n")
+    tmp.replace(path)
+
+
+def _from_simulator(config: Config) -> Endpoints:
+    path = sim_endpoints_path(config)
+    start_hint = f"start it with `sparktui sim --config {config.path}`"
+    if not path.exists():
         raise EndpointError(
             f"[simulator] is enabled but {path} does not exist: the simulator is "
             f"not running; {start_hint}"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise EndpointError(f"{path}: unreadable simulator endpoints: {exc}") from None
-    if not isinstance(data, dict) or not isinstance(data.get("nodes"), dict):
-        raise EndpointError(f"{path}: no 'nodes' object")
-    pid = data.get("pid")
-    if isinstance(pid, int) and not psutil.pid_exists(pid):
-        raise EndpointError(f"{path} is stale: simulator process {pid} is gone; {start_hint}")
-    client_key = data.get("client_key")
-    known_hosts = data.get("known_hosts")
-    if not isinstance(client_key, str) or not isinstance(known_hosts, str):
-        raise EndpointError(f"{path}: 'client_key' and 'known_hosts' must be paths")
+        )
+    sim = read_sim_endpoints(path)
+    if sim.pid is not None and not psutil.pid_exists(sim.pid):
+        raise EndpointError(f"{path} is stale: simulator process {sim.pid} is gone; {start_hint}")
     nodes: dict[str, NodeEndpoint] = {}
     for name, node in config.nodes.items():
-        entry = data["nodes"].get(name)
-        where = f"{path}: nodes.{name}"
-        if not isinstance(entry, dict):
-            raise EndpointError(f"{where}: missing (simulator started with another config?)")
-        host = _loopback(entry.get("host"), where)
-        api_host = _loopback(entry.get("api_host", host), where)
+        entry = sim.nodes.get(name)
+        if entry is None:
+            raise EndpointError(f"{path}: nodes.{name}: missing (simulator started with "
+                                f"another config?)")
         nodes[name] = NodeEndpoint(
             name=name,
-            ssh_host=host,
-            ssh_port=_port(entry.get("port"), f"{where}.port"),
+            ssh_host=entry.host,
+            ssh_port=entry.port,
             username=node.user,
-            known_hosts=known_hosts,
-            client_keys=(client_key,),
+            known_hosts=sim.known_hosts,
+            client_keys=(sim.client_key,),
             ssh_config=(),
             liveness_method="tcp",
-            liveness_host=api_host,
-            liveness_port=_port(entry.get("liveness_port"), f"{where}.liveness_port"),
-            api_host=api_host,
+            liveness_host=entry.api_host,
+            liveness_port=entry.liveness_port,
+            api_host=entry.api_host,
         )
-    ha_url = data.get("ha_url")
-    ha_token_file = data.get("ha_token_file")
-    if not isinstance(ha_url, str) or not isinstance(ha_token_file, str):
-        raise EndpointError(f"{path}: 'ha_url' and 'ha_token_file' must be strings")
-    _loopback(urlsplit(ha_url).hostname, f"{path}: ha_url")
-    return Endpoints(nodes, ha_url, ha_token_file, simulated=True)
+    return Endpoints(nodes, sim.ha_url, sim.ha_token_file, simulated=True)

@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..adapters.endpoints import SimEndpointsFile, SimNodeEntry
 from .catalog import ModelInfo
 from .clock import DEFAULT_EPOCH, SimClock
 from .engine import Engine, Request
@@ -280,17 +281,14 @@ class Sim:
                 await runner.cleanup()
 
     def endpoints(self) -> dict[str, Any]:
-        """The endpoints JSON of docs/CONTRACTS.md."""
-        return {
-            "nodes": {n: {"host": "127.0.0.1", "port": self.sshd[n].port,
-                          "liveness_port": self.liveness_ports[n],
-                          "api_host": self.nodes[n].api_host} for n in self.nodes},
-            "ha_url": f"http://127.0.0.1:{self.ha_port}",
-            "ha_token_file": str(self.token_file),
-            "client_key": str(self.client_key_path),
-            "known_hosts": str(self.known_hosts_path),
-            "pid": os.getpid(),
-        }
+        """The endpoints JSON of docs/CONTRACTS.md, written against the reader's own
+        definition (adapters/endpoints.SimEndpointsFile)."""
+        return SimEndpointsFile(
+            nodes={n: SimNodeEntry("127.0.0.1", self.sshd[n].port, self.liveness_ports[n],
+                                   self.nodes[n].api_host) for n in self.nodes},
+            ha_url=f"http://127.0.0.1:{self.ha_port}", ha_token_file=str(self.token_file),
+            client_key=str(self.client_key_path), known_hosts=str(self.known_hosts_path),
+            pid=os.getpid()).to_json()
 
     # --- power ------------------------------------------------------------------------
     def set_power(self, name: str, on: bool) -> None:

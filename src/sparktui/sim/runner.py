@@ -4,23 +4,24 @@ long as the simulator runs."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import psutil
 
+from sparktui.adapters.endpoints import (
+    EndpointError,
+    SimEndpointsFile,
+    read_sim_endpoints,
+    sim_endpoints_path,
+    write_sim_endpoints,
+)
 from sparktui.core.config import Config
 
 from .cluster import Sim
 from .spec import spec_from_config
-
-
-def endpoints_path(config: Config) -> Path:
-    return config.state_dir() / "sim" / "endpoints.json"
 
 
 class AlreadyRunning(Exception):
@@ -30,10 +31,10 @@ class AlreadyRunning(Exception):
 def running_pid(config: Config) -> int | None:
     """The pid of a live simulator that published endpoints here, if any."""
     try:
-        pid = json.loads(endpoints_path(config).read_text()).get("pid")
-    except (OSError, ValueError, AttributeError):
+        pid = read_sim_endpoints(sim_endpoints_path(config)).pid
+    except EndpointError:
         return None
-    if not isinstance(pid, int) or pid == os.getpid():
+    if pid is None or pid == os.getpid():
         return None
     return pid if psutil.pid_exists(pid) else None
 
@@ -48,18 +49,16 @@ async def published_sim(config: Config, *, scenario: str | None = None,
     other = running_pid(config)
     if other is not None:
         raise AlreadyRunning(f"a simulator (pid {other}) already publishes "
-                             f"{endpoints_path(config)}")
+                             f"{sim_endpoints_path(config)}")
     spec = spec_from_config(config, seed=seed)
     base = config.state_dir() / "sim"
     workdir = base / f"run-{os.getpid()}"
     sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed,
               scenario=scenario or config.simulator.scenario)
-    path = endpoints_path(config)
+    path = sim_endpoints_path(config)
     try:
         await sim.start()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(sim.endpoints()) + "\n")
-        tmp.replace(path)
+        write_sim_endpoints(path, SimEndpointsFile.parse(sim.endpoints(), str(path)))
         yield sim
     finally:
         path.unlink(missing_ok=True)
