@@ -259,6 +259,12 @@ def _stamp_fatal(container: Container, written: list[float]) -> None:
     container.log = stamped  # type: ignore[method-assign]
 
 
+async def _judge(detector: ThrashDetector, queue: asyncio.Queue[NodeSnapshot]) -> None:
+    """What service.cluster does with the poller's snapshots."""
+    while True:
+        detector.on_snapshot(await queue.get())
+
+
 async def bench_sim_thrash(repeat: int) -> dict[str, object]:
     samples: list[float] = []
     for _ in range(repeat):
@@ -274,7 +280,7 @@ async def bench_sim_thrash(repeat: int) -> dict[str, object]:
             poller = Poller(config, fleet, endpoints, nodes=nodes, clock=sim.clock)
             queue = poller.subscribe()
             poller.start()
-            task = asyncio.create_task(detector.follow_snapshots(queue))
+            task = asyncio.create_task(_judge(detector, queue))
             try:
                 await serve(config, fleet, "dsv41-flash-r37-4x-eager")
                 while not any(sim.nodes[n].thrashing for n in nodes):

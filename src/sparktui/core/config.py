@@ -111,6 +111,9 @@ class ConsoleConfig:
     state_dir: str = "~/.local/state/sparktui"
     stall_after_s: float = 900.0
     """A boot is stalled only after this long without any progress."""
+    slow_probe_interval_s: float = 15.0
+    """How often a node's loop also reads the probe's slow tier (uname, mounts,
+    HF cache, df, docker); every tick reads /proc without forking."""
 
 
 @dataclass(frozen=True)

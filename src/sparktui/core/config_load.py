@@ -267,6 +267,7 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
         src.error(("simulator", "speed"), "must be greater than 0")
     console: ConsoleConfig | None = sections.get("console")
     if console is not None:
-        for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s"):
+        for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s",
+                    "slow_probe_interval_s"):
             if getattr(console, key) <= 0:
                 src.error(("console", key), "must be greater than 0")
