@@ -32,7 +32,7 @@ from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, Power, host_key_fingerprints
-from sparktui.ops.events import WorkflowEvent
+from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.guards import GuardReport, Verdict, evaluate_stop, plan_cluster_power
 from sparktui.ops.imagesync import ssh_image_pipe
 from sparktui.ops.journal import Journal
@@ -183,6 +183,8 @@ class ClusterService:
             pipe_image=ssh_image_pipe(fleet) if fleet else None)
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
+        if isinstance(event, StepFinished) and self.poller is not None:
+            self.poller.refresh(event.target)  # containers, disks: read them now
         self._emit(WorkflowProgressed(event))
 
     async def stop(self) -> None:
