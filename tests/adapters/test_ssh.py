@@ -13,6 +13,7 @@ from adapters.ssh_test_server import SshTestServer, run_locally
 from sparktui.adapters.ssh import (
     AuthError,
     HostKeyError,
+    LoginStalled,
     NodeConnection,
     ProbeStalled,
 )
@@ -263,16 +264,14 @@ async def test_shell_that_never_answers_from_the_start_drops_the_connection(
     ssh_server.handler = silent
     conn = NodeConnection(ssh_server.endpoint(), replace(SSH, connect_timeout_s=0.5))
     try:
-        # a shell that never started is a login failure, not a stalled probe
-        # (the "starved" evidence): its budget is connect_timeout_s, not the probe's
-        with pytest.raises(RemoteError) as first:
-            await conn.probe("true", timeout=5)
-        assert not isinstance(first.value, ProbeStalled)
+        # a shell that never started stalled the login, not a probe: its
+        # budget is connect_timeout_s, not the probe's
+        with pytest.raises(LoginStalled) as first:
+            await conn.probe("true", timeout=0.1)
         assert "login shell did not start within 0.5 s" in str(first.value)
         assert not conn.connected  # even a fresh shell stalled: start over next time
-        with pytest.raises(RemoteError) as second:
-            await conn.probe("true", timeout=5)
-        assert not isinstance(second.value, ProbeStalled)
+        with pytest.raises(LoginStalled):
+            await conn.probe("true", timeout=0.1)
         assert conn.connects == 2
     finally:
         await conn.close()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
-from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.config import (
     ClusterConfig,
     Config,
@@ -101,6 +101,8 @@ class FakeNode:
                 raise RemoteError(self.name, "connect", "ConnectionRefusedError")
             if self.mode == "hostkey":
                 raise HostKeyError(self.name, "changed", "HOST KEY CHANGED")
+            if self.mode == "login-stalls":
+                raise LoginStalled(self.name, "connect", "the login shell did not start")
             if self.mode == "auth":
                 raise AuthError(self.name, "connect", "authentication refused")
             return SLOW_OUTPUT if slow else probe_output(self.avail_kib)
@@ -182,6 +184,13 @@ async def test_one_failed_login_with_ping_is_not_starved_two_are() -> None:
     assert "ConnectionRefusedError" in first.error
     second = (await w.round())["dgx1"]
     assert second.state is NodeState.STARVED and second.consecutive_failures == 2
+
+
+async def test_a_session_whose_login_shell_never_answers_is_starved() -> None:
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].mode = "login-stalls"
+    snap = (await w.round())["dgx1"]
+    assert snap.state is NodeState.STARVED and "login shell" in snap.error
 
 
 async def test_auth_failure_is_unknown_not_starved() -> None:

@@ -72,6 +72,13 @@ class ProbeStalled(RemoteError):
     """
 
 
+class LoginStalled(RemoteError):
+    """Connecting, logging in or starting the login shell did not finish
+    within the whole login budget (``connect_timeout_s``, several times a
+    slow ``.bashrc``): with liveness answering, a starved node, like a
+    stalled probe. A refused connection is not this (it fails at once)."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     exit_status: int | None
@@ -190,7 +197,7 @@ class NodeConnection:
         if isinstance(exc, asyncssh.PermissionDenied):
             return AuthError(self.name, "connect", f"{where}: authentication refused: {exc}")
         if isinstance(exc, TimeoutError | asyncio.CancelledError):
-            return RemoteError(self.name, "connect", f"{where}: connect timed out")
+            return LoginStalled(self.name, "connect", f"{where}: connect timed out")
         return RemoteError(self.name, "connect", f"{where}: {type(exc).__name__}: {exc}")
 
     async def _host_key_error(self) -> HostKeyError:
@@ -370,8 +377,8 @@ class NodeConnection:
                 shell.close()
             if isinstance(exc, TimeoutError):
                 self._drop()
-                raise RemoteError(self.name, "connect", "the login shell did not start "
-                                  f"within {budget:g} s") from None
+                raise LoginStalled(self.name, "connect", "the login shell did not start "
+                                   f"within {budget:g} s") from None
             if isinstance(exc, OSError | asyncssh.Error | asyncio.IncompleteReadError):
                 raise self._transport_error("shell", exc) from None
             raise

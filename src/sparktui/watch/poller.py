@@ -22,7 +22,7 @@ from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
-from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
@@ -50,9 +50,11 @@ None when unknown. Ops plugs the Home Assistant adapter in here."""
 
 STARVED_AFTER_FAILURES = 2
 """Consecutive failed polls, liveness answering, that make a node *starved*
-even though no established shell was seen stalling (sshd dead, or a login
-that never completes). One stalled probe on a working shell is enough; one
-failed connect or login alone is not (a slow ``.bashrc`` is not thrash)."""
+even though no shell was seen stalling (sshd refusing or not answering).
+One stalled probe on a working shell is enough, and so is a session sshd
+accepted whose login shell did not answer within the whole login budget;
+login time is never counted against the probe timeout (a slow ``.bashrc``
+is not thrash)."""
 
 DEFAULT_HISTORY = 600
 """Samples kept per node: 20 minutes at the default 2 s interval."""
@@ -212,7 +214,8 @@ class Poller:
         elif alive:
             previous = self._latest.get(name)
             failures = (previous.consecutive_failures if previous else 0) + 1
-            starved = isinstance(error, ProbeStalled) or failures >= STARVED_AFTER_FAILURES
+            stall = isinstance(error, ProbeStalled | LoginStalled)
+            starved = stall or failures >= STARVED_AFTER_FAILURES
             state = NodeState.STARVED if starved else NodeState.UNKNOWN
         elif alive is None:
             state = NodeState.UNKNOWN
