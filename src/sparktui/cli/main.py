@@ -78,7 +78,17 @@ def _command_in(argv: list[str]) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The entry point: any error nobody expected becomes one line plus a
+    debug log (cli/crash.py), never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(argv)
+    except Exception as exc:
+        from . import crash
+        return crash.report(exc, _command_in(argv), argv, default_config_path())
+
+
+def _dispatch(argv: list[str]) -> int:
     parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if args.config is None:
