@@ -111,6 +111,9 @@ class ConsoleConfig:
     state_dir: str = "~/.local/state/sparktui"
     stall_after_s: float = 900.0
     """A boot is stalled only after this long without any progress."""
+    canary_interval_s: float = 60.0
+    """Seconds between serving canaries (a 1-token completion) per serving
+    lane; 0 turns the canary off (a recipe can opt out: [readiness] canary)."""
 
 
 @dataclass(frozen=True)

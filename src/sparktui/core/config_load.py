@@ -270,3 +270,5 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
         for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s"):
             if getattr(console, key) <= 0:
                 src.error(("console", key), "must be greater than 0")
+        if console.canary_interval_s < 0:
+            src.error(("console", "canary_interval_s"), "must be 0 (off) or more")

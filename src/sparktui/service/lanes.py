@@ -30,6 +30,10 @@ class LaneView:
     protected: bool = False
     failure: str = ""
     """The first fatal line of any rank, with its rank."""
+    canary: tuple[str, ...] = ()
+    """Evidence of the serving canary's last verdict (watch/canary.py)."""
+    stale_s: float | None = None
+    """Age of the last good endpoint answer when older than two checks."""
 
     @property
     def nodes(self) -> tuple[str, ...]:
