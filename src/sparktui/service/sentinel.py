@@ -77,13 +77,14 @@ class PidLock:
 
 class EventLines:
     """Service events -> one human line per change worth a line: node state,
-    memory level, staleness, lane phase/health/canary, alerts. Samples that
-    change nothing write nothing."""
+    memory level, staleness, lane phase/health/canary, alerts (again only when
+    their level changes). Samples that change nothing write nothing."""
 
     def __init__(self, poll_interval_s: float) -> None:
         self.poll_interval_s = poll_interval_s
         self._nodes: dict[str, tuple[str, str, bool]] = {}
         self._lanes: dict[str, tuple[str, str, str, bool]] = {}
+        self._alerts: dict[str, str] = {}
 
     def lines(self, event: ServiceEvent) -> list[tuple[int, str]]:
         if isinstance(event, NodeSampled):
@@ -95,10 +96,14 @@ class EventLines:
             return [(INFO, f"lane {event.name}: gone (no container left)")]
         if isinstance(event, AlertRaised):
             a = event.alert
+            if self._alerts.get(a.key) == a.level:
+                return []  # the same alert with fresher numbers
+            self._alerts[a.key] = a.level
             level = ERR if a.level in ("thrash", "fatal") else WARNING
             return [(level, f"ALERT {a.level} {a.subject}: {'; '.join(a.evidence)}"
                             + (f" -> {a.next_step}" if a.next_step else ""))]
         if isinstance(event, AlertCleared):
+            self._alerts.pop(event.key, None)
             return [(INFO, f"cleared {event.key}")]
         return []
 
