@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparktui.adapters.endpoints import resolve_endpoints, sim_endpoints_path
-from sparktui.adapters.engine_http import Completion
+from sparktui.adapters.engine_http import ChatAnswer
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.recipe_load import load_recipe
@@ -37,7 +37,7 @@ class Tracked:
         self.complete = complete
         self.in_flight = 0
 
-    async def __call__(self, node: str, port: int) -> Completion:
+    async def __call__(self, node: str, port: int) -> ChatAnswer:
         self.in_flight += 1
         try:
             return await self.complete(node, port)
@@ -112,6 +112,21 @@ async def advance_until(n: Night, pred: Callable[[], bool], *, step: float, max_
             if not n.canary.in_flight:
                 break
             await asyncio.sleep(0.01)
+
+
+async def boot_unwatched(n: Night, recipe: str) -> None:
+    """Start the lane and let it boot to serving before anything watches it
+    (the simulator alone runs an hour of loading in a few seconds); a
+    service started afterwards finds it by its labels and reads its log."""
+    await start_lane(n, recipe)
+    while True:
+        try:
+            if n.sim.lane_rank0(recipe).phase == "ready":
+                return
+        except KeyError:
+            pass
+        assert n.sim.clock.monotonic() < 6 * 3600, "the lane never became ready"
+        await n.sim.advance(300)
 
 
 def phase(n: Night, lane: str) -> str:

@@ -10,16 +10,18 @@ from pathlib import Path
 
 from sparktui.watch.canary import CANARY_TIMEOUT_S
 
-from .simnight import advance_until, night, phase, start_lane
+from .simnight import advance_until, boot_unwatched, night, phase
 
 
 async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: Path) -> None:
     lane = "glm53-flash-eugr-2x"
-    async with night(tmp_path, "engine-dead", "2nodes-dac", poll_interval_s=60.0) as n:
+    async with night(tmp_path, "engine-dead", "2nodes-dac", start=False,
+                     poll_interval_s=60.0) as n:
         interval = n.config.console.canary_interval_s
-        await start_lane(n, lane)
-        await advance_until(n, lambda: phase(n, lane) == "serving", step=60.0,
-                            max_sim_s=3 * 3600, why=lambda: phase(n, lane))
+        await boot_unwatched(n, lane)
+        await n.service.start(n.record)
+        await advance_until(n, lambda: phase(n, lane) == "serving", step=5.0,
+                            max_sim_s=120, why=lambda: phase(n, lane))
         view = n.service.lanes()[lane]
         await advance_until(n, lambda: bool(n.service.lanes()[lane].canary), step=2.0,
                             max_sim_s=2 * interval)
@@ -35,7 +37,7 @@ async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: 
         alert = raised.alert
         assert alert.level == "unresponsive" and alert.subject == lane
         assert alert.evidence[0] == ("/health answers 200 but a 1-token completion failed: "
-                                     f"timed out after {CANARY_TIMEOUT_S:g} s")
+                                     f"no answer in {CANARY_TIMEOUT_S:g} s")
         assert "no token processed" in alert.evidence[1]
         await advance_until(n, lambda: phase(n, lane) == "unresponsive", step=2.0,
                             max_sim_s=30)
@@ -46,12 +48,13 @@ async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: 
 
 async def test_throughput_collapse_is_thrash_evidence_before_ssh_starves(tmp_path: Path) -> None:
     lane = "glm53-mxfp4-fp8-4x-r39-196k"
-    async with night(tmp_path, "throughput-collapse", "4nodes-switch-b",
+    async with night(tmp_path, "throughput-collapse", "4nodes-switch-b", start=False,
                      poll_interval_s=20.0) as n:
         nodes = n.config.clusters["4nodes-switch-b"].nodes
-        await start_lane(n, lane)
-        await advance_until(n, lambda: phase(n, lane) == "serving", step=300.0,
-                            max_sim_s=4 * 3600, why=lambda: phase(n, lane))
+        await boot_unwatched(n, lane)
+        await n.service.start(n.record)
+        await advance_until(n, lambda: phase(n, lane) == "serving", step=5.0,
+                            max_sim_s=120, why=lambda: phase(n, lane))
         await advance_until(n, lambda: bool(n.service.lanes()[lane].canary), step=5.0,
                             max_sim_s=300)
         assert not n.alerts("thrash:")

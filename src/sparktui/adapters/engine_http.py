@@ -54,17 +54,6 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
-@dataclass(frozen=True)
-class Completion:
-    """One tiny completion (the serving canary)."""
-
-    ok: bool
-    """A choice carried text within the timeout."""
-    latency_s: float | None = None
-    error: str = ""
-    """Why not: ``timed out after 10 s``, ``HTTP 500: EngineDeadError``, ``refused``."""
-
-
 class EngineClient:
     """One engine endpoint. Use as an async context manager."""
 
@@ -230,38 +219,6 @@ class ChatAnswer:
     """First delta -> last delta."""
     error: str = ""
     """Why there is no answer: HTTP status and body, a transport error, a timeout."""
-
-
-    async def complete(self, model: str, prompt: str = "Say OK.",
-                       max_tokens: int = 1) -> Completion:
-        """One non-streaming chat completion at temperature 0, bounded as a whole
-        by the client's timeout (a dead engine core accepts and never answers)."""
-        body = {"model": model, "messages": [{"role": "user", "content": prompt}],
-                "max_tokens": max_tokens, "temperature": 0}
-        started = time.monotonic()
-        try:
-            r = await asyncio.wait_for(self._client.post("/v1/chat/completions", json=body),
-                                       self.timeout)
-        except (TimeoutError, httpx.TimeoutException):
-            return Completion(False, None, f"timed out after {self.timeout:g} s")
-        except httpx.TransportError as exc:
-            return Completion(False, None, type(exc).__name__)
-        latency = time.monotonic() - started
-        if r.status_code != 200:
-            return Completion(False, latency, f"HTTP {r.status_code}: {_error_text(r)}")
-        if not _json_has_token(r.content):
-            return Completion(False, latency, "answer carried no token")
-        return Completion(True, latency)
-
-
-def _error_text(r: httpx.Response) -> str:
-    """The engine's own error message (OpenAI error shape), shortened."""
-    try:
-        data = r.json()
-        message = data.get("message") or (data.get("error") or {}).get("message") or ""
-    except (ValueError, AttributeError):
-        message = r.text
-    return str(message).strip()[:200] or r.reason_phrase
 
 
 def _has_token(line: str) -> bool:

@@ -108,7 +108,7 @@ class CanaryAnswer:
     """The completion came back with a token within its timeout."""
     latency_s: float | None = None
     error: str = ""
-    """Why the completion failed (``timed out after 10 s``, ``HTTP 500: ...``)."""
+    """Why the completion failed (``no answer in 10 s``, ``HTTP 500: ...``)."""
     before: EngineCounters | None = None
     after: EngineCounters | None = None
 

@@ -142,11 +142,14 @@ class EventLines:
         if before is None:
             out.append((INFO, f"lane {v.name} on {v.cluster}: {v.phase} "
                               f"(ranks on {', '.join(v.nodes)})"))
-        elif (before[0], before[1]) != (v.phase, v.health):
+        elif before[0] != v.phase:
             level = WARNING if v.phase in ("failed", "unresponsive", "stalled") else INFO
             fail = f": {v.failure}" if v.failure and v.phase == "failed" else ""
             out.append((level, f"lane {v.name}: {before[0]} -> {v.phase}, health "
                                f"{v.health}{fail}"))
+        elif before[1] != v.health:
+            level = INFO if v.health == "ok" else WARNING
+            out.append((level, f"lane {v.name}: health {before[1]} -> {v.health}"))
         if before is not None and canary and canary != before[2]:
             out.append((INFO, f"lane {v.name} canary: {'; '.join(v.canary)}"))
         if stale and (before is None or not before[3]):

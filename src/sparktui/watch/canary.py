@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
-from sparktui.adapters.engine_http import Completion, EngineClient
+from sparktui.adapters.engine_http import ChatAnswer, EngineClient
 from sparktui.core.canary import (
     CanaryAnswer,
     CanaryVerdict,
@@ -33,12 +33,13 @@ log = logging.getLogger(__name__)
 
 CANARY_TIMEOUT_S = 10.0
 """Bound of one canary round's completion (a dead engine core never answers)."""
-FIRST_ROUND_S = 5.0
-"""The first round after a lane starts serving comes this soon."""
+
+
+PROMPT = "Say OK."
 
 
 class Completer(Protocol):
-    async def __call__(self, node: str, port: int) -> Completion: ...
+    async def __call__(self, node: str, port: int) -> ChatAnswer: ...
 
 
 class ServingCanary:
@@ -91,26 +92,25 @@ class ServingCanary:
         the lane serves, None otherwise (no round then)."""
         if self.interval_s is None:
             return
-        wait = FIRST_ROUND_S
         while True:
-            await self._clock.sleep(wait)
+            await self._clock.sleep(self.interval_s)
             where = target()
             if where is None:
-                wait = FIRST_ROUND_S
                 if self.verdict is not None:
                     self._set(None)
                 continue
-            wait = self.interval_s
             before = self._throughput.last
             try:
                 done = await self._bounded(*where)
             except Exception as exc:  # a bad answer must not end the canary
                 log.warning("canary of %s: %r", self.lane, exc)
                 continue
-            self._set(judge_canary(CanaryAnswer(self._health, done.ok, done.latency_s,
-                                                done.error, before, self._throughput.last)))
+            ok = not done.error and bool(done.content or done.reasoning)
+            error = done.error or ("" if ok else "the answer carried no token")
+            self._set(judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
+                                                self._throughput.last)))
 
-    async def _bounded(self, node: str, port: int) -> Completion:
+    async def _bounded(self, node: str, port: int) -> ChatAnswer:
         """The completion, bounded on the watcher's clock as well as by the
         adapter's own timeout (so a simulated night keeps simulated time)."""
         assert self._complete is not None
@@ -125,7 +125,7 @@ class ServingCanary:
             await asyncio.gather(call, timer, return_exceptions=True)
         if call.done() and not call.cancelled():
             return call.result()
-        return Completion(False, None, f"timed out after {self.timeout_s:g} s")
+        return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
 
     def _set(self, verdict: CanaryVerdict | None) -> None:
         changed = (verdict is None) != (self.verdict is None) or (
@@ -138,14 +138,14 @@ class ServingCanary:
 
 def completer_for(api_host: Callable[[str], str],
                   timeout_s: float = CANARY_TIMEOUT_S) -> Completer:
-    """One tiny completion through the engine HTTP adapter, to the first
-    model the engine lists."""
+    """One tiny completion (1 token, temperature 0) through the engine HTTP
+    adapter's chat client, to the first model the engine lists."""
 
-    async def complete(node: str, port: int) -> Completion:
+    async def complete(node: str, port: int) -> ChatAnswer:
         async with EngineClient(api_host(node), port, timeout=timeout_s) as client:
             models = await client.models()
             if not models:
-                return Completion(False, None, "/v1/models lists no model")
-            return await client.complete(models[0])
+                return ChatAnswer(error="/v1/models lists no model")
+            return await client.chat(models[0], PROMPT, max_tokens=1, timeout=timeout_s)
 
     return complete
