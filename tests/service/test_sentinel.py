@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -153,3 +154,27 @@ def test_installed_unit_is_verified(tmp_path: Path, capsys: pytest.CaptureFixtur
     bad.write_text("[Service]\nExecStart=relative/python -m sparktui sentinel\n")
     ok, said = verify_unit(bad)
     assert not ok and "relative/python" in said
+
+
+def test_health_shows_the_age_a_running_sentinel_saw_last(tmp_path: Path) -> None:
+    from sparktui.cli.health_cmd import HealthReport
+    from sparktui.core.state import ClusterSnapshot
+    from sparktui.ops import sentinel_state
+
+    config = load_config(ROOT / "config.toml")
+    config = dataclasses.replace(config, console=dataclasses.replace(
+        config.console, state_dir=str(tmp_path)))
+    now = 1795989600.0
+    snaps = tuple(NodeSnapshot(n, NodeState.STARVED if n == "dgx6" else NodeState.ONLINE, now,
+                               last_ok_at=None if n == "dgx6" else now) for n in config.nodes)
+    cluster = ClusterSnapshot(now, snaps)
+    assert HealthReport(config, cluster).stale == {}  # no sentinel: no history to show
+    sentinel_state.write(tmp_path, sentinel_state.LastGood(
+        os.getpid(), now - 1, {"dgx6": now - 252.0, "dgx7": now - 1}))
+    report = HealthReport(config, cluster)
+    assert report.stale == {"dgx6": 252.0}
+    assert "last good sample 4m12s ago (sentinel)" in report.issues["dgx6"]
+    assert report.as_json()["nodes"][5]["last_good_age_s"] == 252.0  # type: ignore[index]
+    sentinel_state.write(tmp_path, sentinel_state.LastGood(
+        2**22 + 12345, now - 1, {"dgx6": now - 252.0}))  # its writer is gone
+    assert HealthReport(config, cluster).stale == {}

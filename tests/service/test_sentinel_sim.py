@@ -15,6 +15,7 @@ from pathlib import Path
 
 from sparktui.adapters.endpoints import sim_endpoints_path
 from sparktui.core.config_load import load_config
+from sparktui.ops import sentinel_state
 from sparktui.service.sentinel import PID_FILE, Sentinel
 from sparktui.sim.testing import running_sim
 
@@ -41,6 +42,13 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
             await advance_until(n, lambda: phase(n, lane) == "serving", step=5.0,
                                 max_sim_s=120, why=lambda: phase(n, lane))
             assert (n.config.state_dir() / PID_FILE).exists()
+
+            def known() -> set[str]:
+                seen = sentinel_state.read(n.config.state_dir())
+                return set(seen.nodes) if seen is not None else set()
+
+            await advance_until(n, lambda: known() == set(n.config.nodes), step=5.0,
+                                max_sim_s=120, why=lambda: str(known()))
             n.sim.run_prompt(lane, 150_000)
 
             def thrash_lines() -> list[str]:
@@ -63,6 +71,7 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
             await asyncio.wait_for(task, 60)
         assert lines[-1] == (6, "sentinel: stopped")
         assert not (n.config.state_dir() / PID_FILE).exists()
+        assert sentinel_state.read(n.config.state_dir()) is None
 
 
 async def test_sentinel_process_locks_logs_and_ends_on_sigterm(tmp_path: Path, config_copy

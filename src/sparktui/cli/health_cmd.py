@@ -25,12 +25,14 @@ from rich.text import Text
 from ..adapters.endpoints import EndpointError, resolve_endpoints
 from ..adapters.homeassistant import HomeAssistant, TokenError, open_home_assistant
 from ..adapters.ssh import Fleet
+from ..core.canary import describe_age, stale_age
 from ..core.config import Config, NodeConfig
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
 from ..core.kernel import known_bad, off_pin
 from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
 from ..core.thrash import ThrashLevel, ThrashVerdict
+from ..ops import sentinel_state
 from ..watch.poller import Poller
 from ..watch.thrash import node_verdict
 from .common import console, print_json
@@ -275,6 +277,21 @@ def columns(config: Config, verdicts: Mapping[str, ThrashVerdict]) -> list[Colum
     ]
 
 
+def last_good_ages(config: Config, cluster: ClusterSnapshot) -> dict[str, float]:
+    """Nodes whose last good sample is older than two poll intervals: this
+    run has no history, a running sentinel (ops/sentinel_state.py) has."""
+    seen = sentinel_state.read(config.state_dir())
+    out: dict[str, float] = {}
+    for snap in cluster.nodes:
+        last = snap.last_ok_at
+        if last is None and seen is not None:
+            last = seen.nodes.get(snap.node)
+        age = stale_age(last, snap.taken_at, config.console.poll_interval_s)
+        if age is not None:
+            out[snap.node] = age
+    return out
+
+
 # -- the report ----------------------------------------------------------------
 
 
@@ -287,6 +304,9 @@ class HealthReport:
         self.verdicts = {s.node: node_verdict(s, config.thrash) for s in cluster.nodes}
         self.columns = cols if cols is not None else columns(config, self.verdicts)
         self.issues = {s.node: node_issues(config, s) for s in cluster.nodes}
+        self.stale = last_good_ages(config, cluster)
+        for node, age in self.stale.items():
+            self.issues[node].append(describe_age(age) + " (sentinel)")
 
     @property
     def healthy(self) -> bool:
@@ -352,6 +372,7 @@ class HealthReport:
                 {
                     **{col.key: col.value(snap) for col in self.columns},
                     "issues": self.issues[snap.node],
+                    "last_good_age_s": self.stale.get(snap.node),
                     "error": snap.error,
                     "liveness": snap.liveness,
                     "probe_latency_s": snap.probe_latency_s,

@@ -24,6 +24,7 @@ from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.state import NodeState
 from sparktui.core.thrash import ThrashLevel
+from sparktui.ops import sentinel_state
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
     AlertCleared,
@@ -186,10 +187,31 @@ class Sentinel:
         self._emit = emit
         self._lines = EventLines(config.console.poll_interval_s)
         self.lock = PidLock(config.state_dir() / PID_FILE)
+        self._good_nodes: dict[str, float] = {}
+        self._written_at = 0.0
 
     def on_event(self, event: ServiceEvent) -> None:
         for priority, text in self._lines.lines(event):
             self._emit(priority, text)
+        if isinstance(event, NodeSampled):
+            self._remember(event)
+
+    def _remember(self, event: NodeSampled) -> None:
+        """Keep ``sentinel/last_good.json`` current, once a poll interval at most."""
+        snap = event.snapshot
+        if snap.last_ok_at is not None:
+            self._good_nodes[snap.node] = snap.last_ok_at
+        now = self.clock.time()
+        if now - self._written_at < self.config.console.poll_interval_s:
+            return
+        self._written_at = now
+        lanes = {name: now - (v.stale_s or 0.0) for name, v in self.service.lanes().items()
+                 if v.health == "ok" or v.stale_s is not None}
+        try:
+            sentinel_state.write(self.config.state_dir(), sentinel_state.LastGood(
+                os.getpid(), now, dict(self._good_nodes), lanes))
+        except OSError as exc:  # a full disk must not stop the watch
+            self._emit(WARNING, f"sentinel: cannot write {sentinel_state.FILE}: {exc}")
 
     async def run(self, stop: asyncio.Event) -> None:
         """Take the lock (raises `SentinelRunning`), watch until ``stop``,
@@ -203,5 +225,6 @@ class Sentinel:
             self._emit(INFO, "sentinel: stopping")
         finally:
             await self.service.stop()
+            sentinel_state.remove(self.config.state_dir())
             self.lock.release()
         self._emit(INFO, "sentinel: stopped")
