@@ -1,7 +1,8 @@
 """The sentinel against the simulator, with no console anywhere: the 22:45
-long prompt gives the thrash alert line and the phone alert (the simulated
-Home Assistant records it); `sparktui sentinel` as a process holds its lock,
-writes its lines and ends cleanly on SIGTERM."""
+long prompt gives the thrash alert line, the phone alert (the simulated
+Home Assistant records it) and the recording; `sparktui sentinel` as a
+process holds its lock, writes its lines and ends cleanly on SIGTERM with
+its recording closed whole."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from pathlib import Path
 from sparktui.adapters.endpoints import sim_endpoints_path
 from sparktui.core.config_load import load_config
 from sparktui.ops import sentinel_state
+from sparktui.service.events import AlertRaised, NodeSampled
+from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import PID_FILE, Sentinel
 from sparktui.sim.testing import running_sim
 
@@ -72,6 +75,10 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
         assert lines[-1] == (6, "sentinel: stopped")
         assert not (n.config.state_dir() / PID_FILE).exists()
         assert sentinel_state.read(n.config.state_dir()) is None
+        recorded = [ev for path in (n.config.state_dir() / RECORDING_DIR).glob("*.jsonl.gz")
+                    for _, ev in read_recording(path)]
+        assert any(isinstance(ev, AlertRaised) and ev.alert.key == "thrash:dgx6"
+                   for ev in recorded)
 
 
 async def test_sentinel_process_locks_logs_and_ends_on_sigterm(tmp_path: Path, config_copy
@@ -115,3 +122,7 @@ async def test_sentinel_process_locks_logs_and_ends_on_sigterm(tmp_path: Path, c
     assert tail[-2].endswith("sentinel: stopping") and tail[-1].endswith("sentinel: stopped")
     assert not (config.state_dir() / PID_FILE).exists()
     assert "Traceback" not in err.decode()
+    recorded = [ev for path in sorted((config.state_dir() / RECORDING_DIR).glob("*.jsonl.gz"))
+                for _, ev in read_recording(path)]  # closed whole: readable to its end
+    assert {ev.snapshot.node for ev in recorded if isinstance(ev, NodeSampled)} == \
+        set(config.nodes)
