@@ -141,6 +141,11 @@ class HomeAssistant:
     def __repr__(self) -> str:
         return f"HomeAssistant({self.url!r})"
 
+    @property
+    def refused(self) -> str:
+        """Why Home Assistant refused the token, with the fix ('' while it has not)."""
+        return self._refused
+
     async def __aenter__(self) -> HomeAssistant:
         return self
 
@@ -237,6 +242,15 @@ class HomeAssistant:
                 raise NotConfirmed(f"{entity}: {service} was accepted but the plug still reads "
                                    f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
             await self.clock.sleep(poll_s)
+
+    async def notify(self, service: str, title: str, message: str) -> None:
+        """Call a ``notify.*`` service (the operator's phone); same manners as
+        the plug calls (timeout, a refused token never retried, body redacted)."""
+        domain, _, name = service.partition(".")
+        if domain != "notify" or not name or not all(c.isalnum() or c == "_" for c in name):
+            raise HomeAssistantError(f"not a notify service: {service!r}")
+        await self._request("POST", f"/api/services/notify/{name}",
+                            {"title": title, "message": message})
 
     def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
         """A poller PowerSource: node name -> is its plug on."""

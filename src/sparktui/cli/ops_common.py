@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TextIO
@@ -35,10 +37,23 @@ def run_async(command: str, main: Callable[[Config, argparse.Namespace], Awaitab
 
     config = load(args)
     try:
-        return asyncio.run(main(config, args))
+        return asyncio.run(_terminable(main(config, args)))
     except EndpointError as exc:
         print(f"sparktui {command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except asyncio.CancelledError:
+        print(f"sparktui {command}: terminated (SIGTERM)", file=sys.stderr)
+        return 143
+
+
+async def _terminable(work: Awaitable[int]) -> int:
+    """SIGTERM cancels the command as Ctrl-C does, so a workflow in progress says
+    what it left behind (e.g. a plug's state and the resume command)."""
+    task = asyncio.current_task()
+    assert task is not None
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await work
 
 
 def add_common(p: argparse.ArgumentParser) -> None:

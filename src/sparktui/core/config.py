@@ -130,6 +130,33 @@ class ThrashConfig:
     ssh_retry_interval_s: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 30.0
 
 
+NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "workflow-failed")
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """Phone alerts through a Home Assistant ``notify`` service."""
+
+    service: str = ""
+    """``notify.mobile_app_<phone>``; empty turns phone alerts off."""
+    events: tuple[str, ...] = ("thrash", "fatal", "stall", "predicted-oom", "workflow-failed")
+    """Which of: thrash, fatal, stall, predicted-oom, lane-ready, workflow-failed."""
+    dedup_s: Annotated[float, Range(0, 7 * 86400, unit="s")] = 3600.0
+    """One message per event and node/lane within this window (one per incident)."""
+    max_per_hour: Annotated[int, Range(1, 3600)] = 12
+    """Messages per rolling hour; the next one sent says how many were held back."""
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """The console's recording of the night (``sparktui replay``)."""
+
+    enabled: bool = True
+    max_mb: Annotated[float, Range(0, 100_000, lo_open=True, unit="MB")] = 64.0
+    """Compressed size of one night's file; past it only alerts, lanes and
+    workflows are kept, then nothing."""
+
+
 @dataclass(frozen=True)
 class SimulatorConfig:
     enabled: bool = False
@@ -155,6 +182,8 @@ class Config:
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     thrash: ThrashConfig = field(default_factory=ThrashConfig)
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    record: RecordConfig = field(default_factory=RecordConfig)
     recipes_dir: Path = Path("recipes")
 
     def state_dir(self) -> Path:

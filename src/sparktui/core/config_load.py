@@ -18,6 +18,7 @@ from typing import Any
 
 from . import plain
 from .config import (
+    NOTIFY_EVENTS,
     ClusterConfig,
     Config,
     ConsoleConfig,
@@ -25,7 +26,9 @@ from .config import (
     HomeAssistantConfig,
     LivenessConfig,
     NodeConfig,
+    NotifyConfig,
     PowerConfig,
+    RecordConfig,
     SimulatorConfig,
     SshConfig,
     SwitchConfig,
@@ -43,6 +46,8 @@ _SECTIONS: dict[str, type] = {
     "power": PowerConfig,
     "guards": GuardConfig,
     "thrash": ThrashConfig,
+    "notify": NotifyConfig,
+    "record": RecordConfig,
 }
 _MAPS = ("nodes", "clusters", "switches", "nccl")
 _TOP = ("recipes_dir",)
@@ -268,6 +273,7 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
         src.error(("home_assistant", "url"), why)
     if ha is not None and (why := plain.check("env_name", ha.token_env)) is not None:
         src.error(("home_assistant", "token_env"), why)
+    _check_night(src, sections.get("notify"))
 
 
 
@@ -294,3 +300,17 @@ def url_problem(url: str) -> str | None:
     if parts.query or parts.fragment or parts.username or parts.password:
         return f"{url!r}: give only scheme://host:port (no user, query or fragment)"
     return None
+
+
+def _check_night(src: Source, notify: NotifyConfig | None) -> None:
+    """[notify] (issue 15); the numbers are checked by their declared ranges."""
+    if notify is not None:
+        domain, _, name = notify.service.partition(".")
+        if notify.service and (domain != "notify" or not name
+                               or not all(c.isalnum() or c == "_" for c in name)):
+            src.error(("notify", "service"), f"{notify.service!r} is not a Home Assistant "
+                                             "notify service (notify.mobile_app_<phone>)")
+        for event in notify.events:
+            if event not in NOTIFY_EVENTS:
+                src.error(("notify", "events"), f"unknown event {event!r} (known: "
+                                                f"{', '.join(NOTIFY_EVENTS)})")

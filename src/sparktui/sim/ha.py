@@ -42,6 +42,8 @@ class HomeAssistant:
         self.context = {e: self._ulid() for e in sim.spec.entities}
         self.calls: list[tuple[str, str]] = []
         """(service, entity) of every accepted service call, for tests."""
+        self.notifications: list[tuple[str, dict[str, object]]] = []
+        """(notify service, body) of every accepted ``notify.*`` call, for tests."""
 
     def _ulid(self) -> str:
         return "01" + "".join(self.rng.choice(_CROCKFORD) for _ in range(24))
@@ -96,6 +98,9 @@ class HomeAssistant:
                 body = json.loads(await request.text() or "{}")
             except ValueError:
                 return web.json_response({"message": "Data should be valid JSON."}, status=400)
+            if domain == "notify" and isinstance(body, dict) and "message" in body:
+                self.notifications.append((f"notify.{svc}", body))
+                return web.json_response([])
             if domain != "switch" or svc not in ("turn_on", "turn_off"):
                 return web.Response(status=400, text="400: Bad Request")
             ids = body.get("entity_id") if isinstance(body, dict) else None

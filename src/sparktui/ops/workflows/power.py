@@ -10,16 +10,18 @@ workflow unfinished in the journal, and `resume_power` completes it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
+from sparktui.core.errors import RemoteError, describe_error
 from sparktui.core.state import NodeSnapshot
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext, Power
-from sparktui.ops.journal import WorkflowRecord
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.journal import JournalError, WorkflowRecord
+from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
 
 SSH_CHECK = ": sparktui-ssh-check; uname -r"
 SSH_CHECK_TIMEOUT_S = 10.0
@@ -173,12 +175,104 @@ async def recheck(ctx: OpsContext, node: str) -> dict[str, object]:
 
 
 async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str, object]:
-    """The cycle's steps inside an open run (used by power-cycle and recover)."""
+    """The cycle's steps inside an open run (used by power-cycle and recover).
+    Once the plug may be off: a failure tries to turn it back on at once, and an
+    interruption says what the plug reads and how to resume (`_plug_left`)."""
     entity = run.ctx.config.nodes[node].switch
-    await plug_off(run, node, entity)
-    await wait_off(run, node, off_seconds)
-    await plug_on(run, node, entity)
+    try:
+        await plug_off(run, node, entity)
+        await wait_off(run, node, off_seconds)
+        await plug_on(run, node, entity)
+    except BaseException as exc:
+        if entity not in run.obligations:
+            raise  # the plug was never switched off: nothing to restore
+        said = await _plug_left(run, node, entity, exc)
+        if isinstance(exc, StepFailed):
+            raise StepFailed(exc.step, exc.target, f"{exc.message}; {said}") from exc
+        if isinstance(exc, JournalError):
+            raise JournalError(f"{exc}; {said}") from exc
+        raise
     return await wait_back(run, node)
+
+
+async def _plug_left(run: WorkflowRun, node: str, entity: str, exc: BaseException) -> str:
+    """After a failure with the plug possibly off: turn it back on (the operator
+    asked for a cycle, not for off), then re-read it and say what it reads.
+    After an interruption (Ctrl-C, SIGTERM): only re-read it and give the exact
+    resume command. Restoring is not held back by a broken journal: a plug
+    left off is the greater harm, and the operator is told."""
+    ctx = run.ctx
+    if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) and ctx.power is not None:
+        restore = plug_action(entity, True)
+        try:
+            await run.step("plug on", entity, f"restore power after the failure: {restore}",
+                           lambda: _power(ctx).turn(entity, True),
+                           describe=lambda st: f"{entity} confirmed {st.state}")
+        except JournalError:
+            with contextlib.suppress(HomeAssistantError):
+                await asyncio.wait_for(_power(ctx).turn(entity, True), ctx.config.home_assistant
+                                       .timeout_s * 3)
+        except StepFailed:
+            pass
+    reads = await _read_plug(ctx, entity)
+    if reads == "on":
+        run.settle(entity)
+        said = f"{entity} reads on (re-read now): power is back; the node boots"
+    else:
+        said = (f"{entity} reads {reads} (re-read now): {node} may be left without power -> "
+                f"`sparktui power resume {run.wf}`")
+    run.progress("plug state", entity, said)
+    with contextlib.suppress(JournalError):
+        ctx.journal.append(run.wf, "note", workflow=run.kind, target=run.target,
+                           message=f"after {_what(exc)}: {said}")
+    return said
+
+
+async def _read_plug(ctx: OpsContext, entity: str) -> str:
+    """The plug's state as Home Assistant reports it now, or why it is unknown."""
+    if ctx.power is None:
+        return f"unknown (Home Assistant is not available: {ctx.power_error})"
+    try:
+        async with asyncio.timeout(ctx.config.home_assistant.timeout_s + 1):
+            return (await ctx.power.state(entity)).state
+    except (HomeAssistantError, TimeoutError) as exc:
+        return f"unknown ({describe_error(exc)})"
+
+
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return "the interruption"
+    return "the failure"
+
+
+def off_time_left(record: WorkflowRecord, entity: str, off_seconds: float, now: float) -> float:
+    """How much longer `entity`'s plug must stay off for the interrupted cycle
+    `record` to have been off its full `off_seconds` (0 when it already was).
+    The off time counts from the plug-off confirmation, else from its intent."""
+    offs = [s for s in record.steps if s.step == "plug off" and s.target == entity]
+    if not offs:
+        return 0.0
+    since = offs[-1].finished_at if offs[-1].ok else offs[-1].started_at
+    return max(0.0, min(off_seconds, off_seconds - (now - (since or now))))
+
+
+def rest_off_step(record: WorkflowRecord, node: str, entity: str, off_seconds: float,
+                  now: float) -> list[PlannedStep]:
+    """The "wait off" a resume owes before turning `entity` back on (none when the
+    plug has already been off the cycle's full off time)."""
+    left = off_time_left(record, entity, off_seconds, now)
+    if left <= 0:
+        return []
+    return [PlannedStep("wait off", node, f"wait {left:.0f} s more with the plug off (the "
+                                          f"cycle asked {off_seconds:g} s off)")]
+
+
+def cycle_off_seconds(record: WorkflowRecord, config: Config) -> float:
+    """The off time the interrupted workflow asked for (resume honours it)."""
+    asked = record.detail.get("off_seconds")
+    if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked <= 3600:
+        return float(asked)
+    return config.power.off_seconds if record.workflow in ("power-cycle", "recover") else 0.0
 
 
 def power_guards(ctx: OpsContext, node: str, action: str,
@@ -245,9 +339,12 @@ async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResul
     close the old record. Stale locks of the old workflow are removed."""
     entities = plugs_left_off(record, ctx.config)
     nodes = [n for n, e in entities]
-    async with WorkflowRun(ctx, "resume", record.wf,
-                           plan=[PlannedStep("plug on", e, plug_action(e, True))
-                                 for _, e in entities],
+    off_s = cycle_off_seconds(record, ctx.config)
+    plan: list[PlannedStep] = []
+    for node, e in entities:
+        plan += [*rest_off_step(record, node, e, off_s, ctx.clock.time()),
+                 PlannedStep("plug on", e, plug_action(e, True))]
+    async with WorkflowRun(ctx, "resume", record.wf, plan=plan,
                            detail={"resumes": record.wf, "nodes": nodes}) as run:
         for lock in ctx.locks.list():
             if lock.wf == record.wf:
@@ -255,6 +352,8 @@ async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResul
         run.lock(nodes)
         found: dict[str, object] = {}
         for node, entity in entities:
+            if (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
+                await wait_off(run, node, left)
             await plug_on(run, node, entity)
             found[node] = (await wait_back(run, node))["summary"]
         ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,

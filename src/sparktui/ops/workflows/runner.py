@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sparktui.core.errors import describe_error
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import (
     GuardsEvaluated,
@@ -240,4 +241,4 @@ def _why(exc: BaseException | None) -> str:
         return "cancelled"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
-    return str(exc) or type(exc).__name__
+    return describe_error(exc)
