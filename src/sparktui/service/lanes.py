@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparktui.core.state import ClusterSnapshot
-from sparktui.watch.readiness import RankContainer, lane_ranks
+from sparktui.watch.readiness import RankContainer
 
 
 @dataclass(frozen=True)
@@ -42,24 +42,6 @@ class LaneView:
         return None
 
 
-def discover_lanes(snapshot: ClusterSnapshot) -> dict[str, tuple[RankContainer, ...]]:
-    """Every sparktui lane with a container on some node, ranks in order.
-
-    A lane whose containers all exited still shows (its failure is the news);
-    it disappears when its containers are removed.
-    """
-    found: dict[str, dict[int, RankContainer]] = {}
-    for snap in snapshot.nodes:
-        if snap.probe is None:
-            continue
-        names = {c.lane for c in snap.probe.containers if c.lane}
-        for lane in names:
-            assert lane is not None
-            for rc in lane_ranks(snap.node, snap.probe.containers, lane):
-                found.setdefault(lane, {})[rc.rank] = rc
-    return {lane: tuple(r for _, r in sorted(ranks.items())) for lane, ranks in found.items()}
-
-
 def lane_cluster(snapshot: ClusterSnapshot, lane: str) -> str:
     for snap in snapshot.nodes:
         if snap.probe is None:
@@ -79,14 +61,3 @@ def lane_uptime(snapshot: ClusterSnapshot, lane: str) -> float | None:
             if c.lane == lane and c.labels.get("sparktui.rank") == "0":
                 return c.up_for_s
     return None
-
-
-def busy_lanes(snapshot: ClusterSnapshot) -> dict[str, str]:
-    """node -> the lane (or foreign container) running on it."""
-    out: dict[str, str] = {}
-    for snap in snapshot.nodes:
-        if snap.probe is None:
-            continue
-        for c in snap.probe.running_containers:
-            out.setdefault(snap.node, c.lane or c.name)
-    return out
