@@ -18,7 +18,8 @@ from sparktui.ops.context import OpsContext
 from sparktui.ops.events import StepProgressed
 from sparktui.ops.guards import Override
 from sparktui.ops.shiftlog import render
-from sparktui.ops.workflows.serve import ServeOptions, serve
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.sim.cluster import Sim
 from sparktui.watch.oom import OomWatch
 from sparktui.watch.readiness import LaneWatch, discover_lane
@@ -113,7 +114,7 @@ async def test_serve_warns_and_journals_then_stops_when_the_recipe_asks(
     assert r.readiness.stop_on_predicted_oom
     async with sim_ctx("boot-d-oom", speed=400.0) as (sim, ctx, events):
         options = ServeOptions(overrides=frozenset({Override.FIT}), poll_s=5.0)
-        result = await serve(ctx, r, "4nodes-switch-b", options)
+        result = await execute(ctx, await prepare(ctx, Serve(r, "4nodes-switch-b", options)))
         assert not result.ok
         assert result.detail.get("outcome") == "predicted-oom", result.message
         assert "stopped before running out of memory" in result.message
