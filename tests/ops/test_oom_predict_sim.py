@@ -126,6 +126,6 @@ async def test_serve_warns_and_journals_then_stops_when_the_recipe_asks(
         notes = [e for e in ctx.journal.entries() if e.kind == "note"
                  and e.message.startswith("predicted OOM")]
         assert notes and notes[0].detail["hard"]
-        assert any(isinstance(e, StepProgressed) and "PREDICTED OOM" in e.message
+        assert any(isinstance(e, StepProgressed) and e.step == "predicted oom"
                    for e in events.events)
         assert "Predicted OOM" in render(ctx.journal.entries())

@@ -32,7 +32,7 @@ from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
-from sparktui.ops.workflows.qualify import run_gate
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, run_gate
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
 from sparktui.watch.oom import OomWatch
@@ -330,7 +330,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
 
     def predicted(w: OomPredicted) -> None:
         """Warn (progress, journal); stop the lane when the recipe asks for it."""
-        run.progress("readiness", lane, f"PREDICTED OOM: {w.message()}")
+        run.progress(PREDICTED_OOM_STEP, w.node, w.message())
         ctx.journal.append(run.wf, "note", workflow="serve", target=lane,
                            message=f"predicted OOM: {w.message()}", detail=w.to_json())
         if w.hard and recipe.readiness.stop_on_predicted_oom and not oom_stop.done():
