@@ -36,6 +36,7 @@ from sparktui.ops.shiftlog import render as render_shiftlog
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
+from sparktui.ops.workflows.qualify import LaneNews, lane_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve
@@ -148,6 +149,23 @@ class ClusterService:
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
         self._emit(WorkflowProgressed(event))
+        if (news := lane_news(event)) is not None:
+            self._lane_news(news)
+
+    def _lane_news(self, news: LaneNews) -> None:
+        """A gate verdict onto its lane's view; a garbled/slow lane or a predicted
+        OOM as an alert (the gate never stops a lane itself)."""
+        if news.kind == "gate" and (watch := self._lanes.get(news.subject)) is not None:
+            watch.gate = (news.state, news.text)
+            watch.publish()
+        key = f"{news.kind}:{news.subject}"
+        if news.alarming:
+            alert = Alert(key, news.kind if news.kind != "gate" else news.state, news.subject,
+                          news.evidence, news.next_step)
+            self._alerts[key] = alert
+            self._emit(AlertRaised(alert))
+        elif news.kind == "gate" and self._alerts.pop(key, None) is not None:
+            self._emit(AlertCleared(key))
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""

@@ -69,6 +69,8 @@ class LaneWatch:
         self.delivered: dict[int, int] = {}
         self._health = "—"
         self._decode_tps: float | None = None
+        self.gate: tuple[str, str] = ("", "")
+        """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self._last_tokens: tuple[float, float] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._alerted = False
@@ -136,6 +138,8 @@ class LaneWatch:
             uptime_s=self._uptime(),
             protected=self._protected,
             failure=t.failure.describe() if t.failure else "",
+            gate=self.gate[0],
+            gate_text=self.gate[1],
         )
 
     def publish(self) -> None:

@@ -29,6 +29,9 @@ class LaneView:
     uptime_s: float | None = None
     protected: bool = False
     failure: str = ""
+    gate: str = ""
+    """Quality gate: qualifying, qualified, garbled, slow, failed ("" before any)."""
+    gate_text: str = ""
     """The first fatal line of any rank, with its rank."""
 
     @property
