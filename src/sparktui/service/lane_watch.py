@@ -72,6 +72,8 @@ class LaneWatch:
         self.delivered: dict[int, int] = {}
         self._health = "—"
         self._decode_tps: float | None = None
+        self.gate: tuple[str, str] = ("", "")
+        """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self._last_tokens: tuple[float, float] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._alerted = False
@@ -153,6 +155,8 @@ class LaneWatch:
             failure=t.failure.describe() if t.failure else "",
             canary=canary.evidence if canary is not None else (),
             stale_s=self._canary.stale_s(ENDPOINT_EVERY_S) if self._canary else None,
+            gate=self.gate[0],
+            gate_text=self.gate[1],
         )
 
     def publish(self) -> None:
