@@ -48,6 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                         "last); protected nodes skipped")
     c.add_argument("state", choices=("on", "off"))
     c.add_argument("cluster")
+    c.add_argument("--hard", action="store_true",
+                   help="off: cut every plug at once (default: nodes that answer SSH are "
+                        "shut down with systemctl poweroff first)")
     _common(c)
     r = acts.add_parser("resume", help="list unfinished workflows, or complete/close one")
     r.add_argument("wf", nargs="?", help="workflow id (from the list)")
@@ -74,7 +77,8 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
                 print(f"sparktui power: unknown cluster {args.cluster!r} (known: "
                       f"{', '.join(config.clusters)})", file=sys.stderr)
                 return EXIT_INPUT
-            return await drive(ctx, ClusterPower(args.cluster, args.state == "on"), args)
+            return await drive(ctx, ClusterPower(args.cluster, args.state == "on",
+                                                 hard=args.hard), args)
         node = args.node
         if node not in config.nodes:
             print(f"sparktui power: unknown node {node!r} (known: {', '.join(config.nodes)})",

@@ -106,6 +106,9 @@ class PowerConfig:
     off_seconds: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 35.0
     boot_timeout_s: Seconds = 600.0
     auto_recover: bool = False
+    poweroff_timeout_s: Seconds = 180.0
+    """Graceful power-off: how long a node may take to stop answering after
+    ``systemctl poweroff`` before its plug is cut anyway."""
 
 
 @dataclass(frozen=True)
