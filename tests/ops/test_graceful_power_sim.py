@@ -8,8 +8,9 @@ from __future__ import annotations
 from sparktui.core.state import ClusterSnapshot, NodeSnapshot, NodeState, ProbeResult
 from sparktui.ops.events import StepStarted
 from sparktui.ops.plan import OpsState
-from sparktui.ops.workflows.cluster_power import POWEROFF, ClusterPower
+from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import POWEROFF, PowerSwitch
 
 B = "4nodes-switch-b"
 B_NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
@@ -62,3 +63,16 @@ def test_a_starved_node_is_hard_cut_with_the_reason_in_the_plan(fleet_config):
         assert "hard cut" not in actions[("plug off", f"switch.{n}")]
     assert plan.detail["hard_cut"] == {"dgx6": "starved (ping answers, SSH does not): it "
                                                 "cannot shut itself down"}
+
+
+async def test_power_off_one_node_is_graceful_unless_hard(sim_ctx):
+    async with sim_ctx() as (sim, ctx, events):
+        plan = await prepare(ctx, PowerSwitch("dgx6", False))
+        assert [s.step for s in plan.steps] == ["poweroff", "wait dark", "plug off"]
+        result = await execute(ctx, plan)
+        assert result.ok and "shut down first" in result.message, result.message
+        assert sim.nodes["dgx6"].power == "off" and sim.nodes["dgx6"].unclean_losses == 0
+        hard = await run_wf(ctx, PowerSwitch("dgx7", False, hard=True))
+        assert hard.ok and "hard cut: --hard" in hard.message
+        assert sim.nodes["dgx7"].unclean_losses == 1
+        assert [e.target for e in events.of(StepStarted) if e.step == "poweroff"] == ["dgx6"]

@@ -21,45 +21,19 @@ from dataclasses import dataclass
 from functools import partial
 
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
-from sparktui.core.state import ClusterSnapshot, NodeState
 from sparktui.ops import guards
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.power import (
-    SSH_CHECK,
-    SSH_CHECK_TIMEOUT_S,
-    WAIT_POLL_S,
+    GRACEFUL,
     _power,
+    graceful_off_steps,
     plug_action,
+    power_off_modes,
+    poweroff,
     wait_back,
+    wait_dark,
 )
 from sparktui.ops.workflows.runner import WorkflowRun, together
-
-POWEROFF = ": sparktui-poweroff; systemctl poweroff"
-POWEROFF_TIMEOUT_S = 30.0
-GRACEFUL = ""
-"""A node's mode when it is powered off gracefully (else: why it is hard-cut)."""
-
-
-def power_off_modes(config: Config, nodes: tuple[str, ...], snapshot: ClusterSnapshot | None,
-                    hard: bool) -> dict[str, str]:
-    """node -> GRACEFUL, or the reason its plug is cut without a shutdown."""
-    modes = {}
-    for n in nodes:
-        snap = snapshot.get(n) if snapshot else None
-        if hard:
-            modes[n] = "--hard"
-        elif snap is None:
-            modes[n] = "not observed"
-        elif snap.state is NodeState.ONLINE:
-            modes[n] = GRACEFUL
-        elif snap.state is NodeState.STARVED:
-            modes[n] = "starved (ping answers, SSH does not): it cannot shut itself down"
-        elif snap.state is NodeState.POWERED_OFF:
-            modes[n] = "already off"
-        else:
-            modes[n] = f"{snap.state.value}: SSH does not answer"
-    return modes
 
 
 def plan_steps(config: Config, p: guards.ClusterPowerPlan,
@@ -67,10 +41,7 @@ def plan_steps(config: Config, p: guards.ClusterPowerPlan,
     modes = modes or {}
     steps = [PlannedStep("switch on", e, plug_action(e, True)) for e in p.switches_before]
     graceful = [n for n in p.nodes if not p.on and modes.get(n) == GRACEFUL]
-    steps += [PlannedStep("poweroff", n, POWEROFF) for n in graceful]
-    timeout = config.power.poweroff_timeout_s
-    steps += [PlannedStep("wait dark", n, f"until SSH and liveness stop answering (at most "
-                                          f"{timeout:g} s, then cut anyway)") for n in graceful]
+    steps += graceful_off_steps(config, graceful)
     for n in p.nodes:
         e = config.nodes[n].switch
         why = modes.get(n, GRACEFUL)
@@ -126,8 +97,8 @@ class ClusterPower:
         run.lock(list(p.nodes))
         power = _power(ctx)
         graceful = [n for n in p.nodes if not on and modes.get(n) == GRACEFUL]
-        await together(*(_poweroff(run, n, modes) for n in graceful))
-        await together(*(_wait_dark(run, n, modes) for n in graceful if modes[n] == GRACEFUL))
+        await together(*(poweroff(run, n, modes) for n in graceful))
+        await together(*(wait_dark(run, n, modes) for n in graceful if modes[n] == GRACEFUL))
         for entity in p.switches_before:
             await run.step("switch on", entity, plug_action(entity, True),
                            partial(power.turn, entity, True),
@@ -158,48 +129,3 @@ class ClusterPower:
         run.finish(True, message, {"nodes": list(p.nodes), "skipped": skipped,
                                    "kept_on": kept, "back": found, "hard_cut": hard})
 
-
-async def _poweroff(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
-    """``systemctl poweroff``; a refusal (no right to power off) turns the node
-    into a hard cut with the reason, a dropped connection is the shutdown."""
-    ctx = run.ctx
-
-    async def go() -> str:
-        try:
-            res = await ctx.link(node).run(POWEROFF, POWEROFF_TIMEOUT_S)
-        except RemoteError as exc:
-            return f"connection closed ({exc.message})"
-        if res.exit_status not in (0, None):
-            why = (res.stderr or res.stdout).strip()[:160]
-            modes[node] = f"systemctl poweroff refused (exit {res.exit_status}: {why})"
-            return modes[node]
-        return "shutting down"
-
-    await run.step("poweroff", node, POWEROFF, go, describe=lambda s: s)
-
-
-async def _wait_dark(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
-    """Until neither SSH nor liveness answers, bounded: past the bound the plug
-    is cut anyway and the result says so."""
-    ctx = run.ctx
-    clock = ctx.clock
-    timeout = ctx.config.power.poweroff_timeout_s
-
-    async def ssh_answers() -> bool:
-        try:
-            return (await ctx.link(node).run(SSH_CHECK, SSH_CHECK_TIMEOUT_S)).exit_status == 0
-        except RemoteError:
-            return False
-
-    async def go() -> str:
-        start = clock.monotonic()
-        while True:
-            if not await ctx.alive(node) and not await ssh_answers():
-                return f"dark after {clock.monotonic() - start:.0f} s"
-            if clock.monotonic() - start >= timeout:
-                modes[node] = f"still answering {timeout:g} s after systemctl poweroff"
-                return modes[node] + ": cutting anyway"
-            await clock.sleep(WAIT_POLL_S)
-
-    await run.step("wait dark", node, f"until SSH and liveness stop answering (at most "
-                                      f"{timeout:g} s)", go, describe=lambda s: s)
