@@ -70,6 +70,8 @@ VALUES = st.one_of(
     st.text(max_size=20),
     st.integers(1, 20_000).map(lambda n: "a" * n),
     st.sampled_from(["nan", "inf", "-1", "http://[::1", "ftp://x", "", "x" * 300]),
+    st.lists(st.one_of(st.integers(-5, 5), st.text(max_size=5), NON_FINITE), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "port", "nan"]), st.integers(-1, 1), max_size=2),
 )
 
 

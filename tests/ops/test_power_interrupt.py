@@ -9,12 +9,14 @@ import asyncio
 import pytest
 
 from sparktui.ops.events import StepProgressed, StepStarted
-from sparktui.ops.workflows.power import power_cycle
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import PowerCycle
 
 
 async def test_ctrl_c_during_the_off_wait_says_what_the_plug_reads(sim_ctx):
     async with sim_ctx() as (sim, ctx, events):
-        task = asyncio.create_task(power_cycle(ctx, "dgx7", off_seconds=3600))
+        plan = await prepare(ctx, PowerCycle("dgx7", 3600))
+        task = asyncio.create_task(execute(ctx, plan))
         for _ in range(2000):
             if any(isinstance(e, StepStarted) and e.step == "wait off" for e in events.events):
                 break

@@ -11,13 +11,7 @@ from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
-from sparktui.ops.workflows.power import (
-    cycle_off_seconds,
-    plugs_left_off,
-    rest_off_step,
-    resume_power,
-)
-from sparktui.ops.workflows.runner import WorkflowResult
+from sparktui.ops.workflows.power import cycle_off_seconds, plugs_left_off, rest_off_step
 
 
 @dataclass(frozen=True)
@@ -48,10 +42,6 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
             action = ""
         out.append(Offer(rec, rec.describe(), action, plugs))
     return out
-
-
-async def resume(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
-    return await resume_power(ctx, record)
 
 
 def close(ctx: OpsContext, record: WorkflowRecord, reason: str) -> list[str]:

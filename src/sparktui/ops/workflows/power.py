@@ -5,23 +5,25 @@ off_seconds`` (35 s in the seeds' runbook) -> plug on (confirmed) -> wait for
 liveness -> wait for SSH -> re-check (snapshot: kernel, NAS mount, HF cache).
 From the moment the plug may be off until it is confirmed on again, the run
 owes "turn it back on": a failure or cancellation in between leaves the
-workflow unfinished in the journal, and `resume_power` completes it.
+workflow unfinished in the journal, and `Resume` completes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError, describe_error
-from sparktui.core.state import NodeSnapshot
+from sparktui.core.state import ClusterSnapshot, NodeState
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext, Power
 from sparktui.ops.journal import JournalError, WorkflowRecord
-from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep, Workflow
+from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 
 SSH_CHECK = ": sparktui-ssh-check; uname -r"
 SSH_CHECK_TIMEOUT_S = 10.0
@@ -66,6 +68,88 @@ def _power(ctx: OpsContext) -> Power:
     if ctx.power is None:
         raise HomeAssistantError(f"Home Assistant is not available: {ctx.power_error}")
     return ctx.power
+
+
+POWEROFF = ": sparktui-poweroff; systemctl poweroff"
+POWEROFF_TIMEOUT_S = 30.0
+GRACEFUL = ""
+"""A node's mode when it is powered off gracefully (else: why it is hard-cut)."""
+
+
+def power_off_modes(config: Config, nodes: Sequence[str], snapshot: ClusterSnapshot | None,
+                    hard: bool) -> dict[str, str]:
+    """node -> GRACEFUL, or the reason its plug is cut without a shutdown."""
+    modes = {}
+    for n in nodes:
+        snap = snapshot.get(n) if snapshot else None
+        if hard:
+            modes[n] = "--hard"
+        elif snap is None:
+            modes[n] = "not observed"
+        elif snap.state is NodeState.ONLINE:
+            modes[n] = GRACEFUL
+        elif snap.state is NodeState.STARVED:
+            modes[n] = "starved (ping answers, SSH does not): it cannot shut itself down"
+        elif snap.state is NodeState.POWERED_OFF:
+            modes[n] = "already off"
+        else:
+            modes[n] = f"{snap.state.value}: SSH does not answer"
+    return modes
+
+
+def graceful_off_steps(config: Config, nodes: Sequence[str]) -> list[PlannedStep]:
+    """The shutdown before the plugs of ``nodes`` are cut (graceful power-off)."""
+    timeout = config.power.poweroff_timeout_s
+    return [*(PlannedStep("poweroff", n, POWEROFF) for n in nodes),
+            *(PlannedStep("wait dark", n, f"until SSH and liveness stop answering (at most "
+                                         f"{timeout:g} s, then cut anyway)") for n in nodes)]
+
+
+async def poweroff(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
+    """``systemctl poweroff``; a refusal (no right to power off) turns the node
+    into a hard cut with the reason, a dropped connection is the shutdown."""
+    ctx = run.ctx
+
+    async def go() -> str:
+        try:
+            res = await ctx.link(node).run(POWEROFF, POWEROFF_TIMEOUT_S)
+        except RemoteError as exc:
+            return f"connection closed ({exc.message})"
+        if res.exit_status not in (0, None):
+            why = (res.stderr or res.stdout).strip()[:160]
+            modes[node] = f"systemctl poweroff refused (exit {res.exit_status}: {why})"
+            return modes[node]
+        return "shutting down"
+
+    await run.step("poweroff", node, POWEROFF, go, describe=lambda s: s)
+
+
+async def wait_dark(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
+    """Until neither SSH nor liveness answers, bounded: past the bound the plug
+    is cut anyway and the result says so."""
+    ctx = run.ctx
+    clock = ctx.clock
+    timeout = ctx.config.power.poweroff_timeout_s
+
+    async def ssh_answers() -> bool:
+        try:
+            return (await ctx.link(node).run(SSH_CHECK, SSH_CHECK_TIMEOUT_S)).exit_status == 0
+        except RemoteError:
+            return False
+
+    async def go() -> str:
+        start = clock.monotonic()
+        while True:
+            if not await ctx.alive(node) and not await ssh_answers():
+                return f"dark after {clock.monotonic() - start:.0f} s"
+            if clock.monotonic() - start >= timeout:
+                modes[node] = f"still answering {timeout:g} s after systemctl poweroff"
+                return modes[node] + ": cutting anyway"
+            await clock.sleep(WAIT_POLL_S)
+
+    await run.step("wait dark", node, f"until SSH and liveness stop answering (at most "
+                                      f"{timeout:g} s)", go, describe=lambda s: s)
+
 
 
 async def plug_off(run: WorkflowRun, node: str, entity: str) -> None:
@@ -179,11 +263,13 @@ async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str,
     Once the plug may be off: a failure tries to turn it back on at once, and an
     interruption says what the plug reads and how to resume (`_plug_left`)."""
     entity = run.ctx.config.nodes[node].switch
-    await plug_off(run, node, entity)
     try:
+        await plug_off(run, node, entity)
         await wait_off(run, node, off_seconds)
         await plug_on(run, node, entity)
     except BaseException as exc:
+        if entity not in run.obligations:
+            raise  # the plug was never switched off: nothing to restore
         said = await _plug_left(run, node, entity, exc)
         if isinstance(exc, StepFailed):
             raise StepFailed(exc.step, exc.target, f"{exc.message}; {said}") from exc
@@ -273,83 +359,177 @@ def cycle_off_seconds(record: WorkflowRecord, config: Config) -> float:
     return config.power.off_seconds if record.workflow in ("power-cycle", "recover") else 0.0
 
 
-def power_guards(ctx: OpsContext, node: str, action: str,
-                 snap: NodeSnapshot | None = None) -> guards.GuardReport:
-    """The power guards; give the node's latest snapshot (``snap``) so what the
-    action would kill is checked too (a protected lane's rank refuses)."""
-    report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders(), snap)
-    if ctx.power is None:
-        extra = guards.Verdict("home-assistant", node, False,
-                               f"Home Assistant is not available: {ctx.power_error}")
-        report = guards.GuardReport((*report.verdicts, extra))
-    return report
+def _power_plan(kind: str, node: str, action: str, state: OpsState, steps: list[PlannedStep],
+                workflow: Workflow, detail: dict[str, object]) -> Plan:
+    """The plan of a one-node power action; the node's snapshot (when it answered)
+    says what the action would kill (a protected lane's rank refuses)."""
+    config = state.config
+    report = guards.evaluate_power(config, node, action, state.holders(),
+                                   state.snapshot.get(node), state.power_error)
+    entity = config.nodes[node].switch if node in config.nodes else ""
+    return Plan(kind, node, report, tuple(steps), workflow, nodes=(node,),
+                entities=(entity,) if entity else (), detail={"node": node, "entity": entity,
+                                                              **detail})
 
 
-async def power_guards_probed(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
-    """`power_guards` with a fresh probe of the node (``power on`` needs none: an
-    off node runs nothing). A node that does not answer runs nothing reachable."""
-    snap = None
-    if node in ctx.config.nodes and action != "power on":
-        snap = (await ctx.snapshot([node])).get(node)
-    return power_guards(ctx, node, action, snap)
+@dataclass(frozen=True)
+class NodeCycle:
+    """A plug cycle of one node (power cycle, recover): it reads the node's probe,
+    which says what the cycle would kill."""
+
+    node: str
+    off_seconds: float | None = None
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    def off_s(self, config: Config) -> float:
+        return config.power.off_seconds if self.off_seconds is None else self.off_seconds
+
+    def needs(self, config: Config) -> Needs:
+        return Needs(nodes=(self.node,) if self.node in config.nodes else ())
 
 
-async def power_cycle(ctx: OpsContext, node: str, *,
-                      off_seconds: float | None = None) -> WorkflowResult:
-    off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = await power_guards_probed(ctx, node, "power cycle")
-    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
-    steps = plan_power(ctx.config, node, "cycle", off_s) if node in ctx.config.nodes else []
-    async with WorkflowRun(ctx, "power-cycle", node, plan=steps,
-                           detail={"node": node, "entity": entity, "off_seconds": off_s}) as run:
-        run.guards(report)
-        run.lock([node])
-        found = await cycle_in(run, node, off_s)
+@dataclass(frozen=True)
+class PowerCycle(NodeCycle):
+    """``power cycle NODE``."""
+
+    kind: str = field(default="power-cycle", init=False)
+
+    def plan(self, state: OpsState) -> Plan:
+        off_s = self.off_s(state.config)
+        steps = (plan_power(state.config, self.node, "cycle", off_s)
+                 if self.node in state.config.nodes else [])
+        return _power_plan(self.kind, self.node, "power cycle", state, steps, self,
+                           {"off_seconds": off_s})
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        run.lock([self.node])
+        found = await cycle_in(run, self.node, self.off_s(run.ctx.config))
         run.finish(True, str(found["summary"]), found)
-    return run.outcome()
 
 
-async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
-    """``power on|off NODE``."""
-    action = "on" if on else "off"
-    report = await power_guards_probed(ctx, node, f"power {action}")
-    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
-    steps = plan_power(ctx.config, node, action) if node in ctx.config.nodes else []
-    async with WorkflowRun(ctx, f"power-{action}", node, plan=steps,
-                           detail={"node": node, "entity": entity}) as run:
-        run.guards(report)
+@dataclass(frozen=True)
+class PowerSwitch:
+    """``power on|off NODE`` (an off node runs nothing: power on probes nothing).
+    Off is graceful for a node that answers: ``systemctl poweroff``, wait until
+    dark, then the plug; a starved or unreachable node (or ``--hard``) is cut
+    at once and the plan says why."""
+
+    node: str
+    on: bool
+    hard: bool = False
+    """Off: cut the plug at once, no ``systemctl poweroff`` first."""
+
+    @property
+    def kind(self) -> str:
+        return "power-on" if self.on else "power-off"
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    def needs(self, config: Config) -> Needs:
+        return Needs(nodes=(self.node,) if self.node in config.nodes and not self.on else ())
+
+    def plan(self, state: OpsState) -> Plan:
+        action = "on" if self.on else "off"
+        config, node = state.config, self.node
+        if node not in config.nodes:
+            return _power_plan(self.kind, node, f"power {action}", state, [], self, {})
+        steps = plan_power(config, node, action)
+        why = GRACEFUL
+        if not self.on:  # graceful unless the node cannot shut itself down, or --hard
+            why = power_off_modes(config, (node,), state.snapshot, self.hard)[node]
+            if why == GRACEFUL:
+                steps = [*graceful_off_steps(config, [node]), *steps]
+            else:
+                steps = [replace(s, action=f"{s.action}  (hard cut: {why})") for s in steps]
+        plan = _power_plan(self.kind, node, f"power {action}", state, steps, self,
+                           {"hard_cut": why} if why else {})
+        return replace(plan, data={node: why})
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx, node = run.ctx, self.node
+        entity = ctx.config.nodes[node].switch
         run.lock([node])
-        if on:
+        if self.on:
             await plug_on(run, node, entity)
             found = await wait_back(run, node)
             run.finish(True, str(found["summary"]), found)
         else:
+            modes: dict[str, str] = dict(plan.data or {node: GRACEFUL})
+            if modes[node] == GRACEFUL:
+                await poweroff(run, node, modes)
+            if modes[node] == GRACEFUL:
+                await wait_dark(run, node, modes)
             await run.step("plug off", entity, plug_action(entity, False),
                            lambda: _power(ctx).turn(entity, False),
                            describe=lambda s: f"{entity} confirmed {s.state}")
-            run.finish(True, f"{node} powered off ({entity} off)")
-    return run.outcome()
+            how = "shut down first" if not modes[node] else f"hard cut: {modes[node]}"
+            run.finish(True, f"{node} powered off ({entity} off; {how})", {"hard_cut": modes[node]})
 
 
-async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
-    """Complete an unfinished workflow that may have left plugs off: turn every
-    plug it turned off (or was turning off) back on, wait for each node, and
-    close the old record. Stale locks of the old workflow are removed."""
-    entities = plugs_left_off(record, ctx.config)
-    nodes = [n for n, e in entities]
-    off_s = cycle_off_seconds(record, ctx.config)
-    plan: list[PlannedStep] = []
-    for node, e in entities:
-        plan += [*rest_off_step(record, node, e, off_s, ctx.clock.time()),
-                 PlannedStep("plug on", e, plug_action(e, True))]
-    async with WorkflowRun(ctx, "resume", record.wf, plan=plan,
-                           detail={"resumes": record.wf, "nodes": nodes}) as run:
-        for lock in ctx.locks.list():
-            if lock.wf == record.wf:
-                ctx.locks.close(lock.node)
-        run.lock(nodes)
-        found: dict[str, object] = {}
+@dataclass(frozen=True)
+class Resume:
+    """Complete an unfinished workflow that may have left plugs off: turn every plug
+    it turned off (or was turning off) back on, wait for each node, and close the
+    old record. The old workflow's stale locks are removed."""
+
+    wf: str
+    kind: str = field(default="resume", init=False)
+
+    @property
+    def target(self) -> str:
+        return self.wf
+
+    def needs(self, config: Config) -> Needs:
+        return Needs()
+
+    def plan(self, state: OpsState) -> Plan:
+        record = next((r for r in state.unfinished if r.wf == self.wf), None)
+        if record is None:
+            report = guards.GuardReport((guards.Verdict(
+                "journal", self.wf, False, f"no unfinished workflow {self.wf!r} in the "
+                                           f"journal -> `sparktui power resume` lists them"),))
+            return Plan(self.kind, self.wf, report, (), self)
+        entities = plugs_left_off(record, state.config)
+        nodes = tuple(n for n, _ in entities)
+        verdicts = [guards.Verdict("journal", self.wf, True, record.describe())]
+        if not entities:
+            verdicts.append(guards.Verdict(
+                "journal", self.wf, False,
+                f"{self.wf} left no plug off: nothing to complete -> close it "
+                f"(`sparktui power resume {self.wf} --close REASON`)"))
+        others = {lock.node: lock.describe() for lock in state.locks if lock.wf != self.wf}
+        verdicts += [guards.runlock(n, others) for n in nodes]
+        if entities:
+            verdicts.append(guards.home_assistant(self.wf, state.power_error))
+        stale = [lock.node for lock in state.locks if lock.wf == self.wf]
+        steps = [PlannedStep("close lock", n, f"remove {n}'s stale lock of {self.wf}")
+                 for n in stale]
+        boot = state.config.power.boot_timeout_s
+        off_s = cycle_off_seconds(record, state.config)
+        now = state.snapshot.taken_at
         for node, entity in entities:
+            steps += [*rest_off_step(record, node, entity, off_s, now),
+                      PlannedStep("plug on", entity, plug_action(entity, True)),
+                      *back_steps(boot, node)]
+        return Plan(self.kind, self.wf, guards.GuardReport(tuple(verdicts)), tuple(steps), self,
+                    nodes=nodes, entities=tuple(e for _, e in entities),
+                    detail={"resumes": self.wf, "nodes": list(nodes)},
+                    data=(record, tuple(stale)))
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx = run.ctx
+        record, stale = plan.data
+        for node in stale:
+            ctx.locks.close(node)
+        run.lock(list(plan.nodes))
+        found: dict[str, object] = {}
+        off_s = cycle_off_seconds(record, ctx.config)
+        for node, entity in plugs_left_off(record, ctx.config):
             if (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
                 await wait_off(run, node, left)
             await plug_on(run, node, entity)
@@ -358,7 +538,6 @@ async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResul
                            ok=False, message=f"completed by {run.wf}")
         run.finish(True, "; ".join(str(v) for v in found.values()) or "nothing left off",
                    {"resumed": record.wf})
-    return run.outcome()
 
 
 def plugs_left_off(record: WorkflowRecord, config: Config) -> list[tuple[str, str]]:
