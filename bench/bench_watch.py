@@ -36,7 +36,7 @@ from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoi
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
-from sparktui.core.logsig import SIGNATURES, classify, clean, split_timestamp, strip_prefixes
+from sparktui.core.logsig import SIGNATURES, classify, message_of
 from sparktui.core.phases import PhaseTracker
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
@@ -115,9 +115,7 @@ async def _follow_once(data: bytes) -> float:
 def _table_walk(line: str) -> object:
     """classify() without its prefilter: every signature in table order (the
     exactness reference of tests/core/test_logsig_prefilter.py)."""
-    if line[:1].isdigit():
-        _, line = split_timestamp(line)
-    msg = strip_prefixes(clean(line))
+    msg = message_of(line)
     for sig in SIGNATURES:
         if sig.pattern.search(msg) is not None:
             return sig

@@ -11,14 +11,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparktui.core.logsig import (
-    SIGNATURES,
-    LogEvent,
-    classify,
-    clean,
-    split_timestamp,
-    strip_prefixes,
-)
+from sparktui.core.logsig import SIGNATURES, LogEvent, classify, event_of, message_of
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_logsig import CASES, JOURNAL, SGL, TS, V11, V33, V33_ERR
@@ -27,17 +20,13 @@ from test_logsig import CASES, JOURNAL, SGL, TS, V11, V33, V33_ERR
 def table_only(line: str) -> LogEvent | None:
     """What classify means, without any prefilter: the first signature of
     the table, in order, whose pattern matches the message."""
-    if line[:1].isdigit():
-        _, line = split_timestamp(line)
-    text = clean(line)
-    if not text:
+    msg = message_of(line)
+    if not msg:
         return None
-    msg = strip_prefixes(text)
     for sig in SIGNATURES:
         found = sig.pattern.search(msg)
         if found is not None:
-            fields = {k: v for k, v in found.groupdict().items() if v is not None}
-            return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+            return event_of(sig, found, msg)
     return None
 
 

@@ -369,6 +369,20 @@ def strip_prefixes(text: str) -> str:
     return text
 
 
+def message_of(line: str) -> str:
+    """The message the signatures are matched against: the line without its
+    timestamp, ANSI codes, progress-bar redraws and logger prefixes."""
+    if line[:1].isdigit():
+        _, line = split_timestamp(line)
+    text = clean(line)
+    return strip_prefixes(text) if text else ""
+
+
+def event_of(sig: Signature, found: re.Match[str], msg: str) -> LogEvent:
+    fields = {k: v for k, v in found.groupdict().items() if v is not None}
+    return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+
+
 def classify(line: str) -> LogEvent | None:
     """Classify one log line (docker timestamp already split off or not).
 
@@ -377,18 +391,14 @@ def classify(line: str) -> LogEvent | None:
     try:
         if not isinstance(line, str):
             return None
-        if line[:1].isdigit():
-            _, line = split_timestamp(line)
-        text = clean(line)
-        if not text:
+        msg = message_of(line)
+        if not msg:
             return None
-        msg = strip_prefixes(text)
         for i in _candidates(msg):
             search, sig = _TABLE[i]
             found = search(msg)
             if found is not None:
-                fields = {k: v for k, v in found.groupdict().items() if v is not None}
-                return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+                return event_of(sig, found, msg)
         return None
     except (RecursionError, MemoryError):  # pragma: no cover - pathological input
         return None
