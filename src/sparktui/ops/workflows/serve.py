@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.core.config import Config
+from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
+from sparktui.core.oom_predict import OomPredicted, load_plan
 from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import LaunchPlan, RankLaunch, choose_gid, plan
@@ -30,9 +32,10 @@ from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
-from sparktui.ops.workflows.qualify import run_gate
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, run_gate
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
+from sparktui.watch.oom import OomWatch
 from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer, WaitResult
 from sparktui.watch.thrash import ThrashDetector
 
@@ -282,12 +285,15 @@ async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDe
         await ctx.clock.sleep(interval_s)
 
 
-async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict]
-                 ) -> WaitResult | ThrashVerdict:
-    """The lane's boot and its nodes' memory side by side; the first verdict wins."""
-    tasks: list[asyncio.Task[WaitResult | ThrashVerdict]] = [
+async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict],
+                 oom_stop: asyncio.Future[OomPredicted]
+                 ) -> WaitResult | ThrashVerdict | OomPredicted:
+    """The lane's boot and its nodes' memory side by side; the first verdict wins
+    (``oom_stop`` resolves when a predicted OOM is to stop the lane)."""
+    tasks: list[asyncio.Future[WaitResult | ThrashVerdict | OomPredicted]] = [
         asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
-        asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
+        asyncio.create_task(memory, name=f"serve-memory-{watch.lane}"),
+        asyncio.ensure_future(oom_stop)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         return next(iter(done)).result()
@@ -321,6 +327,19 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
             run.progress("readiness", lane, tr.summary())
 
     watch.on_line = on_line
+    oom_stop: asyncio.Future[OomPredicted] = asyncio.get_running_loop().create_future()
+
+    def predicted(w: OomPredicted) -> None:
+        """Warn (progress, journal); stop the lane when the recipe asks for it."""
+        run.progress(PREDICTED_OOM_STEP, w.node, w.message())
+        ctx.journal.append(run.wf, "note", workflow="serve", target=lane,
+                           message=f"predicted OOM: {w.message()}", detail=w.to_json())
+        if w.hard and recipe.readiness.stop_on_predicted_oom and not oom_stop.done():
+            oom_stop.set_result(w)
+
+    oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(ctx.config, recipe, cluster)),
+                   ctx.clock, predicted)
+    watch.on_memory = oom.on_memory
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
     memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
@@ -328,7 +347,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         result = await run.step("readiness", lane, "follow every rank's log until ready, "
                                                   "failed or stalled; watch every node for "
                                                   "thrash",
-                                lambda: _watch(watch, memory), describe=_describe_watch)
+                                lambda: _watch(watch, memory, oom_stop),
+                                describe=_describe_watch)
     except StepFailed:
         if not options.keep:
             await _stop_ranks(run, launch.ranks)
@@ -341,6 +361,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         "kv_concurrency": tr.kv.concurrency,
         "stages": {k: round(v, 1) for k, v in watch.stages.items()},
     }
+    if predictions := oom.warnings():
+        detail["oom_predictions"] = [w.to_json() for _, w in sorted(predictions.items())]
     hung: set[str] = set()
     if isinstance(result, ThrashVerdict):
         # nodes that do not answer, or whose memory is under pressure too (Boot D
@@ -352,6 +374,10 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                             "next_step": result.next_step, "nodes": sorted(hung)}
         why = (f"{result.node} thrashes during the boot ({'; '.join(result.evidence)}) -> "
                + ", ".join(f"`sparktui recover {n}`" for n in sorted(hung)))
+    elif isinstance(result, OomPredicted):
+        detail["outcome"] = "predicted-oom"
+        why = (f"stopped before running out of memory (readiness.stop_on_predicted_oom): "
+               f"{result.message()}")
     else:
         detail["outcome"] = result.outcome.value
         if result.outcome is Outcome.READY:
@@ -383,7 +409,9 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     run.finish(False, f"{lane}: {why}", detail)
 
 
-def _describe_watch(result: WaitResult | ThrashVerdict) -> str:
+def _describe_watch(result: WaitResult | ThrashVerdict | OomPredicted) -> str:
     if isinstance(result, ThrashVerdict):
         return f"thrash on {result.node}"
+    if isinstance(result, OomPredicted):
+        return f"predicted OOM on {result.node}: stopped"
     return result.outcome.value
