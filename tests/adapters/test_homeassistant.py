@@ -123,7 +123,7 @@ async def test_turn_off_then_on_is_confirmed_by_reading_the_state(ha_server, tmp
     fake, url = ha_server
     async with client(url, tmp_path) as ha:
         assert (await ha.turn("switch.dgx6", False)).state == "off"
-        assert await ha.is_on("switch.dgx6") is False
+        assert (await ha.state("switch.dgx6")).powered is False
         assert (await ha.turn("switch.dgx6", True)).state == "on"
         assert (await ha.turn("switch.dgx6", True)).state == "on"  # already on: no call
     assert fake.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
@@ -134,7 +134,7 @@ async def test_unavailable_plug_is_refused_before_any_call(ha_server, tmp_path):
     async with client(url, tmp_path) as ha:
         with pytest.raises(SwitchUnavailable, match=r"switch\.dgx7 is unavailable"):
             await ha.turn("switch.dgx7", False)
-        assert await ha.is_on("switch.dgx7") is None
+        assert (await ha.state("switch.dgx7")).powered is None
     assert fake.calls == []
 
 

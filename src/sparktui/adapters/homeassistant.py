@@ -205,10 +205,6 @@ class HomeAssistant:
             raise HomeAssistantError(f"GET /api/states/{entity}: not a state object: "
                                      f"{redact(response.text[:200])!r}") from None
 
-    async def is_on(self, entity: str) -> bool | None:
-        """True/False, or None when the plug is unavailable/unknown."""
-        return (await self.state(entity)).powered
-
     async def turn(self, entity: str, on: bool, *, confirm_timeout_s: float = CONFIRM_TIMEOUT_S,
                    poll_s: float = CONFIRM_POLL_S) -> SwitchState:
         """Switch ``entity`` and confirm by re-reading its state.
@@ -246,10 +242,6 @@ class HomeAssistant:
             raise HomeAssistantError(f"not a notify service: {service!r}")
         await self._request("POST", f"/api/services/notify/{name}",
                             {"title": title, "message": message})
-
-    def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
-        """A poller PowerSource: node name -> is its plug on."""
-        return plug_power_source(self, entities)
 
 
 class PlugStates(Protocol):
