@@ -449,8 +449,8 @@ def _workflow_of(argv: list[str], config: Config):
 
 def test_every_workflow_was_exercised():
     """Runs after the differential test (same module, file order)."""
-    if not seen:
-        pytest.skip("the differential test did not run in this session")
+    if not seen or EXAMPLES < 2000:
+        pytest.skip("the full differential run (2,000 examples) did not run in this session")
     assert set(seen) == {"serve", "stop", "power-cycle", "power-on", "power-off", "recover",
                          "cluster-power-on", "cluster-power-off", "resume", "runlock-close"}
     assert sum(seen.values()) >= EXAMPLES
