@@ -1,7 +1,8 @@
 """`sparktui wait LANE [--stall-after DURATION]`: block while the lane's boot
-makes progress. Exit 0 when ready (stage times printed), 1 when failed (rank
-and first fatal line), 2 when stalled (last progress seen). There is no total
-timeout; Ctrl-C detaches and leaves the lane running."""
+makes progress. Exit 0 when ready (stage times printed), 1 when failed (rank,
+first fatal line and its root cause), 2 when stalled (last progress seen and
+which ranks still run). There is no total timeout; Ctrl-C detaches and leaves
+the lane running. The boot is watched by `watch/lane.LaneWatcher`."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from ..core.clock import Clock, SystemClock
 from ..core.config import Config
 from ..core.logsig import Phase
 from ..core.phases import format_duration
-from ..watch.readiness import LaneWatch, Outcome, WaitResult, discover_lane
+from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, PhaseChanged
+from ..watch.readiness import Outcome, WaitResult, discover_lane
 from .common import load
 
 EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
@@ -88,24 +90,26 @@ async def wait_lane(
             if rank0.rank != 0 or rank0.port is None:
                 print(f"{lane}: warning: no rank 0 with a sparktui.port label; the endpoint "
                       "cannot be probed, so the wait can only end failed or stalled")
-        watch = LaneWatch(
+        watch = LaneWatcher(
             lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
             first_token=first_token,
         )
         if not quiet:
-            watch.on_line = _phase_printer(watch)
+            watch.subscribe(_phase_printer(watch))
         result = await watch.run()
     print(describe(result))
     return EXIT[result.outcome]
 
 
-def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
+def _phase_printer(watch: LaneWatcher) -> Callable[[LaneEvent], None]:
     """Prints a status line when the lane's phase changes, and during the
     weight load at every further tenth of the shards (with the ETA)."""
     last: list[tuple[Phase, int] | None] = [None]
 
-    def on_line(rank: int, line: str) -> None:
+    def on_event(event: LaneEvent) -> None:
+        if not isinstance(event, LinesArrived | PhaseChanged):
+            return
         tr = watch.tracker
         if tr.phase is Phase.FAILED:
             return
@@ -116,7 +120,7 @@ def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
             print(f"  [{format_duration(watch.clock.monotonic() - tr.start)}] {tr.summary()}",
                   flush=True)
 
-    return on_line
+    return on_event
 
 
 def describe(result: WaitResult) -> str:
@@ -129,5 +133,12 @@ def describe(result: WaitResult) -> str:
         if f.cause:
             lines.append(f"    cause: {f.cause}")
         lines += [f"    | {c}" for c in f.context[-5:]]
+        lines += [f"    (not read: {u})" for u in result.unread]
         return "\n".join(lines)
-    return f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
+    text = f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
+    if result.outcome is Outcome.STALLED:
+        ranks = result.ranks_text()
+        text += (f"\n    ranks {ranks}" if ranks else "") + (
+            f"\n    wait does not stop anything: the ranks keep running; "
+            f"`sparktui stop {result.lane}` stops them")
+    return text

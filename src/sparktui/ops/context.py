@@ -30,6 +30,7 @@ from sparktui.ops.events import Emit, ignore
 from sparktui.ops.imagesync import ssh_image_pipe
 from sparktui.ops.journal import Journal
 from sparktui.ops.runlocks import RunLocks
+from sparktui.watch.lane import LaneWatchers
 from sparktui.watch.poller import Poller
 
 
@@ -75,6 +76,8 @@ class OpsContext:
     fingerprints: Callable[[Sequence[str]], Awaitable[dict[str, str]]] | None = None
     """Host-key fingerprints of the nodes that answered (duplicate-key guard)."""
     pipe_image: ImagePipe | None = None
+    lane_watchers: LaneWatchers | None = None
+    """The process's lane watchers (the console's): a serve shares its lane's."""
 
 
 async def host_key_fingerprints(fleet: Fleet, names: Sequence[str]) -> dict[str, str]:

@@ -56,11 +56,12 @@ from sparktui.service.events import (
     Sink,
     WorkflowProgressed,
 )
-from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
+from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, discover_lanes, lane_cluster, lane_uptime
 from sparktui.watch.follower import LogLine
+from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.poller import Poller, PowerSource
-from sparktui.watch.readiness import NodeLink
+from sparktui.watch.readiness import NodeLink, RankContainer
 from sparktui.watch.thrash import ThrashDetector
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,6 @@ class ClusterService:
         clock: Clock | None = None,
         liveness: LivenessCheck = check_liveness,
         power: Power | None = None,
-        engine_probe: EngineProbe | None = None,
         recipes: Mapping[str, Recipe] | None = None,
         state_dir: Path | None = None,
         follow_journals: bool = True,
@@ -99,7 +99,6 @@ class ClusterService:
         self._liveness = liveness
         self._power = power
         self._power_error = ""
-        self._engine_probe = engine_probe
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self.recipe_problems: list[Problem] = []
@@ -114,7 +113,9 @@ class ClusterService:
         self._ha: HomeAssistant | None = None
         self._sink: Sink = _drop
         self._tasks: list[asyncio.Task[None]] = []
-        self._lanes: dict[str, LaneWatch] = {}
+        self._watchers = LaneWatchers(on_new=self._lane_watched)
+        """One watcher per lane, shared with a serve started here."""
+        self._lanes: dict[str, LaneFeed] = {}
         self._alerts: dict[str, Alert] = {}
 
     # -- lifecycle -----------------------------------------------------------
@@ -131,8 +132,6 @@ class ClusterService:
             self._links = self._fleet
         if self._power is None:
             self._power = self._open_home_assistant(endpoints)
-        if self._engine_probe is None:
-            self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
         self.poller = Poller(self.config, self._links, endpoints, clock=self.clock,
                              liveness=self._liveness, power=self._power_source())
         self.ops = self._ops_context(endpoints)
@@ -180,7 +179,8 @@ class ClusterService:
             locks=RunLocks.in_state_dir(self._state_dir), clock=self.clock,
             emit=self._workflow_event,
             fingerprints=(lambda names: host_key_fingerprints(fleet, names)) if fleet else None,
-            pipe_image=ssh_image_pipe(fleet) if fleet else None)
+            pipe_image=ssh_image_pipe(fleet) if fleet else None,
+            lane_watchers=self._watchers)
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
         self._emit(WorkflowProgressed(event))
@@ -193,8 +193,8 @@ class ClusterService:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        lanes, self._lanes = list(self._lanes.values()), {}
-        await asyncio.gather(*(w.stop() for w in lanes), return_exceptions=True)
+        self._lanes = {}
+        await self._watchers.close()
         if self._fleet is not None:
             await self._fleet.close()
             self._fleet = None
@@ -217,7 +217,7 @@ class ClusterService:
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
         """The buffered lines of one rank and how many were delivered so far."""
-        watch = self._lanes.get(lane)
+        watch = self._watchers.get(lane)
         if watch is None or rank not in watch.buffers:
             return [], 0
         return list(watch.buffers[rank]), watch.delivered.get(rank, 0)
@@ -257,7 +257,7 @@ class ClusterService:
 
     async def preview_stop(self, lane: str) -> ActionPreview:
         ctx = self._ctx()
-        watch = self._lanes.get(lane)
+        watch = self._watchers.get(lane)
         ranks = list(watch.ranks) if watch is not None else await find_lane(ctx, lane)
         nodes = sorted({r.node for r in ranks})
         report = evaluate_stop(self.config, lane, nodes, ctx.locks.holders())
@@ -365,8 +365,9 @@ class ClusterService:
             self._emit(NodeSampled(snap, verdict, point))
             self._alert_for(verdict)
             self._sync_lanes()
-            for watch in self._lanes.values():
-                watch.on_snapshot(snap)
+            for feed in self._lanes.values():
+                feed.watcher.on_snapshot(snap)
+                feed.publish()
 
     def _alert_for(self, verdict: ThrashVerdict) -> None:
         key = f"thrash:{verdict.node}"
@@ -386,25 +387,39 @@ class ClusterService:
         snapshot = self.snapshot()
         found = discover_lanes(snapshot)
         for name, ranks in found.items():
-            watch = self._lanes.get(name)
-            if watch is None:
-                links = {n: self._links.get(n) for n in self.config.nodes}
-                watch = LaneWatch(
-                    name, lane_cluster(snapshot, name), ranks, links=links, clock=self.clock,
-                    sink=self._emit, stall_after_s=self.config.console.stall_after_s,
-                    detector=self.detector, engine_probe=self._engine_probe,
-                    protected=name in self.config.guards.protected_lanes,
-                    uptime=lambda n=name: lane_uptime(self.snapshot(), n))
-                self._lanes[name] = watch
-                watch.start()
-                watch.publish()
-            elif watch.ranks != ranks:
+            watch = self._watchers.attach(name, lambda n=name, r=ranks: self._new_watcher(n, r))
+            if watch.ranks != ranks:
                 watch.update_ranks(ranks)
+                self._lanes[name].publish()
         if all(s.probe is not None for s in snapshot.nodes):
             for name in [n for n in self._lanes if n not in found]:
-                watch = self._lanes.pop(name)
-                self._tasks.append(asyncio.create_task(watch.stop(), name=f"stop:{name}"))
+                if any(s.taken_at <= self._lanes[name].watcher.created_at
+                       for s in snapshot.nodes):
+                    continue  # a serve's new lane: its containers are not polled yet
+                feed = self._lanes.pop(name)
+                feed.unsubscribe()
+                self._tasks.append(asyncio.create_task(self._watchers.drop(name),
+                                                       name=f"stop:{name}"))
                 self._emit(LaneGone(name))
+
+    def _new_watcher(self, name: str, ranks: tuple[RankContainer, ...]) -> LaneWatcher:
+        """A lane found in a snapshot: its memory comes from the poller."""
+        assert self._links is not None and self._endpoints is not None
+        links = {n: self._links.get(n) for n in self.config.nodes}
+        return LaneWatcher(name, ranks, links, self._endpoints.node(ranks[0].node).api_host,
+                           stall_after_s=self.config.console.stall_after_s, clock=self.clock,
+                           first_token=False, resource_poll_s=None)
+
+    def _lane_watched(self, watch: LaneWatcher) -> None:
+        """A new watcher (found here, or a serve's): the console follows it."""
+        old = self._lanes.pop(watch.lane, None)
+        if old is not None:
+            old.unsubscribe()
+        feed = self._lanes[watch.lane] = LaneFeed(
+            watch, lambda: lane_cluster(self.snapshot(), watch.lane), self._emit,
+            detector=self.detector, protected=watch.lane in self.config.guards.protected_lanes,
+            uptime=lambda: lane_uptime(self.snapshot(), watch.lane))
+        feed.publish()
 
 
 def _drop(event: ServiceEvent) -> None:

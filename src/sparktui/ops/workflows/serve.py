@@ -6,8 +6,9 @@ On the first fatal line of any rank (or a rank's exit, or a stall) the run
 reports the rank and the line, collects the last lines of every rank, and
 stops the ranks unless ``keep``. The lock is released whatever happens.
 ``detach`` returns once the ranks started (``sparktui wait`` picks it up).
-The boot itself is watched by ``watch/readiness.LaneWatch``; nothing here
-re-implements log parsing.
+The boot itself is watched by ``watch/lane.LaneWatcher`` (the console's own
+watcher of the lane when the context carries one: a lane is followed once);
+nothing here re-implements log parsing.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
 from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
-from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer, WaitResult
+from sparktui.watch.lane import LaneEvent, LaneWatcher, LinesArrived, PhaseChanged
+from sparktui.watch.readiness import Outcome, RankContainer, WaitResult
 from sparktui.watch.thrash import ThrashDetector
 
 GID_TIMEOUT_S = 15.0
@@ -278,15 +280,19 @@ async def _last_lines(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> dict[str
 
 
 async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDetector,
-                       interval_s: float, answering: dict[str, bool]) -> ThrashVerdict:
+                       interval_s: float, answering: dict[str, bool],
+                       watcher: LaneWatcher | None = None) -> ThrashVerdict:
     """Poll the lane's nodes until one of them thrashes (the Boot D signature:
     memory gone, PSI full climbing, then ping answers while SSH is starved).
-    ``answering`` is kept up to date: did each node's last probe come back."""
+    ``answering`` is kept up to date: did each node's last probe come back.
+    The snapshots are the lane watcher's memory progress too."""
     while True:
         snapshot = await ctx.snapshot(list(nodes))
         worst: ThrashVerdict | None = None
         for snap in snapshot.nodes:
             answering[snap.node] = snap.online
+            if watcher is not None:
+                watcher.on_snapshot(snap)
             verdict = detector.on_snapshot(snap)
             if verdict.level >= ThrashLevel.THRASH and worst is None:
                 worst = verdict
@@ -295,10 +301,10 @@ async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDe
         await ctx.clock.sleep(interval_s)
 
 
-async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict]
+async def _watch(watch: LaneWatcher, memory: Coroutine[Any, Any, ThrashVerdict]
                  ) -> WaitResult | ThrashVerdict:
     """The lane's boot and its nodes' memory side by side; the first verdict wins."""
-    tasks = [asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
+    tasks = [asyncio.create_task(watch.verdict(), name=f"serve-watch-{watch.lane}"),
              asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -317,25 +323,36 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                            recipe.engine, True) for r in launch.ranks]
     stall = (options.stall_after_s or recipe.readiness.stall_after_s
              or ctx.config.console.stall_after_s)
-    watch = LaneWatch(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
-                      ctx.api_host(launch.ranks[0].node), stall_after_s=stall, clock=ctx.clock,
-                      poll_s=options.poll_s,
-                      first_token=options.first_token and recipe.readiness.first_token)
+
+    def make() -> LaneWatcher:
+        return LaneWatcher(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
+                           ctx.api_host(launch.ranks[0].node), stall_after_s=stall,
+                           clock=ctx.clock, poll_s=options.poll_s,
+                           first_token=options.first_token and recipe.readiness.first_token)
+
+    shared = ctx.lane_watchers
+    if shared is not None:
+        watch = await shared.replace(lane, make)
+    else:
+        watch = make()
+        watch.start()
     detector = ThrashDetector(ctx.config.thrash, clock=ctx.clock)
-    node_of = {r.rank: r.node for r in launch.ranks}
     last_phase: list[Phase | None] = [None]
 
-    def on_line(rank: int, line: str) -> None:
-        detector.on_line(node_of[rank], line)
-        tr = watch.tracker
-        if tr.phase is not last_phase[0]:
-            last_phase[0] = tr.phase
-            run.progress("readiness", lane, tr.summary())
+    def on_event(event: LaneEvent) -> None:
+        if isinstance(event, LinesArrived):
+            for ev in event.events:
+                if ev is not None:
+                    detector.on_event(event.node, ev)
+        elif isinstance(event, PhaseChanged) and event.phase is not last_phase[0]:
+            last_phase[0] = event.phase
+            run.progress("readiness", lane, event.summary)
 
-    watch.on_line = on_line
+    unsubscribe = watch.subscribe(on_event)
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
-    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
+    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering,
+                          watch)
     try:
         result = await run.step("readiness", lane, "follow every rank's log until ready, "
                                                   "failed or stalled; watch every node for "
@@ -345,6 +362,10 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         if not options.keep:
             await _stop_ranks(run, launch.ranks)
         raise
+    finally:
+        unsubscribe()
+        if shared is None:
+            await watch.stop()
     tr = watch.tracker
     detail: dict[str, Any] = {
         "recipe": recipe.name, "cluster": cluster, "summary": tr.summary(),
@@ -373,15 +394,21 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
             return
         if result.failure is not None:
             f = result.failure
-            detail["failure"] = {"rank": f.rank, "kind": f.kind.value, "line": f.line,
-                                 "timestamp": f.timestamp}
+            detail["failure"] = f.to_json()
             why = f"failed on rank {f.rank}: {f.line}"
+            if f.cause:
+                why += f" (cause: {f.cause})"
         else:
             why = f"{result.outcome.value}; last progress: {result.last_progress}"
+            if result.ranks:
+                detail["ranks"] = {str(k): v for k, v in result.ranks.items()}
+                why += f"; ranks {result.ranks_text()}"
+        if result.unread:
+            detail["unread"] = list(result.unread)
     reachable = [r for r in launch.ranks if r.node not in hung]
     detail["last_lines"] = await _last_lines(run, reachable)
     if options.keep:
-        why += " (ranks kept: --keep)"
+        why += f" (ranks kept: --keep; `sparktui stop {lane}` stops them)"
     else:
         await _stop_ranks(run, reachable)
         left = f"{', '.join(sorted(hung))} do not answer" if hung else ""

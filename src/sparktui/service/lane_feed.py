@@ -1,0 +1,97 @@
+"""What the console learns of one lane: the lane watcher's events
+(watch/lane.py) turned into service events — the lane's row, its log lines,
+the fatal alert with the next step — and its classified lines handed to the
+thrash detector. It decides nothing and watches nothing itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from sparktui.core.logsig import Kind, Phase
+from sparktui.core.phases import Failure
+from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
+from sparktui.service.lanes import LaneView
+from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher, LinesArrived
+from sparktui.watch.thrash import ThrashDetector
+
+NEXT_STEP: dict[Kind, str] = {
+    Kind.CUDA_OOM: "stop the lane (x); lower gpu_memory_utilization or the KV pin, "
+                   "or serve on more nodes (fit shows the envelope)",
+    Kind.GPU_ADMISSION: "GB10 admits at most the admission_free_gib; lower "
+                        "gpu_memory_utilization in the recipe",
+    Kind.KV_TOO_SMALL: "raise the KV pin or lower max_model_len (fit gives both numbers)",
+    Kind.NCCL_ERROR: "check kernel pins and the shared switch; stop the lane (x) and re-serve",
+    Kind.HF_ENTRY_MISSING: "the HF cache on that node is not the NAS symlink: fix it, re-serve",
+    Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
+                      "(the 22:45 signature) and recover (R) a node that stops answering",
+    Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
+    Kind.PORT_TAKEN: "another server holds the lane's port: stop this lane (x), then serve "
+                     "it on a free port or stop the other lane",
+}
+
+
+def fatal_alert(lane: str, phase: Phase, failure: Failure) -> Alert:
+    evidence = (f"rank {failure.rank} ({phase}): {failure.line}",
+                *((f"cause: {failure.cause}",) if failure.cause else ()),
+                *failure.context[-3:])
+    step = NEXT_STEP.get(failure.kind, "stop the lane (x) and read the boot log (rank "
+                         f"{failure.rank}) before re-serving")
+    return Alert(f"fatal:{lane}", "fatal", lane, evidence, step)
+
+
+class LaneFeed:
+    """Subscribed to one lane's watcher for the console's service."""
+
+    def __init__(self, watcher: LaneWatcher, cluster: Callable[[], str], sink: Sink, *,
+                 detector: ThrashDetector | None = None, protected: bool = False,
+                 uptime: Callable[[], float | None] = lambda: None) -> None:
+        self.watcher = watcher
+        self.cluster = cluster
+        self._sink = sink
+        self._detector = detector
+        self._protected = protected
+        self._uptime = uptime
+        self._last_view: LaneView | None = None
+        self.unsubscribe = watcher.subscribe(self.on_event)
+
+    def on_event(self, event: LaneEvent) -> None:
+        if isinstance(event, LinesArrived):
+            if self._detector is not None:
+                for ev in event.events:
+                    if ev is not None:
+                        self._detector.on_event(event.node, ev)
+            self._sink(LogLinesArrived(event.lane, event.rank, event.lines, event.delivered))
+        elif isinstance(event, FatalDecided):
+            self._sink(AlertRaised(fatal_alert(event.lane, self.watcher.tracker.phase,
+                                               event.failure)))
+        self.publish()
+
+    def view(self) -> LaneView:
+        w = self.watcher
+        t = w.tracker
+        lp = t.load_progress() if t.phase is Phase.LOADING else None
+        first = w.ranks[0] if w.ranks else None
+        return LaneView(
+            name=w.lane,
+            cluster=self.cluster(),
+            engine=first.engine if first else "",
+            port=first.port if first else None,
+            ranks=w.ranks,
+            phase=t.phase.value,
+            progress=lp.fraction if lp else None,
+            progress_text=lp.describe() if lp else "",
+            kv_tokens=t.kv.tokens,
+            concurrency=t.kv.concurrency,
+            health=w.health,
+            decode_tps=w.decode_tps,
+            uptime_s=self._uptime(),
+            protected=self._protected,
+            failure=t.failure.describe() if t.failure else "",
+        )
+
+    def publish(self) -> None:
+        """Report the lane when what the console shows of it changed."""
+        view = self.view()
+        if view != self._last_view:
+            self._last_view = view
+            self._sink(LaneChanged(view))
