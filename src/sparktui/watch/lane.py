@@ -67,9 +67,9 @@ LOG_BUFFER_LINES = 5000
 FEED_SLICE = 64
 """Lines classified between two yields to the event loop during a burst."""
 ENGINE_TIMEOUT_S = 3.0
-IDENTITY_ECHO_S = 5.0
-"""How long the tag of a ``/v1/models`` request may take to show in the
-rank-0 log before the start-time fallback and the port's owner are asked."""
+ECHO_READS = 3
+"""Reads of the rank-0 log for the tag of a ``/v1/models`` request before the
+start-time fallback and the port's owner are asked."""
 START_SKEW_S = 2.0
 """Clock skew allowed between the server's start time and its container's."""
 RESOURCE_TIMEOUT_S = 10.0
@@ -551,10 +551,7 @@ class LaneWatcher:
                 await self._not_ours(link, port, f"/v1/models lists {', '.join(models)}, not "
                                      f"{', '.join(facts.served_models)}")
                 return ""
-            deadline = self.clock.monotonic() + IDENTITY_ECHO_S
-            while tag not in self._echoed and self.clock.monotonic() < deadline:
-                await self.clock.sleep(min(self.poll_s, 0.5))
-            if tag in self._echoed:
+            if await self._echo(tag, rank0.rank):
                 return mine[0]
             start = (await client.metrics()).get("process_start_time_seconds")
             if start is not None and facts.started is not None:
@@ -569,6 +566,26 @@ class LaneWatcher:
             return ""
         finally:
             self._tags.discard(tag)
+
+    async def _echo(self, tag: str, rank: int) -> bool:
+        """Did the request tagged ``tag`` show up in the rank's log? The log
+        is read to "now" (a one-shot read beside the live stream) a few times,
+        so a slow stream cannot make the lane's own server look foreign."""
+        st = self._ranks.get(rank)
+        for _ in range(ECHO_READS):
+            if tag in self._echoed:
+                return True
+            if st is not None and st.follower is not None and not st.busy:
+                try:
+                    lines = await st.follower.catch_up(self.links[st.rc.node])
+                except RemoteError:
+                    lines = []
+                if lines:
+                    await self._ingest(st, lines)
+            if tag in self._echoed:
+                return True
+            await self.clock.sleep(min(self.poll_s, 0.5))
+        return False
 
     async def _not_ours(self, link: NodeLink, port: int, why: str) -> None:
         holders = await port_holders(link, port, self.lane)
