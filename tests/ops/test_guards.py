@@ -220,7 +220,8 @@ def test_offline_node_refuses_without_override(cfg):
 
 
 def test_runlock_held_by_another_workflow(cfg):
-    report = serve(cfg, locks={"dgx7": "power-cycle dgx7 (wf-1, pid 42 on box)"})
+    report = serve(cfg, locks={"dgx7": "power-cycle dgx7 (wf-1, pid 42 on box); -> wait for "
+                                       "it, or `sparktui runlock close dgx7` if it is stale"})
     v = refusal(report, "runlock", "dgx7")
     assert "power-cycle dgx7" in v.message and "runlock close dgx7" in v.message
 

@@ -16,7 +16,10 @@ async def test_serve_runs_through_readiness_and_releases_the_lock(sim_ctx, fleet
         steps = [e.step for e in events.of(StepStarted)]
         assert steps[:4] == ["gid rank 0", "gid rank 1", "gid rank 2", "gid rank 3"]
         assert steps[4:8] == ["start rank 0", "start rank 1", "start rank 2", "start rank 3"]
-        assert steps[-1] == "readiness"
+        assert steps[8:] == ["readiness", "qualify copy RU", "qualify copy EN",
+                             "qualify identifiers", "qualify bench"]
+        assert result.detail["qualify"]["state"] == "qualified", result.message
+        assert "quality gate PASSED" in result.message
         assert result.detail["kv_tokens"]
         assert set(result.detail["stages"]) >= {"port", "health", "models"}
         assert any(isinstance(e, StepProgressed) for e in events.events)

@@ -18,8 +18,9 @@ import contextlib
 import dataclasses
 import sys
 
-from ..core.config import Config
+from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
+from ..core.tomlschema import flag
 from ..service.cluster import ClusterService
 from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS
@@ -36,7 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
                    help="a seed incident to reproduce (default: [simulator] scenario); "
                         "`sparktui sim --list-scenarios` describes them")
-    p.add_argument("--speed", type=float, default=None,
+    p.add_argument("--speed", type=flag(SimulatorConfig, "speed"), default=None,
                    help="simulated seconds per real second (default: [simulator] speed)")
     p.add_argument("--read-only", action="store_true", help="the observers' console")
     p.set_defaults(func=run)

@@ -9,7 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from sparktui.core.config import Config
+from sparktui.core.config import Config, PowerConfig
+from sparktui.core.tomlschema import flag
 from sparktui.ops import guards
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, open_context
@@ -47,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         a = acts.add_parser(name, help=text, description=text)
         a.add_argument("node")
         if name == "cycle":
-            a.add_argument("--off-seconds", type=float, default=None,
+            a.add_argument("--off-seconds", default=None,
+                           type=flag(PowerConfig, "off_seconds"),
                            help="how long the plug stays off (default: [power] off_seconds)")
         _common(a)
     c = acts.add_parser("cluster", help="power a cluster on (switch first) or off (switch "

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparktui.core.config import Config
+from sparktui.core.config import Config, PowerConfig
+from sparktui.core.tomlschema import flag
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
 from sparktui.ops.workflows.power import power_guards_probed
@@ -32,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ssh_retry_interval_s apart; if none answers, power-cycle "
                                    "that node only through Home Assistant and re-check it.")
     p.add_argument("node")
-    p.add_argument("--off-seconds", type=float, default=None,
+    p.add_argument("--off-seconds", default=None,
+                   type=flag(PowerConfig, "off_seconds"),
                    help="how long the plug stays off (default: [power] off_seconds)")
     add_common(p)
     p.set_defaults(func=run)

@@ -59,6 +59,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stall-after", type=parse_duration, default=None, metavar="DURATION",
                    help="stalled after this long without progress (default: the recipe's, "
                         "else [console] stall_after_s)")
+    p.add_argument("--no-qualify", action="store_true",
+                   help="skip the quality gate after readiness (copy, identifiers, bench)")
     p.set_defaults(func=run)
 
 
@@ -71,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"sparktui serve: {exc}", file=sys.stderr)
             return EXIT_INPUT
         options = ServeOptions(detach=args.detach, keep=args.keep, overrides=overrides,
-                               build_node=args.build_node, stall_after_s=args.stall_after)
+                               build_node=args.build_node, stall_after_s=args.stall_after,
+                               qualify=not args.no_qualify)
         try:
             return asyncio.run(_serve(config, recipe, cluster, options, args))
         except EndpointError as exc:

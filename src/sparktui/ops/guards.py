@@ -348,8 +348,7 @@ def runlock(node: str, holders: Mapping[str, str]) -> Verdict:
     holder = holders.get(node)
     if holder:
         return Verdict("runlock", node, False,
-                       f"{node} is locked by {holder}: one workflow per node -> wait for it, or "
-                       f"`sparktui runlock close {node}` if it is stale")
+                       f"{node} is locked by {holder} (one workflow per node)")
     return Verdict("runlock", node, True, f"{node} is not locked")
 
 

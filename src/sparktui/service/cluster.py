@@ -30,6 +30,7 @@ from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.ops.bundle import BundleSources, token_values
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, Power, host_key_fingerprints
 from sparktui.ops.events import WorkflowEvent
@@ -58,6 +59,7 @@ from sparktui.service.events import (
 )
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, discover_lanes, lane_cluster, lane_uptime
+from sparktui.service.night import NightDesk
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.poller import Poller, PowerSource
@@ -117,6 +119,7 @@ class ClusterService:
         """One watcher per lane, shared with a serve started here."""
         self._lanes: dict[str, LaneFeed] = {}
         self._alerts: dict[str, Alert] = {}
+        self.night = NightDesk(config, clock=self.clock, state_dir=self._state_dir)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -135,6 +138,8 @@ class ClusterService:
         self.poller = Poller(self.config, self._links, endpoints, clock=self.clock,
                              liveness=self._liveness, power=self._power_source())
         self.ops = self._ops_context(endpoints)
+        self.night.attach(lambda: self._bundle_sources(endpoints),
+                          lambda: self.detector.journal_tails, emit=self._emit, phone=self._ha)
         queue = self.poller.subscribe()
         self.poller.start()
         self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
@@ -182,11 +187,18 @@ class ClusterService:
             pipe_image=ssh_image_pipe(fleet) if fleet else None,
             lane_watchers=self._watchers)
 
+    def _bundle_sources(self, endpoints: Endpoints) -> BundleSources:
+        assert self._links is not None and self.ops is not None
+        extra = [endpoints.ha_token_file] if endpoints.simulated else []
+        return BundleSources(self.config, self._links.get, self.ops.journal,  # type: ignore[arg-type]
+                             self.clock, self._state_dir, token_values(self.config, extra))
+
     def _workflow_event(self, event: WorkflowEvent) -> None:
         self._emit(WorkflowProgressed(event))
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""
+        await self.night.stop()
         if self.poller is not None:
             await self.poller.stop()
         tasks, self._tasks = self._tasks, []
@@ -350,6 +362,10 @@ class ClusterService:
     # -- internals -----------------------------------------------------------
 
     def _emit(self, event: ServiceEvent) -> None:
+        try:
+            event = self.night.on_event(event)  # an alert already sent is marked "notified"
+        except Exception:  # the night desk must not stop the watchers either
+            log.exception("night desk failed on %r", event)
         try:
             self._sink(event)
         except Exception:  # a broken subscriber must not stop the watchers

@@ -7,36 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sparktui.core.logsig import Kind, Phase
+from sparktui.core.advice import fatal_next_step
+from sparktui.core.logsig import Phase
 from sparktui.core.phases import Failure
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
 from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher, LinesArrived
 from sparktui.watch.thrash import ThrashDetector
 
-NEXT_STEP: dict[Kind, str] = {
-    Kind.CUDA_OOM: "stop the lane (x); lower gpu_memory_utilization or the KV pin, "
-                   "or serve on more nodes (fit shows the envelope)",
-    Kind.GPU_ADMISSION: "GB10 admits at most the admission_free_gib; lower "
-                        "gpu_memory_utilization in the recipe",
-    Kind.KV_TOO_SMALL: "raise the KV pin or lower max_model_len (fit gives both numbers)",
-    Kind.NCCL_ERROR: "check kernel pins and the shared switch; stop the lane (x) and re-serve",
-    Kind.HF_ENTRY_MISSING: "the HF cache on that node is not the NAS symlink: fix it, re-serve",
-    Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
-                      "(the 22:45 signature) and recover (R) a node that stops answering",
-    Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
-    Kind.PORT_TAKEN: "another server holds the lane's port: stop this lane (x), then serve "
-                     "it on a free port or stop the other lane",
-}
-
 
 def fatal_alert(lane: str, phase: Phase, failure: Failure) -> Alert:
     evidence = (f"rank {failure.rank} ({phase}): {failure.line}",
                 *((f"cause: {failure.cause}",) if failure.cause else ()),
                 *failure.context[-3:])
-    step = NEXT_STEP.get(failure.kind, "stop the lane (x) and read the boot log (rank "
-                         f"{failure.rank}) before re-serving")
-    return Alert(f"fatal:{lane}", "fatal", lane, evidence, step)
+    return Alert(f"fatal:{lane}", "fatal", lane, evidence,
+                 fatal_next_step(failure.kind, failure.rank))
 
 
 class LaneFeed:

@@ -451,6 +451,7 @@ class Sim:
             if not ent.node:
                 self.spec.entities[entity].state = ent.state
         self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
+        self.spec.garbling = fresh.garbling
         self.spec.stale_containers = fresh.stale_containers
         self.spec.scenario = name
         place_stale_containers(self)
@@ -458,10 +459,12 @@ class Sim:
 
     def inject(self, fault: str, target: str = "") -> None:
         """Faults that are not consequences of the model: ``ha-500``, ``ha-hang``,
+        ``ha-502-echo`` (a proxy echoing the request headers),
         ``ha-ok``, ``unavailable`` (entity), ``available`` (entity)."""
         assert self.ha is not None
-        if fault in ("ha-500", "ha-hang", "ha-ok"):
-            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-ok": ""}[fault]
+        if fault in ("ha-500", "ha-hang", "ha-502-echo", "ha-ok"):
+            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-502-echo": "502-echo",
+                             "ha-ok": ""}[fault]
         elif fault in ("unavailable", "available"):
             self.spec.entities[target].state = "unavailable" if fault == "unavailable" else "on"
         else:

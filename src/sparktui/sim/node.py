@@ -42,6 +42,8 @@ class NodeSpec:
     boot_seconds: float = 45.0
     gid_index: int = 3
     """Slot of the RoCE v2 GID carrying the IPv4 address (it drifts: 3 -> 4)."""
+    decode_factor: float = 1.0
+    """Decode speed against a healthy GB10 (slow-decode: a clock cap left behind)."""
     oom_kill_after_s: float | None = None
     """Seconds of thrash after which the kernel's OOM killer finally takes the largest
     process (the node recovers by itself); None: the host wedges silently, as GB10

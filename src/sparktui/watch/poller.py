@@ -25,7 +25,7 @@ from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
+from sparktui.core.errors import RemoteError, describe_error
 from sparktui.core.probe import parse_probe, probe_script
 from sparktui.core.state import (
     ClusterSnapshot,
@@ -221,7 +221,7 @@ class Poller:
             async with asyncio.timeout(self.probe_timeout_s):
                 return await self._power(name)
         except Exception as exc:  # an unreachable HA says nothing about the node
-            log.warning("power state of %s unknown: %r", name, exc)
+            log.warning("power state of %s unknown: %s", name, describe_error(exc))
             return None
 
     def _snap(

@@ -30,6 +30,7 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
+from sparktui.ops.workflows.qualify import run_gate
 from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
 from sparktui.watch.lane import LaneEvent, LaneWatcher, LinesArrived, PhaseChanged
@@ -53,6 +54,8 @@ class ServeOptions:
     stall_after_s: float | None = None
     first_token: bool = True
     poll_s: float = 1.0
+    qualify: bool = True
+    """Run the quality gate (ops/workflows/qualify.py) once the lane is ready."""
 
 
 @dataclass(frozen=True)
@@ -389,8 +392,13 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         detail["outcome"] = result.outcome.value
         if result.outcome is Outcome.READY:
             took = max(result.stages.values(), default=0.0)
-            run.finish(True, f"{lane} serving on {cluster} after {format_duration(took)}",
-                       detail)
+            message = f"{lane} serving on {cluster} after {format_duration(took)}"
+            if options.qualify:
+                gate = await run_gate(run, lane, ctx.api_host(launch.ranks[0].node),
+                                      recipe.port, recipe.qualify)
+                detail["qualify"] = gate.detail()
+                message += f"; {gate.describe()}"
+            run.finish(True, message, detail)
             return
         if result.failure is not None:
             f = result.failure
