@@ -5,7 +5,10 @@ earliest fatal rank across lagging streams, the root cause."""
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
 from test_readiness import FakeEngine, FakeNode, FastClock, P, engine, two_node_lane, until
 
 from sparktui.core.logsig import Kind, Phase

@@ -134,6 +134,8 @@ def describe(result: WaitResult) -> str:
             lines.append(f"    cause: {f.cause}")
         lines += [f"    | {c}" for c in f.context[-5:]]
         lines += [f"    (not read: {u})" for u in result.unread]
+        if result.port_taken:
+            lines.append(f"    {result.port_taken}")
         return "\n".join(lines)
     text = f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
     if result.outcome is Outcome.STALLED:

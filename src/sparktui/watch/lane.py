@@ -203,6 +203,7 @@ class LaneWatcher:
         self._echoed: set[str] = set()
         self._last_tokens: tuple[float, float] | None = None
         self._unread: list[str] = []
+        self._port_taken = ""
 
     # -- subscribers ---------------------------------------------------------
 
@@ -305,7 +306,8 @@ class LaneWatcher:
         tr = self.tracker
         self._result = WaitResult(
             self.lane, Outcome(verdict.value), dict(self.stages), tr.stage_seconds(),
-            tr.failure, tr.last_progress, tr.summary(), ranks or {}, tuple(self._unread))
+            tr.failure, tr.last_progress, tr.summary(), ranks or {}, tuple(self._unread),
+            self._port_taken)
         self._verdict.set()
         self._emit(WatchEnded(self.lane, self._result))
 
@@ -388,7 +390,22 @@ class LaneWatcher:
 
     async def _decide(self) -> None:
         """Decide the lane's failure once every rank's log is read past the
-        candidate's time; an earlier fatal line found meanwhile replaces it."""
+        candidate's time; an earlier fatal line found meanwhile replaces it.
+        Beside it, the head node is asked whether another lane holds the port."""
+        holders = asyncio.create_task(self._port_holders())
+        try:
+            await self._read_past_failure()
+            failure = self.tracker.failure
+            assert failure is not None
+            self._decided = failure
+            self._emit(FatalDecided(self.lane, failure))
+            self._port_taken = await holders
+        finally:
+            holders.cancel()
+        self._finish(Verdict.FAILED, {st.rc.rank: "exited" for st in self._ranks.values()
+                                      if st.ended})
+
+    async def _read_past_failure(self) -> None:
         read_once: set[int] = set()
         while True:
             f = self.tracker.failure
@@ -403,19 +420,21 @@ class LaneWatcher:
             behind = [st for st in behind if st.rc.rank not in read_once or st.busy]
             if not behind:
                 if self.tracker.failure is f:
-                    break
+                    return
                 continue
             if any(st.busy for st in behind):
                 await asyncio.sleep(0)
                 continue
             read_once.update(st.rc.rank for st in behind)
             await asyncio.gather(*(self._catch_up(st) for st in behind))
-        failure = self.tracker.failure
-        assert failure is not None
-        self._decided = failure
-        self._emit(FatalDecided(self.lane, failure))
-        self._finish(Verdict.FAILED, {st.rc.rank: "exited" for st in self._ranks.values()
-                                      if st.ended})
+
+    async def _port_holders(self) -> str:
+        rank0 = next((r for r in self.ranks if r.rank == 0), None)
+        if rank0 is None or rank0.port is None or rank0.node not in self.links:
+            return ""
+        holders = await port_holders(self.links[rank0.node], rank0.port, self.lane)
+        return (f"port {rank0.port} on {rank0.node} answered by lane {', '.join(holders)}"
+                if holders else "")
 
     async def _catch_up(self, st: _RankState) -> None:
         if st.follower is None:

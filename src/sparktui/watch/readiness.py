@@ -81,6 +81,9 @@ class WaitResult:
     watch ended failed or stalled (what ``--keep`` or ``stop`` acts on)."""
     unread: tuple[str, ...] = ()
     """Ranks whose log could not be read to the failure's time (node silent)."""
+    port_taken: str = ""
+    """``port 8000 on dgx1 answered by lane X`` when another lane's running
+    container holds the port on the head node (found when the lane failed)."""
 
     def ranks_text(self) -> str:
         running = [f"r{r}" for r, st in sorted(self.ranks.items()) if st == "running"]

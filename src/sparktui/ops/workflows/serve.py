@@ -413,6 +413,9 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                 why += f"; ranks {result.ranks_text()}"
         if result.unread:
             detail["unread"] = list(result.unread)
+        if result.port_taken:
+            detail["port_taken"] = result.port_taken
+            why += f"; {result.port_taken}"
     reachable = [r for r in launch.ranks if r.node not in hung]
     detail["last_lines"] = await _last_lines(run, reachable)
     if options.keep:
