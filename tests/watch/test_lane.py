@@ -138,6 +138,23 @@ async def test_the_failure_keeps_the_root_cause_line_after_the_traceback(
     assert next(e for e in events if isinstance(e, FatalDecided)).failure == f
 
 
+async def test_a_silent_sparse_scan_is_progress_not_a_stall(engine: FakeEngine) -> None:
+    """The seeds' I5 risk: a 101.5 GB shard read for an hour without a log
+    line and with MemAvailable flat (page cache): the bytes read are progress."""
+    nodes, ranks = await two_node_lane(engine)
+    clock = FastClock(speed=2000)
+    watch = watcher(nodes, ranks, stall=300, clock=clock, resource_poll_s=20.0)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+    for _ in range(15):  # 15 x 60 s = 900 s > stall window; 28 MB/s read, nothing printed
+        await asyncio.sleep(60 / clock.speed)
+        nodes["dgx2"].read_sectors += 28 * 60 * 2048
+        assert not task.done(), task.result().summary
+    result = await asyncio.wait_for(task, 5)  # reads stop: stalled after the window
+    assert result.outcome is Outcome.STALLED
+    assert "more read from disk/NFS" in result.last_progress
+
+
 def test_served_models_from_engine_argv() -> None:
     assert served_models(["vllm", "serve", "org/m", "--port", "8000"]) == ("org/m",)
     assert served_models(["vllm", "serve", "org/m", "--served-model-name", "a", "b",

@@ -54,6 +54,8 @@ class FakeNode:
         self.ps: list[dict[str, str]] = []
         self.new_line = asyncio.Condition()
         self.mem_available_kib = 120 * 1024 * 1024
+        self.read_sectors = 0
+        """Sectors read from the node's disks (/proc/diskstats)."""
         self.stream_delay_s = 0.0
         """Real seconds before a stream delivers anything (a late channel)."""
 
@@ -97,7 +99,8 @@ class FakeNode:
             out = "".join(json.dumps(c) + "\n" for c in self.ps)
         elif cmd.startswith("cat /proc/meminfo"):
             out = (f"MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
-                   f"MemAvailable:   {self.mem_available_kib} kB\n@@io\n")
+                   f"MemAvailable:   {self.mem_available_kib} kB\n@@io\n"
+                   f" 259       0 nvme0n1 900 0 {self.read_sectors} 10 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
         elif cmd.startswith("docker inspect --format"):
             name = cmd.split()[-2]
             out = json.dumps(self.states[name]) + "\n"
