@@ -8,13 +8,16 @@ never any other exception. Runs the pure loaders in-process, so it is fast."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+import re
 import shutil
 import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomlkit
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +27,7 @@ from sparktui.core.fit import fit
 from sparktui.core.lint import lint
 from sparktui.core.recipe_load import list_recipes, load_recipe, recipe_file, recipe_from_text
 from sparktui.core.tomledit import set_value
+from sparktui.core.tomlschema import KeyLines
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_CONFIG = ROOT / "config.toml"
@@ -66,11 +70,52 @@ VALUES = st.one_of(
     st.text(max_size=20),
     st.integers(1, 20_000).map(lambda n: "a" * n),
     st.sampled_from(["nan", "inf", "-1", "http://[::1", "ftp://x", "", "x" * 300]),
+    st.lists(st.one_of(st.integers(-5, 5), st.text(max_size=5), NON_FINITE), max_size=3),
+    st.dictionaries(st.sampled_from(["a", "port", "nan"]), st.integers(-1, 1), max_size=2),
 )
 
 
+_VALUE = re.compile(r"^(?P<key>[^=]+=\s*)(?P<value>.*?)(?P<comment>\s+#[^\"']*)?$")
+
+
+@functools.cache
+def _slot(text: str, path: tuple[str, ...]) -> tuple[int, str, str] | None:
+    """(line index, text before the value, text after it) when `path`'s value is
+    written on one line of its own, else None (then tomlkit edits the document)."""
+    data: Any = tomllib.loads(text)
+    for part in path:
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    number = KeyLines(text).line(path)
+    if number is None:
+        return None
+    line = text.splitlines()[number - 1]
+    m = _VALUE.match(line)
+    if m is None or not line.lstrip().startswith(_quoted(path[-1])):
+        return None
+    try:
+        if tomllib.loads(f"x = {m.group('value')}")["x"] != data:
+            return None
+    except tomllib.TOMLDecodeError:
+        return None
+    return number - 1, m.group("key"), m.group("comment") or ""
+
+
+def _quoted(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'"{key}"'
+
+
 def _mutate(text: str, path: tuple[str, ...], value: Any) -> str:
-    return set_value(text, path, value)
+    """`text` with `path` set to `value`: a one-line edit where the value sits on
+    a line of its own (fast), else a tomlkit round trip."""
+    slot = _slot(text, path)
+    if slot is None:
+        return set_value(text, path, value)
+    index, before, after = slot
+    lines = text.splitlines()
+    lines[index] = before + tomlkit.item(value).as_string() + after
+    return "\n".join(lines) + "\n"
 
 
 def _numbers(obj: Any, where: str = "") -> list[tuple[str, float]]:

@@ -12,11 +12,17 @@ from pathlib import Path
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.bundle import BundleSources, token_values, write_bundle
 from sparktui.ops.guards import Override
-from sparktui.ops.workflows.power import power_cycle
-from sparktui.ops.workflows.serve import ServeOptions, serve
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import PowerCycle
+from sparktui.ops.workflows.serve import Serve, ServeOptions
 
 B = "4nodes-switch-b"
 ENV_TOKEN = "env-token-0123456789abcdef"
+
+
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
 
 
 def members(path: Path) -> dict[str, str]:
@@ -37,12 +43,12 @@ async def test_cache_not_symlink_bundle(sim_ctx, fleet_config, monkeypatch, tmp_
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx("cache-not-symlink") as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.HF_CACHE}), poll_s=5.0)
-        result = await serve(ctx, r, B, options)
+        result = await run_wf(ctx, Serve(r, B, options))
         assert not result.ok
         failure = result.detail["failure"]
         # a proxy that echoes the request's headers (the credential) in its error body
         sim.ha.fault = "502-echo"
-        cycled = await power_cycle(ctx, "dgx6")
+        cycled = await run_wf(ctx, PowerCycle("dgx6"))
         assert not cycled.ok
         sim.ha.fault = ""
         src = sources(ctx, sim, fleet_config)

@@ -92,7 +92,7 @@ def test_two_processes_appending_never_interleave(tmp_path):
     assert len(path.read_text().splitlines()) == 400
 
 
-def test_a_nan_or_absurd_line_is_skipped_with_a_reason(tmp_path):
+def test_a_nan_or_absurd_line_is_skipped_with_a_reason(tmp_path, caplog):
     j = Journal(tmp_path / "journal.jsonl", Tick())
     j.append("w1", "begin", workflow="power-cycle", target="dgx6")
     with open(j.path, "ab") as f:
@@ -104,6 +104,10 @@ def test_a_nan_or_absurd_line_is_skipped_with_a_reason(tmp_path):
     assert [e.kind for e in j.entries()] == ["begin", "intent"]
     assert [s.split(":")[0] for s in j.skipped] == ["line 2", "line 3", "line 4", "line 5"]
     assert "NaN" in j.skipped[0] and "1e+300" in j.skipped[1]
+    j.entries()
+    warned = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(warned) == 4 and warned[0].endswith("line 2 skipped: NaN is not a number a "
+                                                   "journal holds")
     (w,) = j.unfinished()
     assert w.steps[0].step == "plug off"
 

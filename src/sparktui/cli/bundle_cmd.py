@@ -11,6 +11,8 @@ from sparktui.adapters.endpoints import resolve_endpoints
 from sparktui.core.config import Config
 from sparktui.ops.bundle import DEFAULT_LINES, BundleSources, token_values, write_bundle
 from sparktui.ops.context import open_context
+from sparktui.service.night import held_from_recordings
+from sparktui.service.recording import night_path
 
 from .ops_common import EXIT_OK, run_async
 from .shiftlog_cmd import parse_since
@@ -40,7 +42,11 @@ async def bundle(config: Config, args: argparse.Namespace) -> int:
         src = BundleSources(config=config, link=ctx.link, journal=ctx.journal, clock=ctx.clock,
                             state_dir=config.state_dir(), secrets=token_values(config, extra),
                             snapshot=ctx.snapshot)
-        result = await write_bundle(src, args.subject, since=args.since, lines=max(1, args.lines))
+        now = ctx.clock.time()
+        nights = sorted({night_path(config.state_dir(), t) for t in (now - 86400, now)})
+        held = held_from_recordings([p for p in nights if p.is_file()], ctx.clock)
+        result = await write_bundle(src, args.subject, held=held, since=args.since,
+                                    lines=max(1, args.lines))
     inc = result.incident
     print(result.path)
     if inc.failure is not None:

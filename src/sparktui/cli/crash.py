@@ -28,7 +28,8 @@ def report(exc: BaseException, command: str | None, argv: list[str],
         return 1
     log = _write_log(exc, prog, _state_dir(argv, default_config))
     where = f"details in {log}" if log else "no debug log could be written"
-    print(f"{prog}: unexpected error: {describe_error(exc)} ({where})", file=sys.stderr)
+    what = describe_error(exc, with_type=True)
+    print(f"{prog}: unexpected error: {what} ({where})", file=sys.stderr)
     return 70
 
 

@@ -47,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
     config = load(args)
     journal = Journal.in_state_dir(config.state_dir())
     text = render(journal.entries(), since=args.since)
-    for why in journal.skipped:
-        print(f"warning: {journal.path}: {why}: skipped", file=sys.stderr)
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)

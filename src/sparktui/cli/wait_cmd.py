@@ -18,7 +18,8 @@ from ..core.clock import Clock, SystemClock
 from ..core.config import Config
 from ..core.logsig import Phase
 from ..core.phases import format_duration
-from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, PhaseChanged
+from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
+from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import Outcome, WaitResult, discover_lane
 from .common import load
 
@@ -97,9 +98,23 @@ async def wait_lane(
         )
         if not quiet:
             watch.subscribe(_phase_printer(watch))
+        if (load := lane_load_plan(config, lane, [r.node for r in ranks])) is not None:
+            watch.subscribe(memory_to(OomWatch(
+                lane, ranks, watch.tracker, load, watch.clock,
+                lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory))
         result = await watch.run()
     print(describe(result))
     return EXIT[result.outcome]
+
+
+def memory_to(on_memory: Callable[[str, int], None]) -> Callable[[LaneEvent], None]:
+    """The watcher's memory reads handed to ``on_memory(node, MemAvailable KiB)``."""
+
+    def on_event(event: LaneEvent) -> None:
+        if isinstance(event, MemoryRead):
+            on_memory(event.node, event.available_kib)
+
+    return on_event
 
 
 def _phase_printer(watch: LaneWatcher) -> Callable[[LaneEvent], None]:

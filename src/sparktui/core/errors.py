@@ -45,9 +45,10 @@ class OperatorError(Exception):
     and is shown as one line, without a traceback."""
 
 
-def describe_error(exc: BaseException) -> str:
+def describe_error(exc: BaseException, *, with_type: bool = False) -> str:
     """`exc` in words for the operator: never a repr such as ``TimeoutError()``,
-    always redacted (an exception message may carry an echoed secret)."""
+    always redacted (an exception message may carry an echoed secret). The type
+    name is added only when asked (an unexpected error) or when there is no text."""
     from .redact import redact
 
     if isinstance(exc, OSError) and exc.strerror:
@@ -57,4 +58,6 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError) and not text:
         return "no answer in time (timed out)"
     name = type(exc).__name__
-    return redact(f"{name}: {text}" if text else name)
+    if not text:
+        return name
+    return redact(f"{name}: {text}" if with_type else text)

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import fcntl
 import json
+import logging
 import math
 import os
 import secrets
@@ -42,6 +43,7 @@ from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.errors import OperatorError
 from sparktui.core.redact import redact, redact_value
 
+log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.jsonl"
 LATEST_T = 4_102_444_800.0
 """2100-01-01: a journal time after this (or before 0) is absurd, not a record."""
@@ -171,6 +173,7 @@ class Journal:
         self.clock = clock or SystemClock()
         self.skipped: list[str] = []
         """Why each unreadable line of the last read was skipped ("line N: reason")."""
+        self._warned: set[str] = set()
 
     @classmethod
     def in_state_dir(cls, state_dir: Path, clock: Clock | None = None) -> Journal:
@@ -237,6 +240,9 @@ class Journal:
                 reason = "not a journal entry" if isinstance(exc, KeyError | TypeError) \
                     else redact(str(exc))[:80]
                 self.skipped.append(f"line {number}: {reason}")
+                if self.skipped[-1] not in self._warned:  # once per line, not per read
+                    self._warned.add(self.skipped[-1])
+                    log.warning("journal %s: line %d skipped: %s", self.path, number, reason)
                 continue
 
     def workflows(self, since: float | None = None) -> list[WorkflowRecord]:

@@ -82,6 +82,8 @@ def _boot(w: WorkflowRecord) -> str:
     if stages := d.get("stages"):
         lines.append("  Endpoint: " + ", ".join(f"{k} +{format_duration(v)}"
                                                 for k, v in stages.items()) + ".")
+    if predicted := d.get("oom_predictions"):
+        lines.append(f"  Predicted OOM ({len(predicted)} rank(s)): {predicted[0]['message']}.")
     if gate := d.get("qualify"):
         verdict = describe_gate(gate)
         lines.append(f"  {verdict[:1].upper()}{verdict[1:]}.")

@@ -37,6 +37,8 @@ class LaneFeed:
         self._protected = protected
         self._uptime = uptime
         self._last_view: LaneView | None = None
+        self.gate: tuple[str, str] = ("", "")
+        """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self.unsubscribe = watcher.subscribe(self.on_event)
 
     def on_event(self, event: LaneEvent) -> None:
@@ -72,6 +74,8 @@ class LaneFeed:
             uptime_s=self._uptime(),
             protected=self._protected,
             failure=t.failure.describe() if t.failure else "",
+            gate=self.gate[0],
+            gate_text=self.gate[1],
         )
 
     def publish(self) -> None:

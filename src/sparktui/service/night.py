@@ -39,6 +39,7 @@ from sparktui.service.events import (
     Sink,
     WorkflowProgressed,
 )
+from sparktui.service.recording import Recorder, night_path, read_recording
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,8 @@ class HeldMemory:
         self.alerts: deque[HeldAlert] = deque(maxlen=HELD_ALERTS)
         self.guards: deque[dict[str, object]] = deque(maxlen=HELD_ALERTS)
 
-    def fold(self, ev: ServiceEvent) -> None:
+    def fold(self, ev: ServiceEvent, t: float | None = None) -> None:
+        """One event, seen now (or at ``t``: a recording read back)."""
         if isinstance(ev, NodeSampled):
             level = ev.verdict.level.label if ev.verdict else ""
             self.snapshots.setdefault(ev.snapshot.node, deque(maxlen=HELD_SNAPSHOTS)).append(
@@ -90,8 +92,8 @@ class HeldMemory:
                 self.lane_cluster[ev.lane.name] = ev.lane.cluster
         elif isinstance(ev, AlertRaised):
             a = ev.alert
-            self.alerts.append(HeldAlert(self._clock.time(), a.key, a.level, a.subject,
-                                         a.evidence, a.next_step))
+            self.alerts.append(HeldAlert(self._clock.time() if t is None else t, a.key,
+                                         a.level, a.subject, a.evidence, a.next_step))
         elif isinstance(ev, WorkflowProgressed) and isinstance(ev.event, GuardsEvaluated):
             g = ev.event
             self.guards.append({"wf": g.wf, "t": g.at, "passed": list(g.passed),
@@ -138,6 +140,7 @@ class NightDesk:
         self._emit: Sink = _drop
         self._alerts: dict[str, Alert] = {}
         self._notified: set[str] = set()
+        self.recorder: Recorder | None = None
 
     def attach(self, sources: Callable[[], BundleSources],
                kernel: Callable[[], dict[str, deque[str]]], *, emit: Sink,
@@ -148,6 +151,15 @@ class NightDesk:
         self._kernel = kernel
         self._emit = emit
         self._phone = phone
+        if self.config.record.enabled and self.recorder is None:
+            self.recorder = Recorder(night_path(self.state_dir, self.clock.time()),
+                                     max_bytes=int(self.config.record.max_mb * 1e6),
+                                     clock=self.clock)
+            try:
+                self.recorder.open()
+            except OSError as exc:  # a full or read-only disk must not stop the console
+                log.warning("the night is not recorded: %s", exc)
+                self.recorder = None
         if self.policy.enabled and phone is None:
             log.warning("[notify] service is set but Home Assistant is not available: "
                         "no phone alerts")
@@ -155,6 +167,8 @@ class NightDesk:
     def on_event(self, ev: ServiceEvent) -> ServiceEvent:
         """Every event the service reports, synchronously; must not block.
         Returns the event to report (an alert already sent marked notified)."""
+        if self.recorder is not None:
+            self.recorder.write(ev)
         if isinstance(ev, AlertRaised) and ev.alert.notified:
             return ev  # our own mark coming back through the service
         self.memory.fold(ev)
@@ -300,3 +314,16 @@ class NightDesk:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+
+def held_from_recordings(paths: list[Path], clock: Clock) -> Held:
+    """What the console recorded (``sparktui bundle`` run beside it, or after)."""
+    memory = HeldMemory(clock)
+    for path in paths:
+        for t, ev in read_recording(path):
+            if not (isinstance(ev, AlertRaised) and ev.alert.notified):
+                memory.fold(ev, t)
+    return memory.held()

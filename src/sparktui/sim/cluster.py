@@ -34,6 +34,8 @@ from .spec import SimSpec, rng_for
 from .ssh_server import NodeSshd
 
 _PREFIXES_IN_USE: set[str] = set()
+SHUTDOWN_SECONDS = 8.0
+"""``systemctl poweroff``: units stop, filesystems unmount, then the OS is off."""
 
 
 def _claim_prefix() -> str:
@@ -296,6 +298,10 @@ class Sim:
         if not on:
             if node.power == "off":
                 return
+            if node.power == "halted":  # shut down already: the cut is clean
+                node.power_off()
+                self.notify()
+                return
             watch = self._memwatch.pop(name, None)
             self.sched.cancel(watch)
             node.power_off()
@@ -311,6 +317,25 @@ class Sim:
             return
         node.finish_boot()
         self.spawn_io(self._open_node(node.name))
+
+    def shutdown(self, name: str, *, reboot: bool) -> None:
+        """``systemctl poweroff`` / ``reboot`` on the node: its SSH and liveness
+        go dark after ``SHUTDOWN_SECONDS``; a reboot then boots again."""
+        node = self.nodes[name]
+        if node.power == "on":
+            self.sched.spawn(f"{name}/shutdown", self._shutdown(node, reboot))
+
+    def _shutdown(self, node: Node, reboot: bool) -> Process:
+        yield SHUTDOWN_SECONDS
+        if node.power != "on":
+            return
+        self.sched.cancel(self._memwatch.pop(node.name, None))
+        node.halt()
+        self.spawn_io(self._close_node(node.name))
+        if reboot:
+            node.begin_boot()
+            self.sched.spawn(f"{node.name}/boot", self._boot(node))
+        self.notify()
 
     async def power(self, name: str, on: bool) -> None:
         """Control API: flip the node's plug as Home Assistant would."""

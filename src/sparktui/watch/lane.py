@@ -123,6 +123,14 @@ class RankExited(LaneEvent):
 
 
 @dataclass(frozen=True)
+class MemoryRead(LaneEvent):
+    """MemAvailable of a rank's node while the lane boots (OOM prediction)."""
+
+    node: str
+    available_kib: int
+
+
+@dataclass(frozen=True)
 class EndpointChecked(LaneEvent):
     health: str
     decode_tps: float | None
@@ -469,6 +477,7 @@ class LaneWatcher:
             return
         mem = snap.probe.meminfo if snap.probe is not None else None
         if mem is not None:
+            self._emit(MemoryRead(self.lane, snap.node, mem.available_kib))
             self._note(self._memory.observe(snap.node, mem.available_kib))
 
     def _note(self, note: str | None) -> None:
@@ -489,6 +498,7 @@ class LaneWatcher:
                 mem_text, _, io_text = text.partition("@@io\n")
                 mem = parse_probe(f"@@meminfo\n{mem_text}\n@@rc 0\n@@end\n").meminfo
                 if mem is not None:
+                    self._emit(MemoryRead(self.lane, node, mem.available_kib))
                     self._note(self._memory.observe(node, mem.available_kib))
                 self._note(self._io_progress(node, read_bytes(io_text)))
             await self.clock.sleep(self.resource_poll_s)

@@ -154,7 +154,8 @@ class Poller:
                 snap = await self._poll(name)
             except Exception as exc:  # a bug must not stop the node's loop
                 log.exception("polling %s failed", name)
-                snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {exc!r}")
+                why = describe_error(exc, with_type=True)
+                snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {why}")
             self._record(snap)
             return snap
 

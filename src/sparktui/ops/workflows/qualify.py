@@ -12,6 +12,7 @@ exit 1), never stopped here. The operator decides.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from sparktui.adapters.engine_http import ChatAnswer, EngineClient
 from sparktui.core.errors import InputError
@@ -35,6 +36,7 @@ from sparktui.core.qualify_text import PASSAGES
 from sparktui.core.recipe import QualifySpec
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import OpsContext
+from sparktui.ops.events import StepProgressed, WorkflowEvent, WorkflowFinished
 from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
 from sparktui.watch.readiness import discover_lane
 
@@ -165,3 +167,53 @@ async def qualify(ctx: OpsContext, lane: str, *, depth: int = 0,
         run.finish(result.state is GateState.QUALIFIED, f"{lane}: {result.describe()}",
                    {"lane": lane, "qualify": result.detail()})
     return run.outcome()
+
+
+PREDICTED_OOM_STEP = "predicted oom"
+"""The progress step under which serve reports an OOM prediction (target: the node)."""
+
+
+@dataclass(frozen=True)
+class LaneNews:
+    """What a workflow event tells the console about a lane or a node: the gate's
+    state (``qualifying``, ``qualified``, ``garbled``, ``slow``, ``failed``) or a
+    predicted OOM, with the evidence and the next step for an alert."""
+
+    subject: str
+    """The lane (gate) or the node (predicted OOM)."""
+    kind: str
+    """``gate`` or ``predicted oom``."""
+    state: str
+    text: str
+    evidence: tuple[str, ...] = ()
+    next_step: str = ""
+
+    @property
+    def alarming(self) -> bool:
+        return self.kind == PREDICTED_OOM_STEP or self.state in (
+            GateState.GARBLED, GateState.SLOW, GateState.FAILED)
+
+
+def lane_news(event: WorkflowEvent) -> LaneNews | None:
+    """The gate or OOM news in a workflow event (serve's or qualify's), else None."""
+    if isinstance(event, StepProgressed):
+        if event.step == PREDICTED_OOM_STEP:
+            what, _, step = event.message.partition(" -> ")
+            return LaneNews(event.target, PREDICTED_OOM_STEP, "predicted", event.message,
+                            (what,), step)
+        if event.step == "qualify" and event.message.endswith(GateState.QUALIFYING):
+            return LaneNews(event.target, "gate", GateState.QUALIFYING, "quality gate running")
+        return None
+    if isinstance(event, WorkflowFinished) and isinstance(gate := event.detail.get("qualify"),
+                                                          dict):
+        state = str(gate.get("state", ""))
+        text = str(gate.get("summary", ""))
+        evidence = tuple(str(r) for r in gate.get("reasons") or ()) or (text,)
+        step = {"garbled": f"keep {event.target} off production; the quoted spans and every "
+                           "answer are in the journal",
+                "slow": f"compare with the recipe's figures: `sparktui qualify {event.target} "
+                        "--depth 4096`",
+                "failed": f"retry `sparktui qualify {event.target}` once the lane answers",
+                }.get(state, "")
+        return LaneNews(event.target, "gate", state, text, evidence, step)
+    return None

@@ -163,6 +163,9 @@ class MainScreen(Screen[None]):
             self._lanes.pop(ev.name, None)
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
+        elif isinstance(ev, AlertRaised) and ev.alert.notified \
+                and ev.alert.key in self.query_one(AlertBar).alerts:
+            self.query_one(AlertBar).raise_alert(ev.alert)  # only marked: sent to the phone
         elif isinstance(ev, AlertRaised):
             self.query_one(AlertBar).raise_alert(ev.alert)
             self.notify(f"{ev.alert.subject}: {ev.alert.evidence[0] if ev.alert.evidence else ''}"

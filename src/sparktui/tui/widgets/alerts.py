@@ -34,6 +34,8 @@ class AlertBar(Static):
         text.append(f" {top.level.upper()} ", style="bold reverse")
         text.append(f" {top.subject}: ", style="bold")
         text.append("; ".join(top.evidence[:3]) or "no evidence recorded")
+        if top.notified:
+            text.append("  [notified]", style="dim")
         if top.next_step:
             text.append("\n → next: ", style="bold")
             text.append(top.next_step)
