@@ -21,8 +21,8 @@ from sparktui.ops.shiftlog import render
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.sim.cluster import Sim
-from sparktui.watch.oom import OomWatch
 from sparktui.watch.lane import LaneEvent, LaneWatcher, MemoryRead
+from sparktui.watch.oom import OomWatch
 from sparktui.watch.readiness import discover_lane
 
 LEAD_S = 300.0
