@@ -259,13 +259,6 @@ class LaneWatcher:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
-    def ensure_resources(self) -> None:
-        """Read the ranks' nodes' memory and I/O here even when a poller feeds
-        snapshots (a serve must see a silent sparse scan as progress)."""
-        if self.resource_poll_s is None:
-            self.resource_poll_s = 10.0
-        self._spawn("resources", self._resources)
-
     async def verdict(self) -> WaitResult:
         """The first verdict: ready, failed or stalled. A watcher task that
         crashed raises here instead of leaving the wait hanging."""
@@ -472,8 +465,10 @@ class LaneWatcher:
 
     def on_snapshot(self, snap: NodeSnapshot) -> None:
         """A poll of one node (the console's poller): memory filling on a
-        rank's node is load progress."""
-        if self.tracker.done or all(rc.node != snap.node for rc in self.ranks):
+        rank's node is load progress. Ignored while the watcher reads the
+        nodes itself (one source of memory readings, not two)."""
+        if self.resource_poll_s is not None or self.tracker.done \
+                or all(rc.node != snap.node for rc in self.ranks):
             return
         mem = snap.probe.meminfo if snap.probe is not None else None
         if mem is not None:

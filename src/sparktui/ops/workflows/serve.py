@@ -270,19 +270,15 @@ async def _last_lines(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> dict[str
 
 
 async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDetector,
-                       interval_s: float, answering: dict[str, bool],
-                       watcher: LaneWatcher | None = None) -> ThrashVerdict:
+                       interval_s: float, answering: dict[str, bool]) -> ThrashVerdict:
     """Poll the lane's nodes until one of them thrashes (the Boot D signature:
     memory gone, PSI full climbing, then ping answers while SSH is starved).
-    ``answering`` is kept up to date: did each node's last probe come back.
-    The snapshots are the lane watcher's memory progress too."""
+    ``answering`` is kept up to date: did each node's last probe come back."""
     while True:
         snapshot = await ctx.snapshot(list(nodes))
         worst: ThrashVerdict | None = None
         for snap in snapshot.nodes:
             answering[snap.node] = snap.online
-            if watcher is not None:
-                watcher.on_snapshot(snap)
             verdict = detector.on_snapshot(snap)
             if verdict.level >= ThrashLevel.THRASH and worst is None:
                 worst = verdict
@@ -362,8 +358,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     unsubscribe_memory = watch.subscribe(on_memory)
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
-    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering,
-                          watch)
+    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
     try:
         result = await run.step("readiness", lane, "follow every rank's log until ready, "
                                                   "failed or stalled; watch every node for "
