@@ -17,6 +17,7 @@ from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
+from sparktui.core.canary import CanaryVerdict
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
@@ -27,7 +28,7 @@ from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleSources, token_values
 from sparktui.ops.context import OpsContext, Power, open_runtime
-from sparktui.ops.events import WorkflowEvent
+from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Workflow
 from sparktui.ops.resume import Offer, close, offers
@@ -55,6 +56,7 @@ from sparktui.service.events import (
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk
+from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.poller import Poller
@@ -81,6 +83,7 @@ class ClusterService:
         clock: Clock | None = None,
         liveness: LivenessCheck = check_liveness,
         power: Power | None = None,
+        canary: Completer | None = None,
         recipes: Mapping[str, Recipe] | None = None,
         state_dir: Path | None = None,
         follow_journals: bool = True,
@@ -95,6 +98,7 @@ class ClusterService:
         self._endpoints = endpoints
         self._liveness = liveness
         self._power = power
+        self._canary = canary
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self.recipe_problems: list[Problem] = []
@@ -128,6 +132,7 @@ class ClusterService:
         self._stack = stack
         self._links, self._endpoints = rt.links, rt.endpoints
         endpoints = rt.endpoints
+        self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
         self.night.attach(lambda: self._bundle_sources(endpoints),
@@ -147,6 +152,8 @@ class ClusterService:
                              self.clock, self._state_dir, token_values(self.config, extra))
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
+        if isinstance(event, StepFinished) and self.poller is not None:
+            self.poller.refresh(event.target)  # containers, disks: read them now
         self._emit(WorkflowProgressed(event))
         if (news := lane_news(event)) is not None:
             self._lane_news(news)
@@ -175,7 +182,8 @@ class ClusterService:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        self._lanes = {}
+        feeds, self._lanes = list(self._lanes.values()), {}
+        await asyncio.gather(*(f.close() for f in feeds), return_exceptions=True)
         await self._watchers.close()
         stack, self._stack = self._stack, None
         if stack is not None:
@@ -323,7 +331,7 @@ class ClusterService:
                        for s in snapshot.nodes):
                     continue  # a serve's new lane: its containers are not polled yet
                 feed = self._lanes.pop(name)
-                feed.unsubscribe()
+                self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
                 self._tasks.append(asyncio.create_task(self._watchers.drop(name),
                                                        name=f"stop:{name}"))
                 self._emit(LaneGone(name))
@@ -340,14 +348,37 @@ class ClusterService:
         """A new watcher (found here, or a serve's): the console follows it."""
         old = self._lanes.pop(watch.lane, None)
         if old is not None:
-            old.unsubscribe()
+            self._tasks.append(asyncio.create_task(old.close(), name=f"close:{watch.lane}"))
         feed = self._lanes[watch.lane] = LaneFeed(
             watch, lambda: lane_cluster(self.snapshot(), watch.lane), self._emit,
             detector=self.detector, protected=watch.lane in self.config.guards.protected_lanes,
-            uptime=lambda: lane_uptime(self.snapshot(), watch.lane))
+            uptime=lambda: lane_uptime(self.snapshot(), watch.lane),
+            canary=self._serving_canary(watch.lane))
         if old is not None:
             feed.gate = old.gate
         feed.publish()
+
+
+    def _serving_canary(self, lane: str) -> ServingCanary:
+        """The lane's canary: rounds every [console] canary_interval_s unless
+        that is 0 or the lane's recipe says ``[readiness] canary = false``."""
+        recipe = self.recipes.get(lane)
+        interval = self.config.console.canary_interval_s
+        off = interval <= 0 or (recipe is not None and not recipe.readiness.canary)
+        return ServingCanary(lane, clock=self.clock, interval_s=None if off else interval,
+                             complete=self._canary, detector=self.detector,
+                             on_verdict=lambda v: self._canary_alert(lane, v))
+
+    def _canary_alert(self, lane: str, verdict: CanaryVerdict | None) -> None:
+        key = f"canary:{lane}"
+        if verdict is not None and verdict.unresponsive:
+            self._alerts[key] = alert = Alert(
+                key, "unresponsive", lane, verdict.evidence,
+                "the engine no longer generates while its API answers /health: stop the "
+                "lane (x) and re-serve; read rank 0's log for its last lines first")
+            self._emit(AlertRaised(alert))
+        elif self._alerts.pop(key, None) is not None:
+            self._emit(AlertCleared(key))
 
 
 def _drop(event: ServiceEvent) -> None:

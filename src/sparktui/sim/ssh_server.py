@@ -109,7 +109,7 @@ class NodeSshd:
     async def _process(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         command = process.command
         env = ShellEnv(commands=node_commands(self.sim, self.node), glob=self.node.fs.glob,
-                       home=self.node.spec.home,
+                       home=self.node.spec.home, read_file=self.node.fs.read,
                        before_command=lambda: self._responsive(process),
                        alive=lambda: not process.is_closing())
         env.commands = {**env.commands, "sh": self._nested(env)}
@@ -159,7 +159,6 @@ class NodeSshd:
             if len(ctx.argv) < 3 or ctx.argv[1] != "-c":
                 ctx.err("sh: 0: only `sh -c SCRIPT` is supported here\n")
                 return 2
-            alive = outer.alive
             if ctx.argv[3:4] == ["sparktui-follow"] and len(ctx.argv) == 5:
                 eof = asyncio.Event()
 
@@ -175,6 +174,7 @@ class NodeSshd:
                     return outer.alive() and not eof.is_set()
 
                 env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
+                               read_file=outer.read_file,
                                before_command=outer.before_command, alive=alive)
                 try:
                     return await Shell(env, ctx.out_sink, ctx.err_sink, None).run(ctx.argv[4])
@@ -183,7 +183,8 @@ class NodeSshd:
                 finally:
                     watcher.cancel()
             env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
-                           before_command=outer.before_command, alive=alive)
+                           read_file=outer.read_file,
+                           before_command=outer.before_command, alive=outer.alive)
             try:
                 return await Shell(env, ctx.out_sink, ctx.err_sink, ctx.stdin).run(ctx.argv[2])
             except ShellExit as e:

@@ -134,6 +134,8 @@ class MemoryRead(LaneEvent):
 class EndpointChecked(LaneEvent):
     health: str
     decode_tps: float | None
+    metrics: Mapping[str, float]
+    """The engine's ``/metrics`` samples (empty when it did not answer)."""
 
 
 @dataclass(frozen=True)
@@ -624,6 +626,7 @@ class LaneWatcher:
         answer = await client.health()
         self.health = "refused" if answer.status is None else (
             "ok" if answer.ok else str(answer.status))
+        metrics: dict[str, float] = {}
         if answer.status is not None:
             metrics = await client.metrics()
             tokens = metrics.get("vllm:generation_tokens_total",
@@ -634,7 +637,7 @@ class LaneWatcher:
                     self.decode_tps = max(0.0, (tokens - self._last_tokens[1])
                                           / (now - self._last_tokens[0]))
                 self._last_tokens = (now, tokens)
-        self._emit(EndpointChecked(self.lane, self.health, self.decode_tps))
+        self._emit(EndpointChecked(self.lane, self.health, self.decode_tps, metrics))
 
 
 def read_bytes(text: str) -> int | None:
