@@ -7,7 +7,6 @@ from textual.widgets import Button, Input
 from sparktui.core.state import NodeState
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen
-from sparktui.tui.widgets.alerts import AlertBar
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
@@ -58,17 +57,25 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
         modal = c.app.screen
         text = screen_text(c.app)
-        assert "switch.dgx6" in text and "turn_off" in text and "turn_on" in text
+        assert "switch.dgx6" in text and "turn_off" not in text  # summary first
+        assert " 1. plug off [switch.dgx6]" in text
+        await pilot.press("f2")  # the exact calls behind the details toggle
+        text = screen_text(c.app)
+        assert "turn_off" in text and "turn_on" in text
         assert "wait 35 s" in text
         assert "PASS" in text and "REFUSE" not in text
         assert "protected-node dgx6" in text
         confirm = modal.query_one("#confirm", Button)
         assert confirm.disabled
-        assert modal.focused is modal.query_one("#cancel", Button)  # Cancel is the default
-        modal.query_one("#typed", Input).focus()
+        box = modal.query_one("#typed", Input)
+        assert modal.focused is box  # typing goes straight into the name field
         await pilot.press(*"dgx5")
         assert confirm.disabled  # the wrong node's name does not unlock it
-        modal.query_one("#typed", Input).value = ""
+        await pilot.press("enter")  # ...and Enter with it says so, and stays
+        assert c.app.screen is modal
+        assert "'dgx5' is not dgx6" in screen_text(c.app)
+        assert not c.power.calls
+        box.value = ""
         await pilot.press(*"dgx6")
         assert not confirm.disabled
         await pilot.press("enter")
@@ -78,17 +85,21 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert c.power.calls == [("turn_off", "switch.dgx6")]
 
 
-async def test_cancel_is_the_default():
+async def test_typed_confirm_enter_without_the_name_says_so_and_escape_cancels():
     c = build()
     async with c.app.run_test(size=WIDE) as pilot:
         await wait_for(pilot, lambda: nodes_painted(c))
         await select_node(pilot, c, "dgx7")
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
-        await pilot.press("enter")  # on the focused Cancel
+        await pilot.press("enter")  # nothing typed: it says what to type, and stays
+        assert isinstance(c.app.screen, ConfirmActionScreen)
+        assert "type dgx7 first" in screen_text(c.app)
+        await pilot.press(*"dgx7", "escape")  # escape cancels even with the name typed
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
         await pilot.pause(0.1)
         assert not [w for w in c.app.workers if w.group == "actions"]
+        assert not c.power.calls
 
 
 async def test_protected_node_power_cycle_is_refused_with_reasons():
@@ -115,11 +126,11 @@ async def test_thrash_raises_alert_with_evidence_and_next_step():
                                 "nvCheckOkFailedNoLog: Check failed: Out of memory "
                                 "[NV_ERR_NO_MEMORY] (0x00000051) returned from "
                                 "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359")
-        bar = c.app.main_screen.query_one(AlertBar)
-        await wait_for(pilot, lambda: "thrash:dgx6" in bar.alerts, timeout=8)
-        assert bar.alerts["thrash:dgx6"].level == "thrash suspected"
+        book = c.app.alerts
+        await wait_for(pilot, lambda: "thrash:dgx6" in book.active, timeout=8)
+        assert book.active["thrash:dgx6"].alert.level == "thrash suspected"
         node.responsive = False  # ping answers, sshd starved
-        await wait_for(pilot, lambda: bar.alerts["thrash:dgx6"].level == "thrash", timeout=8)
+        await wait_for(pilot, lambda: book.active["thrash:dgx6"].alert.level == "thrash", timeout=8)
         await pilot.pause()
         text = screen_text(c.app)
         assert "THRASH" in text and "dgx6" in text
@@ -166,8 +177,8 @@ async def test_fatal_line_alerts_and_is_marked_in_the_log():
         ranks[0].log.put_nowait("2026-11-29T22:50:00.000000000Z (EngineCore_DP0 pid=312) "
                                 "ERROR 11-29 22:50:00 [core.py:900] TimeoutError: RPC call to "
                                 "sample_tokens timed out.")
-        bar = c.app.main_screen.query_one(AlertBar)
-        await wait_for(pilot, lambda: "fatal:glm53-mxfp4-fp8-4x-r39" in bar.alerts)
+        book = c.app.alerts
+        await wait_for(pilot, lambda: "fatal:glm53-mxfp4-fp8-4x-r39" in book.active)
         await pilot.pause()
         text = screen_text(c.app)
         assert "FATAL" in text and "RPC call to sample_tokens timed out" in text
@@ -216,12 +227,13 @@ async def test_read_only_has_no_action_keys():
         await pilot.pause()
         footer = screen_text(c.app).splitlines()[-1]
         assert "Power" not in footer and "Serve" not in footer and "Stop" not in footer
-        assert "Follow" in footer
+        assert "Search" in footer
         await select_node(pilot, c, "dgx6")
         for key in ("P", "R", "s", "x"):
             await pilot.press(key)
             await pilot.pause()
             assert c.app.screen is c.app.main_screen
+            assert "this console is read-only" in screen_text(c.app)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(c.app.screen, HelpScreen))
         text = screen_text(c.app)

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import ClassVar
@@ -14,6 +15,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App
 from textual.binding import BindingType
+from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from sparktui.core.clock import Clock
@@ -24,12 +26,18 @@ from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import LogLinesArrived, ServiceEvent
-from sparktui.tui.bindings import APP_BINDINGS
+from sparktui.tui.alertbook import AlertBook
+from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
 from sparktui.tui.commands import ActionCommands
 from sparktui.tui.messages import ServiceReported
+from sparktui.tui.screens.alerts import AlertsScreen, Notice
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen, TextScreen
 from sparktui.tui.screens.main import MainScreen
+from sparktui.tui.widgets.alerts import NoticeLine
+
+NOTICES = 30
+"""Console messages kept for the alerts list."""
 
 
 class SparkTUI(App[None]):
@@ -52,6 +60,8 @@ class SparkTUI(App[None]):
         """The process is the console's own (the CLI): tune the collector at start."""
         self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
+        self.alerts = AlertBook()
+        self.notices: deque[Notice] = deque(maxlen=NOTICES)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -111,6 +121,39 @@ class SparkTUI(App[None]):
                             severity="information" if result.ok else "error",
                             timeout=10 if result.ok else 30)
 
+    # -- messages and alerts -------------------------------------------------
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every message goes to the notice line, a row of the main screen's
+        layout: no toast ever draws over a table, a modal or the header."""
+        self.notices.appendleft((self.service.clock.time(), title, message, severity))
+        main = getattr(self, "main_screen", None)
+        if main is not None and main.is_mounted:
+            main.query_one(NoticeLine).say(message, title, severity)
+
+    def acknowledge(self, key: str) -> None:
+        if self.alerts.acknowledge(key):
+            self.main_screen.show_alerts()
+
+    def show_alert_list(self) -> None:
+        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge))
+
+    def explain_read_only(self, action: str) -> None:
+        self.notify(f"{action} changes the cluster: this console is read-only. Start a "
+                    "writable one without --read-only (`sparktui console` or "
+                    "`sparktui demo`)", title="read-only", severity="warning")
+
+    async def action_nav(self, how: str) -> None:
+        """j/k/ctrl+d/ctrl+u: the focused widget's own move (cursor or scroll)."""
+        widget = self.screen.focused
+        if widget is None:
+            return
+        for name in NAV_ACTIONS[how]:
+            if hasattr(widget, f"action_{name}"):
+                await widget.run_action(name)
+                return
+
     # -- actions -------------------------------------------------------------
 
     def action_help(self) -> None:
@@ -121,7 +164,7 @@ class SparkTUI(App[None]):
         """Build the preview (the service may probe), then ask; the workflow
         runs only after confirmation, in the background."""
         if self.read_only:
-            self.notify("read-only console: actions are disabled", severity="warning")
+            self.explain_read_only(what)
             return
         self.run_worker(self._ask(preview_factory), group="preview", exclusive=True,
                         exit_on_error=False, description=f"prepare {what}")
@@ -157,6 +200,7 @@ class SparkTUI(App[None]):
 
     def pick_and_serve(self) -> None:
         if self.read_only:
+            self.explain_read_only("serve")
             return
         options = [(name, f"{name}  on {r.cluster}  ({r.engine}, "
                           f"{r.model.size_gb:.0f} GB)")

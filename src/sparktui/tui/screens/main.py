@@ -39,11 +39,11 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.tui.bindings import ACTION_IDS, MAIN_BINDINGS
+from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
-from sparktui.tui.widgets.alerts import AlertBar
+from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
@@ -64,7 +64,7 @@ ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
 
 
 class MainScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = list(MAIN_BINDINGS)
+    BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS, *READ_ONLY_BINDINGS]
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
@@ -94,7 +94,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         config = self.spark.config
         yield Header(show_clock=False, icon="≡")
-        yield AlertBar(id="alerts")
+        yield AlertLine(id="alerts")
         yield Static("", id="tabs")
         with Container(id="panes"):
             with Vertical(id="nodes-pane", classes="pane -current"):
@@ -109,14 +109,15 @@ class MainScreen(Screen[None]):
                 yield Input(id="log-input", placeholder="search")
             with Vertical(id="memory-pane", classes="pane"):
                 yield MemoryPane(list(config.nodes), config.thrash, id="memory")
-        yield StableFooter()
+        yield NoticeLine(id="notice")
+        yield StableFooter(compact=True)
 
     def on_mount(self) -> None:
         for name in PANES:
             self.query_one(f"#{name}-pane").border_title = PANE_TITLES[name]
         self.query_one("#log-input", Input).display = False
         self.query_one("#log-input", Input).cursor_blink = False
-        self.query_one(AlertBar).display = False
+        self.query_one(AlertLine).show(self.spark.alerts)
         self._show_tabs()
         self._update_banner()
         self.query_one(NodesTable).focus()
@@ -164,12 +165,11 @@ class MainScreen(Screen[None]):
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
         elif isinstance(ev, AlertRaised):
-            self.query_one(AlertBar).raise_alert(ev.alert)
-            self.notify(f"{ev.alert.subject}: {ev.alert.evidence[0] if ev.alert.evidence else ''}"
-                        f"\nnext: {ev.alert.next_step}", title=ev.alert.level.upper(),
-                        severity="error", timeout=15)
+            self.spark.alerts.raised(ev.alert, self.spark.service.clock.time())
+            self.show_alerts()
         elif isinstance(ev, AlertCleared):
-            self.query_one(AlertBar).clear_alert(ev.key)
+            self.spark.alerts.cleared_key(ev.key, self.spark.service.clock.time())
+            self.show_alerts()
         elif isinstance(ev, WorkflowProgressed):
             self._workflow(ev.event)
 
@@ -288,6 +288,10 @@ class MainScreen(Screen[None]):
         elif key in self._lanes:
             self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
 
+    @on(BootLog.FollowChanged)
+    def _follow_changed(self) -> None:
+        self._update_banner()
+
     def _update_banner(self) -> None:
         log = self.query_one(BootLog)
         state = "following" if log.follow else "PAUSED"
@@ -332,8 +336,29 @@ class MainScreen(Screen[None]):
 
     # -- actions -------------------------------------------------------------
 
+    def show_alerts(self) -> None:
+        self.query_one(AlertLine).show(self.spark.alerts)
+
+    def action_ack(self) -> None:
+        """Acknowledge the alert the alert line shows (the next one takes its place)."""
+        top = self.spark.alerts.top()
+        if top is None:
+            self.notify("no unacknowledged alert")
+            return
+        self.spark.acknowledge(top.alert.key)
+
+    def action_alerts(self) -> None:
+        self.spark.show_alert_list()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.spark.read_only and ACTION_NAMES.get(action) in ACTION_IDS)
+        """In read-only mode the action keys fall through to `read_only`, which
+        says why nothing happens (and the footer does not offer them)."""
+        if action == "read_only":
+            return self.spark.read_only
+        return not (self.spark.read_only and action in ACTION_NAMES)
+
+    def action_read_only(self, action: str) -> None:
+        self.spark.explain_read_only(action)
 
     def _selected_node(self) -> str | None:
         return self.query_one(NodesTable).selected_key
@@ -364,7 +389,6 @@ class MainScreen(Screen[None]):
     def action_follow(self) -> None:
         log = self.query_one(BootLog)
         log.follow = not log.follow
-        self._update_banner()
 
     def action_wrap(self) -> None:
         log = self.query_one(BootLog)

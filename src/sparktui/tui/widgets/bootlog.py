@@ -12,6 +12,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -166,9 +167,23 @@ class BootLog(ScrollView, can_focus=True):
     def watch_search(self) -> None:
         self.refresh()
 
+    class FollowChanged(Message):
+        """Following started or paused (the banner says which)."""
+
     def watch_follow(self, follow: bool) -> None:
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.post_message(self.FollowChanged())
+
+    def action_scroll_home(self) -> None:
+        """Home: the first line, and following pauses (or it would jump back)."""
+        self.follow = False
+        self.scroll_to(x=0, y=0, animate=False, immediate=True)
+
+    def action_scroll_end(self) -> None:
+        """End: the newest line, following again."""
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self.follow = True
 
     def on_resize(self) -> None:
         if self.wrap:

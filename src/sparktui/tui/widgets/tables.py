@@ -4,8 +4,10 @@ cell by cell in place, never cleared and rebuilt."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import BindingType
 from textual.widgets import DataTable
 
 from sparktui.core.config import Config, GuardConfig
@@ -14,6 +16,7 @@ from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.lanes import LaneView
+from sparktui.tui.bindings import TABLE_BINDINGS
 
 STATE_WORDS = {
     NodeState.ONLINE: "online",
@@ -39,6 +42,7 @@ class KeyedTable(DataTable[Text | str]):
     """A DataTable whose rows are addressed by a string key."""
 
     COLUMNS: Sequence[tuple[str, str]] = ()
+    BINDINGS: ClassVar[list[BindingType]] = list(TABLE_BINDINGS)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
