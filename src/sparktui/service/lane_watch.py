@@ -142,6 +142,7 @@ class LaneWatch:
             phase=t.phase.value,
             progress=lp.fraction if lp else None,
             progress_text=lp.describe() if lp else "",
+            load=lp,
             kv_tokens=t.kv.tokens,
             concurrency=t.kv.concurrency,
             health=self._health,

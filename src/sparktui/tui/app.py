@@ -34,6 +34,7 @@ from sparktui.tui.screens.alerts import AlertsScreen, Notice
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen, TextScreen
 from sparktui.tui.screens.main import MainScreen
+from sparktui.tui.screens.picker import cluster_options
 from sparktui.tui.widgets.alerts import NoticeLine
 
 NOTICES = 30
@@ -170,7 +171,9 @@ class SparkTUI(App[None]):
                         exit_on_error=False, description=f"prepare {what}")
 
     async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]]) -> None:
-        preview = await preview_factory()
+        self._show_preview(await preview_factory())
+
+    def _show_preview(self, preview: ActionPreview) -> None:
         if not preview.allowed:
             self.push_screen(RefusalScreen(preview))
             return
@@ -213,17 +216,25 @@ class SparkTUI(App[None]):
         self.push_screen(PickerScreen("Serve which recipe?", options), chosen)
 
     def pick_cluster(self, recipe: str) -> None:
-        """The recipe's qualified cluster first, then every other one."""
+        """Every cluster with its serve verdict (the recipe's own first); the
+        default is the first that passes."""
+        self.notify(f"checking {recipe} on {len(self.config.clusters)} clusters…")
+        self.run_worker(self._pick_cluster(recipe), group="preview", exclusive=True,
+                        exit_on_error=False, description=f"check {recipe} on every cluster")
+
+    async def _pick_cluster(self, recipe: str) -> None:
         qualified = self.service.recipes[recipe].cluster
         names = [qualified, *(c for c in self.config.clusters if c != qualified)]
-        options = [(c, f"{c}  ({', '.join(self.config.clusters[c].nodes)})"
-                       + ("  qualified" if c == qualified else "")) for c in names]
+        previews = {c: await self.service.preview_serve(recipe, c) for c in names}
+        options, default = cluster_options(previews, qualified)
 
         def chosen(cluster: str | None) -> None:
             if cluster is not None:
-                self.propose_serve(recipe, cluster)
+                self._show_preview(previews[cluster])
 
-        self.push_screen(PickerScreen(f"Serve {recipe} on which cluster?", options), chosen)
+        self.push_screen(PickerScreen(
+            f"Serve {recipe} on which cluster?", options, highlight=default,
+            hint="enter: the confirm (or why it is refused)   escape: cancel"), chosen)
 
     def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
         if choice == "resume":

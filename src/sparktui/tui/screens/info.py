@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
@@ -76,21 +77,27 @@ class PickerScreen(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Cancel", id="picker-cancel")]
 
-    def __init__(self, title: str, options: list[tuple[str, str]]) -> None:
-        """``options``: (id, prompt) pairs."""
+    def __init__(self, title: str, options: Sequence[tuple[str, str | Text]], *,
+                 highlight: int = 0, hint: str = "enter: choose   escape: cancel") -> None:
+        """``options``: (id, prompt) pairs; ``highlight``: the default's index."""
         super().__init__(classes="picker-modal")
         self.title_text = title
         self.options = options
+        self.highlight = highlight
+        self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.title_text, id="dialog-title")
             yield OptionList(*[Option(prompt, id=oid) for oid, prompt in self.options],
                              id="picker")
-            yield Label("enter: choose   escape: cancel", classes="dialog-hint")
+            yield Label(self.hint, classes="dialog-hint")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        olist = self.query_one(OptionList)
+        olist.focus()
+        if self.options:
+            olist.highlighted = self.highlight
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

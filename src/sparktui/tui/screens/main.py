@@ -84,8 +84,8 @@ class MainScreen(Screen[None]):
         self._pending_lanes: set[str] = set()
         self._activity: dict[str, str] = {}
         """lane -> what its running workflow is doing (shown in Progress)."""
-        self._workflows: dict[str, tuple[str, str, str]] = {}
-        """workflow id -> (kind, target, current step)."""
+        self._workflows: dict[str, tuple[str, str, str, str]] = {}
+        """workflow id -> (kind, target, current step in full, its name)."""
 
     @property
     def spark(self) -> SparkTUI:
@@ -177,20 +177,22 @@ class MainScreen(Screen[None]):
         """Workflow progress: a line per running workflow in the Lanes pane, the
         lane's Progress cell, and a notification when a step fails."""
         if isinstance(e, WorkflowStarted):
-            self._workflows[e.wf] = (e.kind, e.target, f"{len(e.steps)} step(s) planned")
+            self._workflows[e.wf] = (e.kind, e.target, f"{len(e.steps)} step(s) planned", "")
         elif e.wf in self._workflows:
-            kind, target, _ = self._workflows[e.wf]
+            kind, target, _, _ = self._workflows[e.wf]
             if isinstance(e, StepStarted):
-                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]")
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]", e.step)
             elif isinstance(e, StepProgressed):
-                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]: {e.message}")
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]: {e.message}",
+                                         e.step)
             elif isinstance(e, StepFinished) and not e.ok:
                 self.notify(f"{kind} {target}: {e.step} [{e.target}] failed: {e.message}",
                             severity="error", timeout=20)
             elif isinstance(e, WorkflowFinished):
                 del self._workflows[e.wf]
-        self._activity = {t: f"{k}: {step}" for k, t, step in self._workflows.values()}
-        lines = [f"> {k} {t}: {step}" for k, t, step in self._workflows.values()]
+        self._activity = {t: f"{k}: {short}" if short else k
+                          for k, t, _, short in self._workflows.values()}
+        lines = [f"> {k} {t}: {step}" for k, t, step, _ in self._workflows.values()]
         self.query_one("#activity", Static).update("\n".join(lines))
         for lane in self._lanes:
             self._pending_lanes.add(lane)
@@ -310,7 +312,11 @@ class MainScreen(Screen[None]):
         text.append(f"  [{state} · level {log.level_name}"
                     + (f" · filter '{log.text_filter}'" if log.text_filter else "")
                     + (f" · search '{log.search}'" if log.search else "")
-                    + (" · wrap" if log.wrap else "") + "]", style="dim")
+                    + (" · wrap" if log.wrap else "")
+                    + (f" · {log.folded} probe lines folded (h)" if log.folded
+                       and not log.show_probes else "")
+                    + (" · probe lines shown (h)" if log.show_probes else "") + "]",
+                    style="dim")
         self.query_one("#phase-banner", Static).update(text)
 
     # -- panes ---------------------------------------------------------------
@@ -390,6 +396,11 @@ class MainScreen(Screen[None]):
         log = self.query_one(BootLog)
         log.follow = not log.follow
 
+    def action_probes(self) -> None:
+        log = self.query_one(BootLog)
+        log.show_probes = not log.show_probes
+        self._update_banner()
+
     def action_wrap(self) -> None:
         log = self.query_one(BootLog)
         log.wrap = not log.wrap
@@ -400,19 +411,21 @@ class MainScreen(Screen[None]):
         self._update_banner()
 
     def action_search(self) -> None:
-        self._open_input("search", self.query_one(BootLog).search)
+        self._open_input("search")
 
     def action_filter_text(self) -> None:
-        self._open_input("filter", self.query_one(BootLog).text_filter)
+        self._open_input("filter")
 
-    def _open_input(self, mode: str, value: str) -> None:
+    def _open_input(self, mode: str) -> None:
+        """The prompt starts empty; the current search or filter shows in the
+        banner (an empty submit clears it)."""
         if self.query_one("#bootlog-pane").display is False:
             self.action_pane("bootlog")
         self._input_mode = mode
         box = self.query_one("#log-input", Input)
         box.placeholder = ("search the boot log (enter: find, empty: clear)" if mode == "search"
                            else "show only lines containing (empty: all)")
-        box.value = value
+        box.value = ""
         box.display = True
         box.focus()
 
