@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Input
-
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState

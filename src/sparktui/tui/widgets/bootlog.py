@@ -183,13 +183,13 @@ class BootLog(ScrollView, can_focus=True):
         """(line seq, character offset in the line) of the current match."""
         if self.match_row is None or self.match_row >= len(self._rows):
             return None
-        entry, a, b = self._rows[self.match_row]
+        entry, a, _ = self._rows[self.match_row]
         found = entry.text.lower().find(self.search.lower(), a) if self.search else -1
         return entry.seq, found if found >= 0 else a
 
     def _restore_match(self, seq: int, offset: int) -> None:
         for i, (entry, a, b) in enumerate(self._rows):
-            if entry.seq == seq and (a <= offset < b or b == len(entry.text) and offset >= a):
+            if entry.seq == seq and (a <= offset < b or (b == len(entry.text) and offset >= a)):
                 self.match_row = i
                 self._show_match(offset - a)
                 return
