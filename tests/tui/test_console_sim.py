@@ -167,3 +167,29 @@ async def test_read_only_console_offers_no_actions(tmp_path: Path) -> None:
             text = screen_text(c.app)  # one line says why, and how to get a writable one
             assert "read-only" in text and "without --read-only" in text
         assert not c.sim.ha.calls
+
+
+async def test_fit_refusal_is_overridden_from_the_console_with_the_name_typed(
+        tmp_path: Path) -> None:
+    lane = "glm53-mxfp4-fp8-4x-r39-196k"
+    async with sim_console(tmp_path, "long-prompt") as c, \
+            c.app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: online(c))
+        c.app.propose_serve(lane)
+        await until(pilot, lambda: isinstance(c.app.screen, RefusalScreen), timeout=90)
+        await pilot.pause(0.1)
+        refusal = c.app.screen
+        assert {v.guard for v in refusal.preview.refusals} == {"fit"}
+        assert "o: override fit" in screen_text(c.app)
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=90)
+        await pilot.pause(0.1)
+        modal = c.app.screen
+        assert modal.preview.report.overridden and modal.preview.confirmation.typed
+        assert "OVERRIDDEN" in screen_text(c.app)
+        await pilot.press(*lane, "enter")
+        await until(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
+        journal = (c.config.state_dir() / "journal.jsonl")
+        await until(pilot, lambda: journal.exists() and '"override"' in journal.read_text()
+                    and '"fit"' in journal.read_text(),
+                    timeout=90, why=lambda: journal.read_text() if journal.exists() else "")

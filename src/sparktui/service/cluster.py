@@ -33,7 +33,13 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, Power, host_key_fingerprints
 from sparktui.ops.events import WorkflowEvent
-from sparktui.ops.guards import GuardReport, Verdict, evaluate_stop, plan_cluster_power
+from sparktui.ops.guards import (
+    GuardReport,
+    Override,
+    Verdict,
+    evaluate_stop,
+    plan_cluster_power,
+)
 from sparktui.ops.imagesync import ssh_image_pipe
 from sparktui.ops.journal import Journal
 from sparktui.ops.resume import Offer, close, offers, resume
@@ -268,11 +274,12 @@ class ClusterService:
         return self._preview("stop", lane, f"Stop lane {lane}", plan_stop(ranks), report,
                              lambda: stop_lane(ctx, lane, ranks), nodes=tuple(nodes))
 
-    async def preview_serve(self, recipe: str, cluster: str | None = None) -> ActionPreview:
+    async def preview_serve(self, recipe: str, cluster: str | None = None,
+                            overrides: frozenset[Override] = frozenset()) -> ActionPreview:
         ctx = self._ctx()
         r = self.recipes[recipe]
         cluster = cluster or r.cluster
-        options = ServeOptions()
+        options = ServeOptions(overrides=overrides)
         preview = await preview_serve(ctx, r, cluster, options)
         return self._preview(
             "serve", recipe, f"Serve {recipe} on {cluster}", list(preview.steps),

@@ -29,8 +29,8 @@ class Entry:
     cleared_at: float | None = None
 
     @property
-    def rank(self) -> tuple[int, float]:
-        return (SEVERITY.get(self.alert.level, 9), -self.updated_at)
+    def rank(self) -> tuple[int, float, str]:
+        return (SEVERITY.get(self.alert.level, 9), -self.raised_at, self.alert.key)
 
 
 class AlertBook:

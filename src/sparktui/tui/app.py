@@ -21,6 +21,7 @@ from textual.worker import Worker, WorkerState
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.ops.guards import Override
 from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
@@ -28,15 +29,23 @@ from sparktui.service.cluster import ClusterService
 from sparktui.service.events import LogLinesArrived, ServiceEvent
 from sparktui.tui.alertbook import AlertBook
 from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
-from sparktui.tui.commands import ActionCommands
+from sparktui.tui.commands import ActionCommands, Command
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.alerts import AlertsScreen, Notice
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
-from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen, TextScreen
+from sparktui.tui.screens.info import (
+    HelpScreen,
+    MarkdownScreen,
+    PickerScreen,
+    ResumeScreen,
+    TextScreen,
+)
 from sparktui.tui.screens.main import MainScreen
 from sparktui.tui.screens.picker import cluster_options
 from sparktui.tui.widgets.alerts import NoticeLine
 
+OverrideRetry = Callable[[frozenset[Override]], None]
+"""Proposes the refused action again with these overrides."""
 NOTICES = 30
 """Console messages kept for the alerts list."""
 
@@ -52,7 +61,8 @@ class SparkTUI(App[None]):
     """Modals fit their body to the terminal (the main screen has its own)."""
 
     def __init__(self, config: Config, service: ClusterService, *,
-                 read_only: bool = False, tune_gc: bool = False) -> None:
+                 read_only: bool = False, tune_gc: bool = False,
+                 demo_commands: Callable[[], list[Command]] | None = None) -> None:
         super().__init__()
         self.config = config
         self.service = service
@@ -61,6 +71,8 @@ class SparkTUI(App[None]):
         """The process is the console's own (the CLI): tune the collector at start."""
         self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
+        self.demo_commands = demo_commands
+        """The demo's scenario triggers, offered first in the palette."""
         self.alerts = AlertBook()
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
 
@@ -161,21 +173,32 @@ class SparkTUI(App[None]):
         self.push_screen(HelpScreen(self.read_only))
 
     def propose(self, preview_factory: Callable[[], Awaitable[ActionPreview]],
-                what: str) -> None:
+                what: str, override: OverrideRetry | None = None) -> None:
         """Build the preview (the service may probe), then ask; the workflow
         runs only after confirmation, in the background."""
         if self.read_only:
             self.explain_read_only(what)
             return
-        self.run_worker(self._ask(preview_factory), group="preview", exclusive=True,
+        self.run_worker(self._ask(preview_factory, override), group="preview", exclusive=True,
                         exit_on_error=False, description=f"prepare {what}")
 
-    async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]]) -> None:
-        self._show_preview(await preview_factory())
+    async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]],
+                   override: OverrideRetry | None = None) -> None:
+        self._show_preview(await preview_factory(), override)
 
-    def _show_preview(self, preview: ActionPreview) -> None:
+    def _show_preview(self, preview: ActionPreview, override: OverrideRetry | None = None) -> None:
+        """The confirm, or the refusal; a refusal every override can clear
+        offers ``o``: the same action again with those overrides, which then
+        needs the name typed (ops/confirm.py) and is journaled with them."""
         if not preview.allowed:
-            self.push_screen(RefusalScreen(preview))
+            needed = preview.report.needed_overrides()
+            overridable = override is not None and not preview.report.blocking()
+
+            def chosen(again: bool | None) -> None:
+                if again and override is not None:
+                    override(needed)
+
+            self.push_screen(RefusalScreen(preview, overridable=overridable), chosen)
             return
         self.push_screen(ConfirmActionScreen(preview), partial(self._confirmed, preview))
 
@@ -198,8 +221,10 @@ class SparkTUI(App[None]):
         }
         self.propose(factories[kind], f"{kind} {target}")
 
-    def propose_serve(self, recipe: str, cluster: str | None = None) -> None:
-        self.propose(lambda: self.service.preview_serve(recipe, cluster), f"serve {recipe}")
+    def propose_serve(self, recipe: str, cluster: str | None = None,
+                      overrides: frozenset[Override] = frozenset()) -> None:
+        self.propose(lambda: self.service.preview_serve(recipe, cluster, overrides),
+                     f"serve {recipe}", partial(self.propose_serve, recipe, cluster))
 
     def pick_and_serve(self) -> None:
         if self.read_only:
@@ -230,7 +255,8 @@ class SparkTUI(App[None]):
 
         def chosen(cluster: str | None) -> None:
             if cluster is not None:
-                self._show_preview(previews[cluster])
+                self._show_preview(previews[cluster],
+                                   partial(self.propose_serve, recipe, cluster))
 
         self.push_screen(PickerScreen(
             f"Serve {recipe} on which cluster?", options, highlight=default,
@@ -280,7 +306,7 @@ class SparkTUI(App[None]):
             (lock.node, f"{lock.node}: {lock.describe()}") for lock in locks]), chosen)
 
     def show_shift_log(self) -> None:
-        self.push_screen(TextScreen("Shift log (last 16 h)", self.service.shift_log()))
+        self.push_screen(MarkdownScreen("Shift log (last 16 h)", self.service.shift_log()))
 
 
 GC_THRESHOLDS = (50_000, 100, 1000)
@@ -302,9 +328,10 @@ def quiet_collector() -> None:
 
 def make_app(config: Config, *, service: ClusterService | None = None,
              read_only: bool = False, clock: Clock | None = None,
-             tune_gc: bool = False) -> SparkTUI:
+             tune_gc: bool = False,
+             demo_commands: Callable[[], list[Command]] | None = None) -> SparkTUI:
     """The console on ``config``; a service built from the config unless one
     is given (tests and the demo inject theirs). ``tune_gc`` when the process
     is the console's alone (the CLI, the benchmark), never inside a test run."""
     return SparkTUI(config, service or ClusterService(config, clock=clock),
-                    read_only=read_only, tune_gc=tune_gc)
+                    read_only=read_only, tune_gc=tune_gc, demo_commands=demo_commands)

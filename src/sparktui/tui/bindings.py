@@ -83,4 +83,4 @@ READ_ONLY_BINDINGS: list[Binding] = [
 
 
 def all_bindings() -> list[Binding]:
-    return [*MAIN_BINDINGS, *APP_BINDINGS]
+    return [*MAIN_BINDINGS, *APP_BINDINGS, *TABLE_BINDINGS]

@@ -39,6 +39,36 @@ def verdict_text(verdicts: tuple[Verdict, ...]) -> Text:
     return text
 
 
+def grouped(verdicts: tuple[Verdict, ...] | list[Verdict]) -> str:
+    """``protected-node ×4 · fit (override) · image dgx5``: one entry per guard."""
+    by_guard: dict[str, tuple[Verdict, ...] | list[Verdict]] = {}
+    for v in verdicts:
+        by_guard.setdefault(v.guard, []).append(v)
+    parts = []
+    for guard, vs in by_guard.items():
+        part = guard + (f" {vs[0].subject}" if len(vs) == 1 and "@" not in vs[0].subject
+                        else f" ×{len(vs)}" if len(vs) > 1 else "")
+        if all(v.override is not None for v in vs):
+            part += " (override)"
+        parts.append(part)
+    return " · ".join(parts)
+
+
+def grouped_verdict_text(verdicts: tuple[Verdict, ...] | list[Verdict]) -> Text:
+    """One verdict in full per guard and outcome; the same rule on other
+    subjects as one "also:" line (four protected nodes read as one reason)."""
+    groups: dict[tuple[str, str], list[Verdict]] = {}
+    for v in verdicts:
+        groups.setdefault((v.guard, verdict_word(v)), []).append(v)
+    text = Text()
+    for vs in groups.values():
+        verdict_line(text, vs[0])
+        if len(vs) > 1:
+            text.append(f"       also: {', '.join(v.subject for v in vs[1:])}\n", style="bold")
+    text.rstrip()
+    return text
+
+
 def verdict_summary(report: GuardReport, *, refusals_shown: bool = False) -> Text:
     """A count line, each verdict that is not a plain pass in full (the
     refusals only when not already shown above), and the passes as one line
@@ -57,9 +87,10 @@ def verdict_summary(report: GuardReport, *, refusals_shown: bool = False) -> Tex
     if others:
         text.append(f" · {others} warning/overridden", style="bold yellow")
     text.append("\n")
-    for v in notable:
-        if not (refusals_shown and v.refused):
-            verdict_line(text, v)
+    shown = [v for v in notable if not (refusals_shown and v.refused)]
+    if shown:
+        text.append_text(grouped_verdict_text(shown))
+        text.append("\n")
     if passed:
         text.append("PASS  ", style="green")
         text.append(", ".join(sorted({f"{v.guard}" for v in passed})), style="dim")
@@ -211,26 +242,35 @@ class RefusalScreen(ActionModal):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *ActionModal.BINDINGS,
-        Binding("escape", "close", "Close", id="refusal-close")]
+        Binding("escape", "close", "Close", id="refusal-close"),
+        Binding("o", "override", "Override", id="refusal-override")]
 
-    def __init__(self, preview: ActionPreview) -> None:
+    def __init__(self, preview: ActionPreview, *, overridable: bool = False) -> None:
         super().__init__(preview, "action-modal refusal")
+        self.overridable = overridable
+        """Every refusal has an override and the action can be proposed again."""
 
     def compose(self) -> ComposeResult:
         p = self.preview
         with Vertical(id="dialog"):
             yield Label(f"REFUSED: {p.title}", id="dialog-title")
             with VerticalScroll(id="dialog-body", can_focus=False):
-                yield Label("Why", classes="section first")
-                yield Static(verdict_text(p.refusals), id="reasons")
+                yield Label(f"Why: {grouped(p.refusals)}", classes="section first")
+                yield Static(grouped_verdict_text(p.refusals), id="reasons")
                 yield Label("Guards", classes="section")
                 yield Static(verdict_summary(p.report, refusals_shown=True), id="verdicts")
                 yield Label("Would have run", classes="section")
                 yield Static(steps_summary(p), id="steps")
                 yield from self.details()
+            if self.overridable:
+                names = ", ".join(sorted(o.value for o in p.report.needed_overrides()))
+                yield Label(f"o: override {names} (you type {p.target}; journaled)",
+                            id="override-hint")
             with Horizontal(id="dialog-buttons"):
                 yield Label(f"esc · {DETAILS_HINT}", classes="dialog-hint")
                 yield Button("Close", id="close", variant="primary", compact=True)
+                if self.overridable:
+                    yield Button("Override…", id="override", variant="warning", compact=True)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -238,7 +278,11 @@ class RefusalScreen(ActionModal):
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        self.dismiss(False)
+        self.dismiss(event.button.id == "override")
 
     def action_close(self) -> None:
         self.dismiss(False)
+
+    def action_override(self) -> None:
+        if self.overridable:
+            self.dismiss(True)

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 
 from rich.text import Text
 
-from sparktui.ops.guards import Verdict
 from sparktui.service.actions import ActionPreview
+from sparktui.tui.screens.confirm import grouped
 
 VERDICT_WORDS = {"passes": ("PASS", "bold green"),
                  "overridable": ("OVERRIDABLE", "bold yellow"),
@@ -23,21 +23,6 @@ def serve_verdict(preview: ActionPreview) -> str:
     if preview.refusals and all(v.override is not None for v in preview.refusals):
         return "overridable"
     return "refused"
-
-
-def grouped(verdicts: list[Verdict]) -> str:
-    """``protected-node ×4 · fit (override) · image dgx5``: one entry per guard."""
-    by_guard: dict[str, list[Verdict]] = {}
-    for v in verdicts:
-        by_guard.setdefault(v.guard, []).append(v)
-    parts = []
-    for guard, vs in by_guard.items():
-        part = guard + (f" {vs[0].subject}" if len(vs) == 1 and "@" not in vs[0].subject
-                        else f" ×{len(vs)}" if len(vs) > 1 else "")
-        if all(v.override is not None for v in vs):
-            part += " (override)"
-        parts.append(part)
-    return " · ".join(parts)
 
 
 def cluster_choice(cluster: str, preview: ActionPreview, qualified: bool) -> Text:
