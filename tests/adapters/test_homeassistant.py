@@ -13,6 +13,7 @@ import pytest
 from aiohttp import web
 
 from sparktui.adapters.homeassistant import (
+    AuthRefused,
     HomeAssistant,
     HomeAssistantError,
     NotConfirmed,
@@ -29,6 +30,7 @@ class FakeHA:
         self.states = {"switch.dgx6": "on", "switch.dgx7": "unavailable", "switch.stuck": "on"}
         self.fault = ""
         self.calls: list[tuple[str, str]] = []
+        self.requests = 0
         self.release = asyncio.Event()
         """Set at teardown so a hung handler ends and the server can stop."""
 
@@ -57,8 +59,12 @@ class FakeHA:
 
         @web.middleware
         async def mw(request: web.Request, handler):  # type: ignore[no-untyped-def]
+            self.requests += 1
             if self.fault == "hang":
                 await self.release.wait()
+            if self.fault == "502-echo":  # a proxy that echoes the request it could not pass
+                return web.Response(status=502, text="Bad Gateway\n" + "\n".join(
+                    f"{k}: {v}" for k, v in request.headers.items()))
             if self.fault == "500":
                 return web.Response(status=500, text="500: Internal Server Error")
             if request.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -167,7 +173,7 @@ async def test_401_says_the_token_was_refused_without_showing_it(ha_server, tmp_
 async def test_unknown_entity_and_bad_entity_ids(ha_server, tmp_path):
     _, url = ha_server
     async with client(url, tmp_path) as ha:
-        with pytest.raises(HomeAssistantError, match="HTTP 404"):
+        with pytest.raises(HomeAssistantError, match="404: Home Assistant has no entity"):
             await ha.state("switch.nope")
         with pytest.raises(HomeAssistantError, match="not an entity id"):
             await ha.state("switch.x/../../api")
@@ -188,3 +194,51 @@ def test_token_from_env_first_then_a_private_file(tmp_path, monkeypatch):
     token_file(tmp_path, 0o600, "")
     with pytest.raises(TokenError, match="is empty"):
         load_token("SPARKTUI_TEST_TOKEN", tmp_path / "ha_token")
+
+
+async def test_a_refused_token_costs_exactly_one_request(ha_server, tmp_path):
+    """Eight plugs read at once with a refused token: one request reaches Home
+    Assistant, the rest end without sending (ip_ban counts failed logins)."""
+    fake, url = ha_server
+    bad = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600, "wrong-token-def"))
+    async with HomeAssistant(url, bad, timeout_s=2.0, clock=Fast()) as ha:
+        results = await asyncio.gather(*(ha.state("switch.dgx6") for _ in range(8)),
+                                       return_exceptions=True)
+        assert all(isinstance(r, AuthRefused) for r in results)
+        with pytest.raises(AuthRefused, match=r"401 Unauthorized.*not retried"):
+            await ha.turn("switch.dgx6", False)
+    assert fake.requests == 1 and fake.calls == []
+
+
+async def test_a_502_echoing_the_authorization_header_never_shows_the_token(ha_server, tmp_path):
+    fake, url = ha_server
+    fake.fault = "502-echo"
+    async with client(url, tmp_path) as ha:
+        with pytest.raises(HomeAssistantError, match="HTTP 502") as info:
+            await ha.state("switch.dgx6")
+    assert TOKEN not in str(info.value) and "Bearer" not in str(info.value)
+    assert "Authorization: <redacted>" in str(info.value)
+
+
+async def test_connection_refused_names_the_url_and_what_to_check(tmp_path):
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    async with client(url, tmp_path) as ha:
+        with pytest.raises(HomeAssistantError) as info:
+            await ha.state("switch.dgx6")
+    message = str(info.value)
+    assert f"connection refused at {url}" in message and "[home_assistant] url" in message
+    assert "ConnectError" not in message and "attempts failed" not in message
+
+
+async def test_404_names_the_config_key_that_holds_the_entity(ha_server, tmp_path):
+    _, url = ha_server
+    token = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600))
+    async with HomeAssistant(url, token, clock=Fast(),
+                             entity_keys={"switch.nope": "nodes.dgx6.switch"}) as ha:
+        with pytest.raises(HomeAssistantError, match=r"no entity switch\.nope -> check "
+                                                     r"nodes\.dgx6\.switch in config\.toml"):
+            await ha.state("switch.nope")

@@ -56,7 +56,7 @@ def test_fit_unknown_cluster_is_a_clear_error(capsys):
 
 def test_serve_dry_run_renders_every_rank(capsys):
     code, out, _ = _run(capsys, "serve", "glm53-full-native-8x-dspark8", "--cluster",
-                        "8nodes-switch", "--dry-run")
+                        "8nodes-switch", "--print-commands")
     assert code == 0
     assert out.count("docker run -d --name sparktui-glm53-full-native-8x-dspark8-r") == 8
     assert "TP8, nnodes 8, ranks 0-7" in out
@@ -64,7 +64,7 @@ def test_serve_dry_run_renders_every_rank(capsys):
 
 
 def test_serve_dry_run_json(capsys):
-    code, out, _ = _run(capsys, "serve", "dsv41-flash-r37-4x-eager", "--dry-run", "--json")
+    code, out, _ = _run(capsys, "serve", "dsv41-flash-r37-4x-eager", "--print-commands", "--json")
     data = json.loads(out)
     assert code == 0 and data["fit"] == "refused" and len(data["ranks"]) == 4
 

@@ -11,8 +11,9 @@ from types import MappingProxyType
 import pytest
 from rich.console import Console
 
-from sparktui.cli.health_cmd import HealthReport, kernel_verdict, node_issues
+from sparktui.cli.health_cmd import HealthReport
 from sparktui.cli.main import main
+from sparktui.core import nodehealth
 from sparktui.core.config import (
     ClusterConfig,
     Config,
@@ -34,6 +35,15 @@ from sparktui.core.state import (
     Psi,
     PsiLine,
 )
+
+
+def node_issues(config, snap):
+    return [f.summary for f in nodehealth.node_findings(config, snap, snap.node)]
+
+
+def kernel_verdict(config, kernel):
+    found = nodehealth.kernel(config, "dgx1", kernel)
+    return found.summary if found else ""
 
 GIB = 1024 * 1024
 NAMES = [f"dgx{i}" for i in range(1, 9)]

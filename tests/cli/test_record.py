@@ -35,3 +35,38 @@ def test_record_refuses_an_invalid_value_and_writes_nothing(config_copy, capsys)
     assert code == 2 and "engine_args.gpu_memory_utilization" in err
     assert path.read_text() == before
     assert not list(path.parent.glob(".recipe.*"))
+
+
+def test_record_refuses_non_finite_and_out_of_range(config_copy, capsys):
+    config = config_copy()
+    path = config.parent / "recipes" / "dsv41-flash-r37-4x-eager" / "recipe.toml"
+    before = path.read_text()
+    for key, value, says in (("fit.pinned_extras_gib", "nan", "finite"),
+                             ("model.size_gb", "inf", "finite"),
+                             ("engine_args.gpu_memory_utilization", "1.5", "out of range"),
+                             ("port", "0", "out of range")):
+        code = main(["record", "dsv41-flash-r37-4x-eager", key, value, "--config", str(config)])
+        err = capsys.readouterr().err
+        assert code == 2 and f"{path}:" in err and key in err and says in err, err
+        assert path.read_text() == before
+
+
+def test_record_keeps_the_file_mode(config_copy, capsys):
+    config = config_copy()
+    path = config.parent / "recipes" / "dsv41-flash-8x" / "recipe.toml"
+    path.chmod(0o644)
+    assert main(["record", "dsv41-flash-8x", "model.shards", "40",
+                 "--config", str(config)]) == 0, capsys.readouterr().err
+    assert path.stat().st_mode & 0o777 == 0o644
+
+
+def test_record_boolean_over_a_commented_value(config_copy, capsys):
+    config = config_copy()
+    path = config.parent / "recipes" / "dsv41-flash-8x" / "recipe.toml"
+    main(["record", "dsv41-flash-8x", "engine_args.max_num_seqs", "4", "--note", "measured",
+          "--config", str(config)])
+    code = main(["record", "dsv41-flash-8x", "engine_args.max_num_seqs", "true",
+                 "--config", str(config)])
+    err = capsys.readouterr().err
+    assert code == 2 and "engine_args.max_num_seqs" in err and "Traceback" not in err
+    assert "max_num_seqs = 4" in path.read_text()

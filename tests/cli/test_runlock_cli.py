@@ -50,12 +50,17 @@ async def test_a_crashed_serve_lock_is_stale_and_closed(tmp_path, capsys, monkey
         assert await h.sparktui(cfg, "runlock", "close", "dgx6", "--yes",
                                 monkeypatch=monkeypatch) == 0
         assert locks.get("dgx6") is None
-        assert "serve-x: unfinished serve lane-x closed with its lock" in \
+        assert "closed (stale); unfinished serve lane-x closed with its lock" in \
             capsys.readouterr().out
         assert journal.unfinished() == []
+        assert await h.sparktui(cfg, "runlock", "close", "dgx7", "--dry-run", "--json",
+                                monkeypatch=monkeypatch) == 3
+        plan = json.loads(capsys.readouterr().out)
+        assert plan["workflow"] == "runlock-close" and plan["allowed"] is False
+        assert [v["guard"] for v in plan["verdicts"]] == ["runlock"]
         code = await h.sparktui(cfg, "runlock", "close", "dgx7", "--yes",
                                 monkeypatch=monkeypatch)
-        assert code == 1 and "owner alive" in capsys.readouterr().err
+        assert code == 3 and "owner process is alive" in capsys.readouterr().err
         assert locks.get("dgx7") is not None and locks.get("dgx7").pid == os.getpid()
         assert await h.sparktui(cfg, "runlock", "close", "dgx7", "--force", "--yes",
                                 monkeypatch=monkeypatch) == 0

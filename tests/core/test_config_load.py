@@ -148,3 +148,53 @@ def test_all_problems_are_reported_together(config_copy):
 def test_missing_file(tmp_path):
     (p,) = _problems(tmp_path / "nope.toml")
     assert "not found" in p.message
+
+
+def test_one_plug_one_node(config_copy):
+    """Two nodes naming the same plug entity: power-cycling one would cut the other."""
+    path = config_copy(lambda t: t.replace('switch = "switch.dgx7"', 'switch = "switch.dgx6"'))
+    (p,) = _problems(path)
+    lines = path.read_text().splitlines()
+    second = [i for i, line in enumerate(lines, 1) if 'switch = "switch.dgx6"' in line][1]
+    assert p.key == "nodes.dgx7.switch" and p.line == second
+    assert "switch.dgx6 is also node dgx6's plug" in p.message and "one plug, one node" in p.message
+    assert str(p).startswith(f"{path}:{p.line}: nodes.dgx7.switch:")
+
+
+def test_a_node_plug_may_not_be_a_shared_switch(config_copy):
+    path = config_copy(lambda t: t.replace('switch = "switch.dgx8"', 'switch = "switch.sw6_mt"'))
+    (p,) = _problems(path)
+    assert p.key == "switches.sw6_mt.entity" and p.line is not None
+    assert "is also node dgx8's plug" in p.message
+
+
+@pytest.mark.parametrize(("old", "new", "key", "says"), [
+    ("poll_interval_s = 2.0", "poll_interval_s = nan", "console.poll_interval_s",
+     "must be a finite number (>= 0.1 and <= 3600 s), got nan"),
+    ("poll_interval_s = 2.0", "poll_interval_s = inf", "console.poll_interval_s", "finite"),
+    ("off_seconds = 35.0", "off_seconds = -5.0", "power.off_seconds",
+     "-5 is out of range: must be > 0 and <= 3600 s"),
+    ("boot_timeout_s = 600.0", "boot_timeout_s = 0.0", "power.boot_timeout_s", "> 0"),
+    ("speed = 60.0", "speed = -1.0", "simulator.speed", "> 0"),
+    ("connect_timeout_s = 10.0", "connect_timeout_s = 1e308", "ssh.connect_timeout_s",
+     "<= 300 s"),
+    ('url = "http://127.0.0.1:8123"', 'url = "http://[::1"', "home_assistant.url", "not a URL"),
+    ('url = "http://127.0.0.1:8123"', 'url = "http://127.0.0.1:0"', "home_assistant.url",
+     "port 0"),
+    ('url = "http://127.0.0.1:8123"', 'url = "http://127.0.0.1:70000"', "home_assistant.url",
+     "not a URL"),
+    ('url = "http://127.0.0.1:8123"', 'url = "127.0.0.1:8123"', "home_assistant.url",
+     "not an http(s) URL"),
+])
+def test_every_value_has_a_domain(config_copy, old, new, key, says):
+    path = config_copy(lambda t: t.replace(old, new, 1))
+    assert new in path.read_text()
+    (p,) = _problems(path)
+    assert p.key == key and says in p.message
+    assert p.line == _line_of(path, new)
+
+
+def test_ports_are_1_to_65535(config_copy):
+    path = config_copy(lambda t: t.replace('[nodes.dgx5]', '[nodes.dgx5]\nport = 70000', 1))
+    (p,) = _problems(path)
+    assert p.key == "nodes.dgx5.port" and "must be >= 1 and <= 65535" in p.message

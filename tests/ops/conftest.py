@@ -15,9 +15,23 @@ import pytest
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.ops.context import OpsContext, open_context
-from sparktui.ops.events import Recorder
+from sparktui.ops.events import WorkflowEvent
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
+
+
+class Recorder:
+    """An ``emit`` that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[WorkflowEvent] = []
+
+    def __call__(self, event: WorkflowEvent) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type[WorkflowEvent]) -> list[WorkflowEvent]:
+        return [e for e in self.events if isinstance(e, kind)]
+
 
 SPEED = 400.0
 """Simulated seconds per real second: a 35 s plug-off wait takes ~0.09 s."""

@@ -12,8 +12,15 @@ import sys
 
 import pytest
 
-from sparktui.ops.resume import close, offers, resume
+from sparktui.ops.resume import close, offers
 from sparktui.ops.runlocks import is_stale, owner_alive
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import Resume
+
+
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
 
 
 async def _start(config_path, *args: str) -> asyncio.subprocess.Process:
@@ -62,7 +69,7 @@ async def test_killed_power_cycle_is_offered_and_completed(sim_ctx, fleet_config
         assert owner_alive(lock) is False
         assert is_stale(lock, False, set()) is True
 
-        result = await resume(ctx, offer.record)
+        result = await run_wf(ctx, Resume(offer.record.wf))
         assert result.ok, result.message
         assert sim.nodes["dgx6"].up
         assert ctx.journal.unfinished() == []

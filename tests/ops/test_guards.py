@@ -170,9 +170,9 @@ def test_missing_image_is_synced_from_a_node_that_has_it_or_refused(cfg):
     report = serve(cfg, cluster(dgx6=probe("dgx6", images=()), dgx7=probe("dgx7", images=())))
     assert report.allowed
     msgs = [v.message for v in report.verdicts if v.guard == "image" and v.subject == "dgx6"]
-    assert "will sync from dgx1" in msgs[0]
-    pref = serve(cfg, cluster(dgx6=probe("dgx6", images=())), build_node="dgx5")
-    assert any("will sync from dgx5" in v.message for v in pref.verdicts)
+    assert "will sync from dgx5 (a node of 4nodes-switch-b, the lane's own cluster" in msgs[0]
+    pref = serve(cfg, cluster(dgx6=probe("dgx6", images=())), build_node="dgx8")
+    assert any("will sync from dgx8 (the build node" in v.message for v in pref.verdicts)
     none = cluster(**{n: probe(n, images=()) for n in
                       ("dgx1", "dgx2", "dgx3", "dgx4", "dgx5", "dgx6", "dgx7", "dgx8")})
     v = refusal(serve(cfg, none), "image", "dgx5")
@@ -220,7 +220,8 @@ def test_offline_node_refuses_without_override(cfg):
 
 
 def test_runlock_held_by_another_workflow(cfg):
-    report = serve(cfg, locks={"dgx7": "power-cycle dgx7 (wf-1, pid 42 on box)"})
+    report = serve(cfg, locks={"dgx7": "power-cycle dgx7 (wf-1, pid 42 on box); -> wait for "
+                                       "it, or `sparktui runlock close dgx7` if it is stale"})
     v = refusal(report, "runlock", "dgx7")
     assert "power-cycle dgx7" in v.message and "runlock close dgx7" in v.message
 
@@ -275,3 +276,103 @@ def test_a_lane_runs_on_one_cluster_at_a_time(cfg):
                 "lane-running", "dgx1")
     assert "already runs on dgx1" in v.message and "cluster 2nodes-dac" in v.message
     assert v.override is None
+
+
+def _lane_container(node: str, lane: str, rank: int = 0, port: int = 8000,
+                    running: bool = True) -> ContainerInfo:
+    labels = {"sparktui.lane": lane, "sparktui.rank": str(rank), "sparktui.nranks": "1",
+              "sparktui.port": str(port), "sparktui.cluster": "x"}
+    return ContainerInfo(f"sparktui-{lane}-r{rank}", IMAGE, "running" if running else "exited",
+                         "Up 1 hour" if running else "Exited (1)", MappingProxyType(labels))
+
+
+def only_dgx1_protected(cfg: Config) -> Config:
+    return replace(cfg, guards=replace(cfg.guards, protected_nodes=("dgx1",)))
+
+
+def test_image_sync_never_from_a_protected_node_when_another_has_it(cfg):
+    """dgx1 is protected and first in config order; only it and dgx3 (another
+    cluster) have the image: dgx3 is chosen, and the message says why."""
+    cfg = only_dgx1_protected(cfg)
+    bare = {n: probe(n, images=()) for n in ("dgx2", "dgx4", "dgx5", "dgx6", "dgx7", "dgx8")}
+    report = serve(cfg, cluster(**bare))
+    (v,) = [v for v in report.verdicts if v.guard == "image" and v.subject == "dgx5"]
+    assert "will sync from dgx3 (no node of 4nodes-switch-b has it; dgx3 is not protected" \
+        in v.message
+    only_protected = serve(cfg, cluster(**bare, dgx3=probe("dgx3", images=())))
+    (v,) = [v for v in only_protected.verdicts if v.guard == "image" and v.subject == "dgx5"]
+    assert "will sync from dgx1 (a protected node, but no other online node has the image" \
+        in v.message
+    # a protected node asked for as the build node is still passed over
+    asked = serve(cfg, cluster(**bare), build_node="dgx1")
+    assert any("will sync from dgx3" in v.message for v in asked.verdicts if v.guard == "image")
+
+
+def test_a_node_running_a_protected_lane_is_no_image_source_either(cfg):
+    cfg = only_dgx1_protected(cfg)
+    prot = cfg.guards.protected_lanes[0]
+    bare = {n: probe(n, images=()) for n in ("dgx1", "dgx5", "dgx6", "dgx7", "dgx8")}
+    busy = probe("dgx2", containers=(_lane_container("dgx2", prot),))
+    report = serve(cfg, cluster(**bare, dgx2=busy))
+    assert any("will sync from dgx3" in v.message for v in report.verdicts if v.guard == "image")
+
+
+def test_port_in_use_refuses_naming_the_lane_that_holds_it(cfg):
+    holder = probe("dgx5", containers=(_lane_container("dgx5", "other-lane", port=8000),))
+    report = serve(cfg, cluster(dgx5=holder), ports={("dgx5", 8000): True},
+                   overrides=frozenset(Override))
+    v = refusal(report, "port", "dgx5:8000")
+    assert "held by lane other-lane (sparktui-other-lane-r0)" in v.message
+    assert "sparktui stop other-lane" in v.message and v.override is None
+
+
+def test_port_in_use_by_an_unknown_process_or_a_protected_lane(cfg):
+    v = refusal(serve(cfg, ports={("dgx5", 8000): True}), "port", "dgx5:8000")
+    assert "a process that is not a sparktui lane" in v.message and "ss -ltnp" in v.message
+    prot = cfg.guards.protected_lanes[0]
+    held = probe("dgx5", containers=(_lane_container("dgx5", prot, port=8000),))
+    v = refusal(serve(cfg, cluster(dgx5=held), ports={("dgx5", 8000): True}), "port")
+    assert "must NOT be stopped" in v.message and "sparktui stop" not in v.message
+    free = serve(cfg, ports={("dgx5", 8000): False, ("dgx5", 29501): False})
+    assert free.allowed
+    assert {v.subject for v in free.verdicts if v.guard == "port"} == {"dgx5:8000", "dgx5:29501"}
+
+
+def test_node_busy_with_a_protected_lane_is_never_overridable(cfg):
+    prot = cfg.guards.protected_lanes[0]
+    other_recipe = "glm53-full-mxfp4-4x-dspark8"
+    busy = probe("dgx6", containers=(_lane_container("dgx6", prot, rank=1),))
+    report = serve(cfg, cluster(dgx6=busy), recipe=other_recipe,
+                   overrides=frozenset({Override.NODE_BUSY}))
+    v = refusal(report, "node-busy", "dgx6")
+    assert v.override is None and not v.overridden
+    assert "must NOT be stopped" in v.message and "stop it first" not in v.message
+    other = probe("dgx6", containers=(_lane_container("dgx6", "scratch", rank=1),))
+    ok = serve(cfg, cluster(dgx6=other), recipe=other_recipe,
+               overrides=frozenset({Override.NODE_BUSY}))
+    assert [v.guard for v in ok.overridden] == ["node-busy"]
+    assert not [v for v in ok.refused if v.guard == "node-busy"]
+
+
+def test_fit_uses_the_memory_the_node_reports_when_it_is_less(cfg):
+    recipe = "glm53-flash-eugr-2x"
+    assert serve(cfg, recipe=recipe).allowed
+    small = ProbeResult(**{**probe("dgx6").__dict__,
+                           "meminfo": MemInfo(total_kib=64 * 1024 * 1024,
+                                              available_kib=60 * 1024 * 1024)})
+    report = serve(cfg, cluster(dgx6=small), recipe=recipe)
+    v = refusal(report, "fit")
+    assert "node memory 64.0 GiB from the nodes' MemTotal, below the configured 121.6" \
+        in v.message
+
+
+def test_memtotal_far_from_the_config_is_a_health_finding(cfg):
+    from sparktui.core.nodehealth import node_findings
+
+    small = ProbeResult(**{**probe("dgx6").__dict__,
+                           "meminfo": MemInfo(total_kib=110 * 1024 * 1024,
+                                              available_kib=100 * 1024 * 1024)})
+    (f,) = node_findings(cfg, snap("dgx6", small), "dgx6")
+    assert f.check == "memtotal" and not f.blocks_serve
+    assert "MemTotal 110.0 GiB but [guards] node_memory_gib is 121.6" in f.message
+    assert node_findings(cfg, snap("dgx6", probe("dgx6")), "dgx6") == []

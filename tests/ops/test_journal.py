@@ -3,11 +3,15 @@ unfinished ones found; concurrent writers never interleave lines."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 
-from sparktui.ops.journal import Journal
+import pytest
+
+from sparktui.ops.journal import Journal, JournalError
 
 
 class Tick:
@@ -86,3 +90,73 @@ def test_two_processes_appending_never_interleave(tmp_path):
     assert len(entries) == 400
     assert sum(1 for e in entries if e.wf == "p1") == 200
     assert len(path.read_text().splitlines()) == 400
+
+
+def test_a_nan_or_absurd_line_is_skipped_with_a_reason(tmp_path, caplog):
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="power-cycle", target="dgx6")
+    with open(j.path, "ab") as f:
+        f.write(b'{"t": NaN, "wf": "w1", "kind": "intent", "step": "plug off"}\n')
+        f.write(b'{"t": 1e300, "wf": "w1", "kind": "intent", "step": "plug off"}\n')
+        f.write(b'{"t": 1e999, "wf": "w1", "kind": "end"}\n')
+        f.write(b'{"t": 5.0, "wf": "w1", "kind": "end", "ok": "maybe"}\n')
+    j.append("w1", "intent", step="plug off", target="switch.dgx6")
+    assert [e.kind for e in j.entries()] == ["begin", "intent"]
+    assert [s.split(":")[0] for s in j.skipped] == ["line 2", "line 3", "line 4", "line 5"]
+    assert "NaN" in j.skipped[0] and "1e+300" in j.skipped[1]
+    j.entries()
+    warned = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert len(warned) == 4 and warned[0].endswith("line 2 skipped: NaN is not a number a "
+                                                   "journal holds")
+    (w,) = j.unfinished()
+    assert w.steps[0].step == "plug off"
+
+
+def test_a_short_write_is_continued(tmp_path, monkeypatch):
+    from sparktui.ops import journal as journal_mod
+
+    real = journal_mod._write
+    monkeypatch.setattr(journal_mod, "_write", lambda fd, data: real(fd, bytes(data[:7])))
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="stop", target="lane", message="x" * 100)
+    assert [e.message for e in j.entries()] == ["x" * 100]
+
+
+@pytest.mark.parametrize(("err", "says"), [(errno.ENOSPC, "the disk is full"),
+                                          (errno.EROFS, "read-only"),
+                                          (errno.EACCES, "permission denied")])
+def test_a_failed_write_refuses_with_the_reason_and_leaves_no_partial_line(
+        tmp_path, monkeypatch, err, says):
+    from sparktui.ops import journal as journal_mod
+
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="stop", target="lane")
+    before = j.path.read_bytes()
+    real = journal_mod._write
+
+    def half_then_fail(fd, data):
+        if len(data) > 10:
+            return real(fd, bytes(data[:10]))  # part of the line reaches the disk
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(journal_mod, "_write", half_then_fail)
+    with pytest.raises(JournalError, match=f"cannot write the journal {j.path}.*{says}.*"
+                                           f"refusing to act"):
+        j.append("w1", "intent", step="stop rank 0", target="dgx6")
+    assert j.path.read_bytes() == before
+    monkeypatch.setattr(journal_mod, "_write", real)
+    j.append("w1", "intent", step="stop rank 0", target="dgx6")
+    assert [e.kind for e in j.entries()] == ["begin", "intent"] and not j.skipped
+
+
+def test_the_token_never_reaches_the_journal(tmp_path):
+    from sparktui.core.redact import register_secret
+
+    register_secret("tok-abcdef-123456")
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "outcome", step="plug off", target="switch.dgx6", ok=False,
+             message="HTTP 502: Authorization: Bearer tok-abcdef-123456",
+             detail={"body": "token tok-abcdef-123456", "n": float("nan")})
+    text = j.path.read_text()
+    assert "tok-abcdef-123456" not in text and "Bearer" not in text
+    assert j.entries()[0].detail["n"] == "nan"

@@ -4,12 +4,18 @@ Home Assistant, the plug state confirmed by re-reading it."""
 from __future__ import annotations
 
 from sparktui.ops.events import StepStarted, WorkflowFinished
-from sparktui.ops.workflows.power import power_cycle
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import PowerCycle
+
+
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
 
 
 async def test_power_cycle_dgx6_off_wait_on_back(sim_ctx):
     async with sim_ctx() as (sim, ctx, events):
-        result = await power_cycle(ctx, "dgx6")
+        result = await run_wf(ctx, PowerCycle("dgx6"))
         assert result.ok, result.message
         steps = [e.step for e in events.of(StepStarted)]
         assert steps == ["plug off", "wait off", "plug on", "liveness", "ssh", "re-check"]

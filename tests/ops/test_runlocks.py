@@ -21,7 +21,7 @@ def test_a_workflow_takes_every_node_or_none(tmp_path):
     assert info.value.lock.wf == "pc-1"
     assert "power-cycle dgx6" in str(info.value)
     assert [lock.node for lock in locks.list()] == ["dgx6"]  # dgx5 was rolled back
-    assert locks.holders() == {"dgx6": locks.get("dgx6").describe()}
+    assert locks.holders()["dgx6"].startswith(locks.get("dgx6").describe())
     assert locks.holders(exclude_wf="pc-1") == {}
 
 
@@ -66,3 +66,28 @@ def test_stale_means_owner_gone_and_containers_gone():
     elsewhere = RunLock("dgx5", "a", "serve", "x", 1, "other-host", 1.0)
     assert owner_alive(elsewhere, os.uname().nodename) is None
     assert is_stale(elsewhere, None, set()) is None
+
+
+def test_a_dead_owner_is_stale_and_the_advice_says_what_to_do(tmp_path):
+    from sparktui.ops import guards
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that no longer runs
+    locks = RunLocks(tmp_path / "runlocks")
+    locks.acquire(["dgx6", "dgx7"], wf="serve-1", workflow="serve", target="glm53-lane",
+                  started_at=1.0, pid=gone.pid,
+                  containers={"dgx6": ["sparktui-glm53-lane-r0"]})
+    locks.acquire(["dgx8"], wf="power-2", workflow="power-cycle", target="dgx8",
+                  started_at=1.0)  # this process: alive
+    held = locks.holders()
+    assert held["dgx6"].endswith(
+        f"its process (pid {gone.pid}) is gone: the lock is stale, but it started "
+        f"sparktui-glm53-lane-r0 (may still run) -> `sparktui stop glm53-lane`, then "
+        f"`sparktui runlock close dgx6`")
+    assert held["dgx7"].endswith(f"its process (pid {gone.pid}) is gone: the lock is stale "
+                                 f"-> `sparktui runlock close dgx7`")
+    assert "wait for it" not in held["dgx6"] + held["dgx7"]
+    assert held["dgx8"].endswith("-> wait for it, or `sparktui runlock close dgx8` if it is "
+                                 "stale")
+    verdict = guards.runlock("dgx6", held)
+    assert not verdict.passed and "`sparktui stop glm53-lane`, then" in verdict.message

@@ -13,7 +13,8 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.events import StepStarted
 from sparktui.ops.guards import Override
 from sparktui.ops.shiftlog import render
-from sparktui.ops.workflows.serve import ServeOptions, preview_serve, serve
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.serve import Serve, ServeOptions
 
 B = "4nodes-switch-b"
 
@@ -34,6 +35,11 @@ CASES = [
 ]
 
 
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
+
+
 @pytest.mark.parametrize("scenario,recipe,cluster,guard,subject,words", CASES,
                          ids=[c[0] + ":" + c[3] for c in CASES])
 async def test_seed_incident_is_refused_before_anything_runs(sim_ctx, fleet_config, scenario,
@@ -42,7 +48,7 @@ async def test_seed_incident_is_refused_before_anything_runs(sim_ctx, fleet_conf
     r = load_recipe(fleet_config, recipe)
     async with sim_ctx(scenario) as (sim, ctx, events):
         before = {n: set(node.docker.containers) for n, node in sim.nodes.items()}
-        result = await serve(ctx, r, cluster)
+        result = await run_wf(ctx, Serve(r, cluster))
         assert not result.ok and result.message.startswith("refused")
         refused = result.detail["refused"]
         hit = [v for v in refused if v["guard"] == guard
@@ -58,7 +64,7 @@ async def test_seed_incident_is_refused_before_anything_runs(sim_ctx, fleet_conf
 async def test_shared_host_keys_are_flagged(sim_ctx, fleet_config):
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx("shared-host-key") as (_, ctx, _e):
-        pv = await preview_serve(ctx, r, B)
+        pv = await prepare(ctx, Serve(r, B))
         assert pv.report.allowed
         flagged = {v.subject for v in pv.report.warnings if v.guard == "host-key"}
         assert flagged == {"dgx5", "dgx6", "dgx7", "dgx8"}
@@ -67,7 +73,7 @@ async def test_shared_host_keys_are_flagged(sim_ctx, fleet_config):
 async def test_missing_images_are_synced_node_to_node_and_verified(sim_ctx, fleet_config):
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx("images-missing") as (sim, ctx, events):
-        result = await serve(ctx, r, B, ServeOptions(detach=True, build_node="dgx5"))
+        result = await run_wf(ctx, Serve(r, B, ServeOptions(detach=True, build_node="dgx5")))
         assert result.ok, result.message
         syncs = [e for e in events.of(StepStarted) if e.step == "sync image"]
         assert [e.target for e in syncs] == ["dgx6", "dgx7", "dgx8"]
@@ -85,7 +91,7 @@ async def test_a_rank_dying_is_reported_with_its_line_and_the_ranks_are_stopped(
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx("cache-not-symlink") as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.HF_CACHE}), poll_s=5.0)
-        result = await serve(ctx, r, B, options)
+        result = await run_wf(ctx, Serve(r, B, options))
         assert not result.ok
         failure = result.detail["failure"]
         # the lane's first fatal line is the earliest by timestamp: a worker's own
@@ -112,7 +118,7 @@ async def test_keep_leaves_the_ranks_for_the_operator(sim_ctx, fleet_config):
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx("cache-not-symlink") as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.HF_CACHE}), keep=True, poll_s=5.0)
-        result = await serve(ctx, r, B, options)
+        result = await run_wf(ctx, Serve(r, B, options))
         assert not result.ok and "(ranks kept: --keep)" in result.message
         assert sim.nodes["dgx5"].docker.containers
         assert ctx.locks.list() == []
@@ -128,7 +134,7 @@ async def test_a_worker_node_lost_mid_boot_fails_the_serve_and_frees_the_lock(
                 sim.set_power("dgx7", False)  # the node drops with its SSH sessions
 
         ctx.emit = on_event
-        result = await serve(ctx, r, B, ServeOptions(poll_s=5.0, stall_after_s=600))
+        result = await run_wf(ctx, Serve(r, B, ServeOptions(poll_s=5.0, stall_after_s=600)))
         assert not result.ok, result.message
         assert ctx.locks.list() == []
         (wf,) = [w for w in ctx.journal.workflows() if w.workflow == "serve"]
@@ -145,8 +151,15 @@ async def test_boot_d_forced_past_the_fit_guard_is_caught_thrashing(sim_ctx, fle
     quick = replace(fleet_config, console=replace(fleet_config.console, probe_timeout_s=1.0))
     async with sim_ctx("boot-d-oom", config=quick, speed=1500.0) as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.FIT}), poll_s=5.0)
-        result = await serve(ctx, r, B, options)
+        plan = await prepare(ctx, Serve(r, B, options))
+        for _ in range(5):  # 1 simulated second of probe timeout is < 1 ms here: on a loaded
+            if plan.allowed:  # machine an idle node's probe may miss it
+                break
+            plan = await prepare(ctx, Serve(r, B, options))
+        assert plan.allowed, [v.message for v in plan.report.refused]
+        result = await execute(ctx, plan)
         assert not result.ok
+        assert "thrash" in result.detail, result.message
         thrash = result.detail["thrash"]
         assert thrash["node"] in ("dgx5", "dgx6", "dgx7", "dgx8")
         assert "thrashes during the boot" in result.message

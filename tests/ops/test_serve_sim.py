@@ -4,19 +4,28 @@ from __future__ import annotations
 
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.events import StepProgressed, StepStarted
-from sparktui.ops.workflows.serve import ServeOptions, preview_serve, serve
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.serve import Serve, ServeOptions
+
+
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
 
 
 async def test_serve_runs_through_readiness_and_releases_the_lock(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, events):
-        result = await serve(ctx, recipe, "4nodes-switch-b", ServeOptions(poll_s=5.0))
+        result = await run_wf(ctx, Serve(recipe, "4nodes-switch-b", ServeOptions(poll_s=5.0)))
         assert result.ok, result.message
         assert "serving on 4nodes-switch-b" in result.message
         steps = [e.step for e in events.of(StepStarted)]
         assert steps[:4] == ["gid rank 0", "gid rank 1", "gid rank 2", "gid rank 3"]
         assert steps[4:8] == ["start rank 0", "start rank 1", "start rank 2", "start rank 3"]
-        assert steps[-1] == "readiness"
+        assert steps[8:] == ["readiness", "qualify copy RU", "qualify copy EN",
+                             "qualify identifiers", "qualify bench"]
+        assert result.detail["qualify"]["state"] == "qualified", result.message
+        assert "quality gate PASSED" in result.message
         assert result.detail["kv_tokens"]
         assert set(result.detail["stages"]) >= {"port", "health", "models"}
         assert any(isinstance(e, StepProgressed) for e in events.events)
@@ -31,7 +40,7 @@ async def test_serve_runs_through_readiness_and_releases_the_lock(sim_ctx, fleet
 async def test_preview_lists_every_verdict_and_the_exact_commands(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, _events):
-        pv = await preview_serve(ctx, recipe, "4nodes-switch-b")
+        pv = await prepare(ctx, Serve(recipe, "4nodes-switch-b"))
         assert pv.report.allowed
         guards_seen = {v.guard for v in pv.report.verdicts}
         assert guards_seen >= {"protected-node", "blocking-switch", "fit", "runlock", "online",
@@ -46,10 +55,10 @@ async def test_preview_lists_every_verdict_and_the_exact_commands(sim_ctx, fleet
 async def test_a_node_lost_after_confirmation_refuses_at_run_time(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, _):
-        confirmed = await preview_serve(ctx, recipe, "4nodes-switch-b")
+        confirmed = await prepare(ctx, Serve(recipe, "4nodes-switch-b"))
         assert confirmed.report.allowed
         sim.set_power("dgx6", False)
         await sim.settle()
-        result = await serve(ctx, recipe, "4nodes-switch-b", preview=confirmed)
+        result = await execute(ctx, confirmed)
         assert not result.ok and "dgx6 is" in result.message
         assert not any(sim.nodes[n].docker.containers for n in sim.nodes)

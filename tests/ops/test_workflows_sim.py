@@ -8,15 +8,21 @@ from dataclasses import replace
 import pytest
 
 from sparktui.core.recipe_load import load_recipe
-from sparktui.ops.events import StepStarted
-from sparktui.ops.workflows.cluster_power import cluster_power
-from sparktui.ops.workflows.power import power_cycle, power_switch
-from sparktui.ops.workflows.recover import recover
-from sparktui.ops.workflows.serve import ServeOptions, serve
-from sparktui.ops.workflows.stop import find_lane, stop_lane
+from sparktui.ops.events import GuardsEvaluated, StepStarted
+from sparktui.ops.workflows.cluster_power import ClusterPower
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import PowerCycle, PowerSwitch
+from sparktui.ops.workflows.recover import Recover
+from sparktui.ops.workflows.serve import Serve, ServeOptions
+from sparktui.ops.workflows.stop import Stop
 
 B = "4nodes-switch-b"
 B_NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
+
+
+async def run_wf(ctx, workflow):
+    """The one route: plan from a fresh observation, then run that plan."""
+    return await execute(ctx, await prepare(ctx, workflow))
 
 
 def containers(sim, nodes=B_NODES):
@@ -26,10 +32,10 @@ def containers(sim, nodes=B_NODES):
 async def test_stop_stops_every_rank_head_last_and_waits_for_memory(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
     async with sim_ctx() as (sim, ctx, events):
-        started = await serve(ctx, recipe, B, ServeOptions(detach=True))
+        started = await run_wf(ctx, Serve(recipe, B, ServeOptions(detach=True)))
         assert started.ok, started.message
         await sim.clock.sleep(120)  # let the load eat memory
-        result = await stop_lane(ctx, recipe.name)
+        result = await run_wf(ctx, Stop(recipe.name))
         assert result.ok, result.message
         steps = [e.step for e in events.of(StepStarted) if e.step.startswith("stop rank")]
         assert steps[-1] == "stop rank 0" and sorted(steps) == [f"stop rank {i}"
@@ -43,8 +49,8 @@ async def test_stop_stops_every_rank_head_last_and_waits_for_memory(sim_ctx, fle
 async def test_a_protected_lane_is_not_stopped(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, _):
-        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
-        result = await stop_lane(ctx, recipe.name)
+        assert (await run_wf(ctx, Serve(recipe, B, ServeOptions(detach=True)))).ok
+        result = await run_wf(ctx, Stop(recipe.name))
         assert not result.ok and result.message.startswith("refused")
         assert "must NOT be stopped" in result.message
         assert len(containers(sim)) == 4
@@ -53,14 +59,14 @@ async def test_a_protected_lane_is_not_stopped(sim_ctx, fleet_config):
 
 async def test_cluster_power_off_then_on_orders_the_shared_switch(sim_ctx):
     async with sim_ctx() as (sim, ctx, _):
-        off = await cluster_power(ctx, B, on=False)
+        off = await run_wf(ctx, ClusterPower(B, False))
         assert off.ok, off.message
         assert all(sim.nodes[n].power == "off" for n in B_NODES)
         assert sim.ha.calls == [("turn_off", f"switch.{n}") for n in B_NODES]
         assert "kept on (shared)" in off.message  # sw6_mt also carries production
         assert sim.spec.entities["switch.sw6_mt"].state == "on"
         sim.ha.calls.clear()
-        on = await cluster_power(ctx, B, on=True)
+        on = await run_wf(ctx, ClusterPower(B, True))
         assert on.ok, on.message
         assert sim.ha.calls == [("turn_on", f"switch.{n}") for n in B_NODES]  # sw6_mt was on
         assert all(sim.nodes[n].up for n in B_NODES)
@@ -68,7 +74,7 @@ async def test_cluster_power_off_then_on_orders_the_shared_switch(sim_ctx):
 
 async def test_cluster_power_on_turns_the_switch_on_first(sim_ctx):
     async with sim_ctx("switch-off") as (sim, ctx, _):
-        result = await cluster_power(ctx, B, on=True)
+        result = await run_wf(ctx, ClusterPower(B, True))
         assert result.ok, result.message
         assert sim.ha.calls[0] == ("turn_on", "switch.sw6_mt")
 
@@ -76,29 +82,31 @@ async def test_cluster_power_on_turns_the_switch_on_first(sim_ctx):
 async def test_cluster_power_off_skips_production_and_refuses_busy_nodes(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, _):
-        result = await cluster_power(ctx, "8nodes-switch", on=False)
+        result = await run_wf(ctx, ClusterPower("8nodes-switch", False))
         assert result.ok, result.message
         assert "skipped (protected): dgx1, dgx2, dgx3, dgx4" in result.message
         assert all(sim.nodes[n].up for n in ("dgx1", "dgx2", "dgx3", "dgx4"))
         assert {e for _, e in sim.ha.calls} == {f"switch.{n}" for n in B_NODES}
-        assert (await cluster_power(ctx, B, on=True)).ok
-        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
+        assert (await run_wf(ctx, ClusterPower(B, True))).ok
+        assert (await run_wf(ctx, Serve(recipe, B, ServeOptions(detach=True)))).ok
         sim.ha.calls.clear()
-        busy = await cluster_power(ctx, B, on=False)
-        assert not busy.ok and "stop its lanes first" in busy.message
+        busy = await run_wf(ctx, ClusterPower(B, False))
+        # the lane is protected: the refusal never says "stop it"
+        assert not busy.ok and "must NOT be stopped -> leave dgx5 on" in busy.message
+        assert "stop its lanes first" not in busy.message
         assert sim.ha.calls == []
 
 
 async def test_production_node_is_never_cycled(sim_ctx):
     async with sim_ctx() as (sim, ctx, _):
-        result = await power_cycle(ctx, "dgx1")
+        result = await run_wf(ctx, PowerCycle("dgx1"))
         assert not result.ok and "protected node" in result.message
         assert sim.ha.calls == []
 
 
 async def test_recover_stops_at_the_first_ssh_answer(sim_ctx):
     async with sim_ctx() as (sim, ctx, events):
-        result = await recover(ctx, "dgx7")
+        result = await run_wf(ctx, Recover("dgx7"))
         assert result.ok and result.detail["power_cycled"] is False
         assert [e.step for e in events.of(StepStarted)] == ["ssh retry 1"]
         assert sim.ha.calls == []
@@ -108,7 +116,7 @@ async def test_recover_retries_three_times_then_cycles_that_node_only(sim_ctx):
     async with sim_ctx() as (sim, ctx, events):
         sim.set_power("dgx7", False)  # a hung node as SSH sees it: no answer
         await sim.settle()
-        result = await recover(ctx, "dgx7", off_seconds=5)
+        result = await run_wf(ctx, Recover("dgx7", 5))
         assert result.ok, result.message
         steps = [e.step for e in events.of(StepStarted)]
         assert steps[:3] == ["ssh retry 1", "ssh retry 2", "ssh retry 3"]
@@ -129,7 +137,7 @@ async def test_ha_faults_leave_no_half_state(sim_ctx, fleet_config, fault, monke
             sim.inject("unavailable", "switch.dgx6")
         else:
             sim.inject(fault)
-        result = await power_cycle(ctx, "dgx6")
+        result = await run_wf(ctx, PowerCycle("dgx6"))
         assert not result.ok
         expect = {"ha-500": "HTTP 500", "ha-hang": "no answer within 0.5 s",
                   "unavailable": "unavailable in Home Assistant",
@@ -153,7 +161,7 @@ async def test_ha_failing_after_the_plug_went_off_leaves_it_unfinished(sim_ctx, 
                 sim.inject("ha-500")
 
         ctx.emit = on_event
-        result = await power_cycle(ctx, "dgx6", off_seconds=2)
+        result = await run_wf(ctx, PowerCycle("dgx6", 2))
         assert not result.ok and "UNFINISHED" in result.message
         assert "switch.dgx6 (dgx6) may be off" in result.message
         (rec,) = ctx.journal.unfinished()
@@ -164,17 +172,17 @@ async def test_ha_failing_after_the_plug_went_off_leaves_it_unfinished(sim_ctx, 
 
 async def test_power_off_then_on_a_single_node(sim_ctx):
     async with sim_ctx() as (sim, ctx, _):
-        assert (await power_switch(ctx, "dgx8", on=False)).ok
+        assert (await run_wf(ctx, PowerSwitch("dgx8", False))).ok
         assert sim.nodes["dgx8"].power == "off"
-        back = await power_switch(ctx, "dgx8", on=True)
+        back = await run_wf(ctx, PowerSwitch("dgx8", True))
         assert back.ok and "dgx8 back" in back.message
 
 
 async def test_cycling_a_node_that_runs_a_protected_lane_is_refused(sim_ctx, fleet_config):
     protected = load_recipe(fleet_config, "glm53-flash-eugr-2x")
     async with sim_ctx() as (sim, ctx, _):
-        assert (await serve(ctx, protected, B, ServeOptions(detach=True))).ok
-        result = await power_cycle(ctx, "dgx6")
+        assert (await run_wf(ctx, Serve(protected, B, ServeOptions(detach=True)))).ok
+        result = await run_wf(ctx, PowerCycle("dgx6"))
         assert not result.ok
         assert "runs a rank of protected lane glm53-flash-eugr-2x" in result.message
         assert sim.ha.calls == []
@@ -183,8 +191,8 @@ async def test_cycling_a_node_that_runs_a_protected_lane_is_refused(sim_ctx, fle
 async def test_cycling_a_busy_node_warns_what_it_kills(sim_ctx, fleet_config):
     other = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
     async with sim_ctx() as (_, ctx, events):
-        assert (await serve(ctx, other, B, ServeOptions(detach=True))).ok
-        result = await power_cycle(ctx, "dgx6", off_seconds=1)
+        assert (await run_wf(ctx, Serve(other, B, ServeOptions(detach=True)))).ok
+        result = await run_wf(ctx, PowerCycle("dgx6", 1))
         assert result.ok, result.message
         (guards_event,) = [e for e in events.events if type(e).__name__ == "GuardsEvaluated"
                            and e.wf == result.wf]
@@ -195,21 +203,22 @@ async def test_cycling_a_busy_node_warns_what_it_kills(sim_ctx, fleet_config):
 async def test_a_lock_taken_after_the_guards_ran_is_a_refusal(sim_ctx, monkeypatch):
     async with sim_ctx() as (sim, ctx, _):
         ctx.locks.acquire(["dgx6"], wf="other", workflow="serve", target="x", started_at=0.0)
-        monkeypatch.setattr(ctx.locks, "holders", lambda exclude_wf=None: {})
-        result = await power_cycle(ctx, "dgx6")
+        monkeypatch.setattr(ctx.locks, "list", lambda: [])  # unseen by the guards
+        result = await run_wf(ctx, PowerCycle("dgx6"))
         assert not result.ok and "after the guards ran" in result.message
         assert sim.ha.calls == []
+        monkeypatch.undo()
         assert [lk.wf for lk in ctx.locks.list()] == ["other"]
 
 
 async def test_recover_without_home_assistant_still_retries_ssh(sim_ctx):
     async with sim_ctx() as (sim, ctx, _):
         ctx.power, ctx.power_error = None, "no Home Assistant token: $SPARKTUI_HA_TOKEN is unset"
-        ok = await recover(ctx, "dgx7")
+        ok = await run_wf(ctx, Recover("dgx7"))
         assert ok.ok and not ok.detail["power_cycled"]
         sim.set_power("dgx7", False)
         await sim.settle()
-        down = await recover(ctx, "dgx7")
+        down = await run_wf(ctx, Recover("dgx7"))
         assert not down.ok
         assert "Home Assistant is not available: no Home Assistant token" in down.message
         assert ctx.journal.unfinished() == [] and ctx.locks.list() == []
@@ -228,7 +237,7 @@ async def test_cancelling_a_serve_during_readiness_detaches(sim_ctx, fleet_confi
                 reached.set()
 
         ctx.emit = on_event
-        task = asyncio.create_task(serve(ctx, recipe, B, ServeOptions(poll_s=5.0)))
+        task = asyncio.create_task(run_wf(ctx, Serve(recipe, B, ServeOptions(poll_s=5.0))))
         await asyncio.wait_for(reached.wait(), 30)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -242,11 +251,17 @@ async def test_cancelling_a_serve_during_readiness_detaches(sim_ctx, fleet_confi
 async def test_a_node_dropping_mid_stop_fails_that_rank_only(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
     async with sim_ctx() as (sim, ctx, _):
-        assert (await serve(ctx, recipe, B, ServeOptions(detach=True))).ok
-        ranks = await find_lane(ctx, recipe.name)
-        sim.set_power("dgx7", False)  # its SSH sessions drop with it
-        await sim.settle()
-        result = await stop_lane(ctx, recipe.name, ranks)
+        assert (await run_wf(ctx, Serve(recipe, B, ServeOptions(detach=True)))).ok
+        plan = await prepare(ctx, Stop(recipe.name))
+        emit = ctx.emit
+
+        def drop_dgx7(event):  # once the guards passed, before the first stop
+            emit(event)
+            if isinstance(event, GuardsEvaluated):
+                sim.set_power("dgx7", False)  # its SSH sessions drop with it
+
+        ctx.emit = drop_dgx7
+        result = await execute(ctx, plan)
         assert not result.ok
         assert "stop rank 2 [dgx7]" in result.message
         assert containers(sim, ("dgx5", "dgx6", "dgx8")) == set()  # the others were stopped
@@ -257,7 +272,7 @@ async def test_a_node_dropping_mid_stop_fails_that_rank_only(sim_ctx, fleet_conf
 
 async def test_the_recheck_after_a_cycle_reports_a_bad_kernel(sim_ctx):
     async with sim_ctx("bad-kernel") as (_, ctx, _e):
-        result = await power_cycle(ctx, "dgx8", off_seconds=1)
+        result = await run_wf(ctx, PowerCycle("dgx8", 1))
         assert result.ok
         assert "BUT dgx8 runs kernel 7.0.0-1019-nvidia, known bad" in result.message
         assert result.detail["problems"]

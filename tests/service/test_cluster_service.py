@@ -9,6 +9,7 @@ from pathlib import Path
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
 from sparktui.ops.events import WorkflowFinished
+from sparktui.ops.lanes import discover_lanes
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
     AlertRaised,
@@ -18,7 +19,6 @@ from sparktui.service.events import (
     ServiceEvent,
     WorkflowProgressed,
 )
-from sparktui.service.lanes import busy_lanes, discover_lanes
 
 from ..tui.fakecluster import GIB_KIB, FakePower, add_lane, fake_endpoints, fake_fleet, ts
 from ..tui.harness import ScaledClock, no_engine
@@ -106,13 +106,18 @@ async def test_previews_come_from_the_ops_guards(tmp_path: Path) -> None:
         assert cycle.refusals[0].guard == "protected-node"
         stop = await service.preview_stop("glm53-flash-eugr-2x")
         assert not stop.allowed and stop.refusals[0].guard == "protected-lane"
-        recover = await service.preview_recover("dgx6")
+        # dgx6 is not protected, but it runs a rank of a protected lane: the console
+        # refuses exactly as the CLI and the run do (the plan is the same object)
+        on_lane = await service.preview_recover("dgx6")
+        assert not on_lane.allowed and on_lane.refusals[0].guard == "protected-lane"
+        assert on_lane.plan is not None and on_lane.plan.report is on_lane.report
+        recover = await service.preview_recover("dgx7")
         assert recover.allowed and recover.confirmation.typed
         assert [s.step for s in recover.steps][:3] == ["ssh retry 1", "ssh retry 2",
                                                          "ssh retry 3"]
         off = await service.preview_cluster_power("4nodes-switch-b", on=False)
-        assert not off.allowed  # dgx5/dgx6 still run the lane
-        assert any(v.guard == "node-busy" for v in off.refusals)
+        assert not off.allowed  # dgx5/dgx6 still run the (protected) lane
+        assert any(v.guard == "protected-lane" for v in off.refusals)
     finally:
         await service.stop()
 
@@ -151,5 +156,4 @@ def test_lane_discovery_from_labels() -> None:
     assert list(lanes) == ["glm53-mxfp4-fp8-4x-r39"]
     assert [(r.rank, r.node) for r in lanes["glm53-mxfp4-fp8-4x-r39"]] == [
         (0, "dgx5"), (1, "dgx6"), (2, "dgx7")]
-    assert busy_lanes(snapshot) == {n: "glm53-mxfp4-fp8-4x-r39" for n in ("dgx5", "dgx6",
-                                                                           "dgx7")}
+

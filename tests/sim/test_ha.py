@@ -111,3 +111,37 @@ async def test_a_plug_off_at_start_keeps_its_node_dark_until_turned_on():
         out, _, _ = await exec_on(sim, "node2", "uname -r")
         assert out == "6.17.0-1031-nvidia\n"
         assert sim.endpoints()["nodes"]["node2"] == ep  # same ports after the boot
+
+
+async def test_ip_ban_after_n_failed_logins_and_the_502_echo(sim):
+    """The simulator bans like a real Home Assistant with ip_ban_enabled (403 to
+    everything, even a good token), and its 502 proxy echoes the request headers."""
+    token = sim.token_file.read_text()
+    sim.ha.ip_ban_threshold = 2
+    async with client(sim, "wrong") as bad:
+        assert (await bad.get("/api/")).status_code == 401
+        assert (await bad.get("/api/")).status_code == 401
+        assert (await bad.get("/api/")).status_code == 403
+    async with client(sim, token) as good:
+        assert (await good.get("/api/")).status_code == 403
+    assert sim.ha.banned == {"127.0.0.1"}
+    sim.ha.banned.clear()  # the operator removes ip_bans.yaml (else teardown fails the test)
+    sim.inject("ha-502-echo")
+    async with client(sim, token) as good:
+        r = await good.get("/api/states/switch.dgx1")
+    assert r.status_code == 502 and f"Authorization: Bearer {token}" in r.text
+
+
+async def test_a_refused_token_reaches_the_simulated_ha_once_and_is_never_banned(sim, tmp_path):
+    from sparktui.adapters.homeassistant import AuthRefused, HomeAssistant, load_token
+
+    wrong = tmp_path / "token"
+    wrong.write_text("not-the-token-123")
+    wrong.chmod(0o600)
+    before = sim.ha.requests
+    async with HomeAssistant(sim.endpoints()["ha_url"], load_token("", wrong)) as ha:
+        for _ in range(3):  # a command, then two more reads by the same client
+            results = await asyncio.gather(*(ha.state(f"switch.dgx{i}") for i in range(1, 9)),
+                                           return_exceptions=True)
+            assert all(isinstance(r, AuthRefused) for r in results)
+    assert sim.ha.requests - before == 1 and not sim.ha.banned

@@ -8,8 +8,10 @@ The endpoint is ``http://<rank-0 api_host>:<port>`` (docs/CONTRACTS.md).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
@@ -135,6 +137,88 @@ class EngineClient:
         except httpx.TransportError:
             return None
         return None
+
+    async def chat(self, model: str, prompt: str, *, max_tokens: int,
+                   timeout: float, clock: Callable[[], float] = time.monotonic,
+                   fixed_length: bool = False) -> ChatAnswer:
+        """One chat completion at temperature 0, streamed, bounded by ``timeout`` seconds
+        in all. ``clock`` times it (the simulator's clock in tests); ``fixed_length``
+        asks vLLM for exactly ``max_tokens`` (``min_tokens``/``ignore_eos``, a bench)."""
+        body: dict[str, object] = {
+            "model": model, "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True},
+            "chat_template_kwargs": {"thinking": False, "enable_thinking": False},
+        }
+        if fixed_length:
+            body.update(min_tokens=max_tokens, ignore_eos=True)
+        content: list[str] = []
+        reasoning: list[str] = []
+        usage: dict[str, object] = {}
+        started = clock()
+        first = last = None
+        try:
+            async with asyncio.timeout(timeout), self._client.stream(
+                    "POST", "/v1/chat/completions", json=body, timeout=timeout) as r:
+                if r.status_code != 200:
+                    text = (await r.aread()).decode("utf-8", "replace")[:300]
+                    return ChatAnswer(error=f"HTTP {r.status_code}: {text}")
+                async for line in r.aiter_lines():
+                    if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
+                        continue
+                    try:
+                        chunk = json.loads(line[5:])
+                    except ValueError:
+                        continue
+                    if not isinstance(chunk, dict):
+                        continue
+                    if isinstance(chunk.get("error"), dict):
+                        return ChatAnswer(error=str(chunk["error"].get("message", "error"))[:300])
+                    if isinstance(chunk.get("usage"), dict):
+                        usage = chunk["usage"]
+                    for choice in chunk.get("choices") or []:
+                        delta = choice.get("delta") if isinstance(choice, dict) else None
+                        if not isinstance(delta, dict):
+                            continue
+                        text = delta.get("content") or ""
+                        think = delta.get("reasoning_content") or ""
+                        if text or think:
+                            now = clock()
+                            first = now if first is None else first
+                            last = now
+                            content.append(str(text))
+                            reasoning.append(str(think))
+        except TimeoutError:
+            return ChatAnswer("".join(content), error=f"no complete answer in {timeout:g} s")
+        except httpx.TransportError as exc:
+            return ChatAnswer(error=f"{type(exc).__name__}: {exc}"[:300])
+
+        def count(key: str) -> int | None:
+            value = usage.get(key)
+            return value if isinstance(value, int) else None
+
+        return ChatAnswer("".join(content), "".join(reasoning), count("prompt_tokens"),
+                          count("completion_tokens"),
+                          None if first is None else first - started,
+                          None if first is None or last is None else last - first)
+
+
+@dataclass(frozen=True)
+class ChatAnswer:
+    """One streamed chat completion, with the times the smoke bench needs."""
+
+    content: str = ""
+    reasoning: str = ""
+    """``reasoning_content`` deltas (a reasoning parser's output), kept apart."""
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    """From the final ``usage`` chunk; None when the server sent none."""
+    ttft_s: float | None = None
+    """Request sent -> first content (or reasoning) delta."""
+    decode_s: float | None = None
+    """First delta -> last delta."""
+    error: str = ""
+    """Why there is no answer: HTTP status and body, a transport error, a timeout."""
 
 
 def _has_token(line: str) -> bool:

@@ -9,12 +9,22 @@ state the plug is in (no half-state is ever reported as done).
 
 The bearer token comes from an environment variable or a file of mode 0600
 (a file readable by group or others is refused). It is kept out of every
-repr, message, log and journal entry.
+repr, message, log and journal entry: it is registered with core/redact.py,
+and every body Home Assistant (or a proxy) sends back is redacted.
+
+Manners: a refused token (401/403) is never sent again by this client — the
+refusal is remembered and every later call raises it without a request, and
+until one request has been accepted, requests go one at a time, so a command
+that reads eight plugs sends one request to learn the token is refused (an
+``ip_ban_enabled`` Home Assistant bans after a few failed logins). There are
+no retries here.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import socket
 import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +36,7 @@ import httpx
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
+from sparktui.core.redact import redact, register_secret
 
 CONFIRM_POLL_S = 0.5
 CONFIRM_TIMEOUT_S = 10.0
@@ -37,6 +48,11 @@ class HomeAssistantError(Exception):
 
 class TokenError(HomeAssistantError):
     pass
+
+
+class AuthRefused(HomeAssistantError):
+    """Home Assistant refused the token (401) or this machine (403): the command
+    ends; retrying would only get the machine banned."""
 
 
 class SwitchUnavailable(HomeAssistantError):
@@ -54,6 +70,7 @@ class _Token:
 
     def __init__(self, value: str) -> None:
         self._value = value
+        register_secret(value)
 
     def header(self) -> str:
         return f"Bearer {self._value}"
@@ -106,16 +123,28 @@ class HomeAssistant:
 
     def __init__(self, url: str, token: _Token, *, timeout_s: float = 10.0,
                  clock: Clock | None = None,
-                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 entity_keys: dict[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
         self.clock = clock or SystemClock()
+        self.entity_keys = dict(entity_keys or {})
+        """entity -> the config key that names it (``nodes.dgx6.switch``), for 404s."""
         self._token = token
+        self._refused = ""
+        """Why the token was refused; once set, no request is sent again."""
+        self._accepted = False
+        self._gate = asyncio.Lock()
         self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout_s,
                                          transport=transport, trust_env=False)
 
     def __repr__(self) -> str:
         return f"HomeAssistant({self.url!r})"
+
+    @property
+    def refused(self) -> str:
+        """Why Home Assistant refused the token, with the fix ('' while it has not)."""
+        return self._refused
 
     async def __aenter__(self) -> HomeAssistant:
         return self
@@ -127,21 +156,48 @@ class HomeAssistant:
         await self._client.aclose()
 
     async def _request(self, method: str, path: str, json: object | None = None) -> httpx.Response:
+        if self._refused:
+            raise AuthRefused(self._refused)
+        if self._accepted:
+            return await self._send(method, path, json)
+        async with self._gate:  # one at a time until the token is known to be accepted
+            if self._refused:
+                raise AuthRefused(self._refused)
+            return await self._send(method, path, json)
+
+    async def _send(self, method: str, path: str, json: object | None) -> httpx.Response:
         headers = {"Authorization": self._token.header(), "Content-Type": "application/json"}
         what = f"{method} {self.url}{path}"
         try:
             response = await self._client.request(method, path, json=json, headers=headers)
         except httpx.TimeoutException:
-            raise HomeAssistantError(f"{what}: no answer within {self.timeout_s:g} s "
-                                     f"(Home Assistant hung or unreachable)") from None
+            raise HomeAssistantError(f"{what}: no answer within {self.timeout_s:g} s -> is "
+                                     f"Home Assistant at {self.url} up and reachable? "
+                                     f"([home_assistant] url, timeout_s)") from None
         except httpx.TransportError as exc:
-            raise HomeAssistantError(f"{what}: {type(exc).__name__}: {exc}") from None
-        if response.status_code == 401:
-            raise HomeAssistantError(f"{what}: 401 Unauthorized: the token was refused -> "
-                                     f"create a new long-lived access token at /profile")
-        if response.status_code >= 400:
-            body = response.text.strip()[:200]
-            raise HomeAssistantError(f"{what}: HTTP {response.status_code}: {body}")
+            raise HomeAssistantError(f"{what}: {_transport_problem(exc, self.url)}") from None
+        status = response.status_code
+        if status in (401, 403):
+            self._refused = (
+                f"{what}: 401 Unauthorized: Home Assistant refused the token -> create a new "
+                f"long-lived access token (profile page, Security tab) and put it in the "
+                f"token file or variable; not retried"
+                if status == 401 else
+                f"{what}: 403 Forbidden: Home Assistant refused this machine (banned after "
+                f"failed logins? see ip_bans.yaml in its config folder) -> remove the ban, "
+                f"check the token, restart Home Assistant; not retried")
+            raise AuthRefused(self._refused)
+        self._accepted = True
+        if status == 404 and path.startswith("/api/states/"):
+            entity = path.removeprefix("/api/states/")
+            key = self.entity_keys.get(entity)
+            where = f" -> check {key} in config.toml" if key else ""
+            raise HomeAssistantError(f"{what}: 404: Home Assistant has no entity {entity}"
+                                     f"{where} (the entity id is on its Settings > Entities "
+                                     f"page)")
+        if status >= 400:
+            body = redact(response.text.strip())[:200]
+            raise HomeAssistantError(f"{what}: HTTP {status}: {body}")
         return response
 
     async def state(self, entity: str) -> SwitchState:
@@ -152,7 +208,7 @@ class HomeAssistant:
                                str(data.get("last_changed", "")))
         except (ValueError, KeyError, TypeError):
             raise HomeAssistantError(f"GET /api/states/{entity}: not a state object: "
-                                     f"{response.text[:200]!r}") from None
+                                     f"{redact(response.text[:200])!r}") from None
 
     async def is_on(self, entity: str) -> bool | None:
         """True/False, or None when the plug is unavailable/unknown."""
@@ -187,6 +243,15 @@ class HomeAssistant:
                                    f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
             await self.clock.sleep(poll_s)
 
+    async def notify(self, service: str, title: str, message: str) -> None:
+        """Call a ``notify.*`` service (the operator's phone); same manners as
+        the plug calls (timeout, a refused token never retried, body redacted)."""
+        domain, _, name = service.partition(".")
+        if domain != "notify" or not name or not all(c.isalnum() or c == "_" for c in name):
+            raise HomeAssistantError(f"not a notify service: {service!r}")
+        await self._request("POST", f"/api/services/notify/{name}",
+                            {"title": title, "message": message})
+
     def power_source(self, entities: dict[str, str]) -> Callable[[str], Awaitable[bool | None]]:
         """A poller PowerSource: node name -> is its plug on."""
         return plug_power_source(self, entities)
@@ -210,6 +275,23 @@ def plug_power_source(plugs: PlugStates, entities: dict[str, str]
     return powered
 
 
+def _transport_problem(exc: httpx.TransportError, url: str) -> str:
+    """What went wrong connecting to `url` and what to check (no exception repr)."""
+    cause: BaseException | None = exc
+    while cause is not None and not isinstance(cause, OSError):
+        cause = cause.__cause__ or cause.__context__
+    if isinstance(cause, socket.gaierror) or "name resolution" in str(exc).lower() \
+            or "name or service not known" in str(exc).lower():
+        return (f"cannot resolve the host of {url} -> check [home_assistant] url "
+                f"(spelling, DNS)")
+    if isinstance(cause, ConnectionRefusedError) or "refused" in str(exc).lower() \
+            or "all connection attempts failed" in str(exc).lower():
+        return (f"connection refused at {url} -> is Home Assistant running and listening "
+                f"there? check [home_assistant] url (host and port)")
+    detail = redact(str(exc)) or type(exc).__name__
+    return f"cannot talk to {url} ({detail}) -> check [home_assistant] url and the network"
+
+
 def _entity(entity: str) -> str:
     domain, _, name = entity.partition(".")
     if not domain or not name or not all(c.isalnum() or c in "._" for c in entity):
@@ -227,4 +309,7 @@ def open_home_assistant(config: Config, endpoints: Endpoints, *,
         token = load_token("", endpoints.ha_token_file)
     else:
         token = load_token(ha.token_env, ha.token_file)
-    return HomeAssistant(endpoints.ha_url, token, timeout_s=ha.timeout_s, clock=clock)
+    keys = {n.switch: f"nodes.{n.name}.switch" for n in config.nodes.values()}
+    keys |= {s.entity: f"switches.{s.name}.entity" for s in config.switches.values()}
+    return HomeAssistant(endpoints.ha_url, token, timeout_s=ha.timeout_s, clock=clock,
+                         entity_keys=keys)

@@ -23,8 +23,9 @@ import dataclasses
 import sys
 from functools import partial
 
-from ..core.config import Config
+from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
+from ..core.tomlschema import flag
 from ..service.cluster import ClusterService
 from ..sim.cluster import Sim
 from ..sim.runner import AlreadyRunning, published_sim
@@ -47,7 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                         "--list-scenarios describes them")
     p.add_argument("--list-scenarios", action="store_true",
                    help="list the scenarios and what each reproduces, then exit")
-    p.add_argument("--speed", type=float, default=None,
+    p.add_argument("--speed", type=flag(SimulatorConfig, "speed"), default=None,
                    help="simulated seconds per real second (default: [simulator] speed)")
     p.add_argument("--read-only", action="store_true", help="the observers' console")
     p.set_defaults(func=run)

@@ -1,9 +1,13 @@
 """`sparktui health`: one poll round of every node (or one cluster), as a table
 or JSON, and a one-line summary like the seed's "8/8 online, all free".
 
-Exit 0 only when every node is healthy: online, on a good kernel, the NAS
-mounted and the Hugging Face cache the NAS symlink. Exit 1 otherwise, 2 when
-the nodes cannot be resolved (bad config, simulator not running).
+What is wrong with a node is core/nodehealth's answer, the serve guards'
+own; beyond the nodes it shows what the guards know of the fleet
+(ops/health.py): a blocking shared switch that is off, nodes sharing one SSH
+host key, run locks, unfinished workflows. Exit 0 when nothing would refuse a
+serve (warnings such as a shared host key are shown but pass), 1 when
+something would, 2 when the nodes cannot be resolved (bad config, simulator
+not running).
 
 Columns are data (`Column`); the thrash level (with its evidence and the
 runbook's next step) is one of them and shows in the table and the JSON
@@ -16,22 +20,23 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.table import Table
 from rich.text import Text
 
-from ..adapters.endpoints import EndpointError, resolve_endpoints
-from ..adapters.homeassistant import HomeAssistant, TokenError, open_home_assistant
-from ..adapters.ssh import Fleet
-from ..core.config import Config, NodeConfig
+from ..adapters.endpoints import EndpointError
+from ..core import nodehealth
+from ..core.config import Config
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
-from ..core.kernel import known_bad, off_pin
+from ..core.nodehealth import Finding
 from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
 from ..core.thrash import ThrashLevel, ThrashVerdict
-from ..watch.poller import Poller
+from ..ops.context import open_runtime
+from ..ops.health import fleet_findings, health_needs
+from ..ops.observe import observe
 from ..watch.thrash import node_verdict
 from .common import console, print_json
 
@@ -62,8 +67,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "health",
         help="poll every node once and show its state",
         description="Poll every node (or one cluster) once: state, kernel vs pin, memory, "
-        "PSI, containers, free/busy. Exit 0 when all are healthy, 1 when any is not, "
-        "2 when the nodes cannot be reached through the config.",
+        "PSI, containers, free/busy, and what the guards know of the fleet (blocking "
+        "switches, shared host keys, run locks, unfinished workflows). Exit 0 when nothing "
+        "would refuse a serve, 1 when something would, 2 when the nodes cannot be reached "
+        "through the config.",
     )
     p.add_argument("--cluster", help="only the nodes of this cluster")
     p.add_argument("--json", action="store_true", help="print one JSON object")
@@ -74,11 +81,11 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     names = _node_names(config, args.cluster)
     try:
-        cluster = asyncio.run(poll_once(config, names))
+        cluster, fleet = asyncio.run(poll_once(config, names))
     except EndpointError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    report = HealthReport(config, cluster)
+    report = HealthReport(config, cluster, fleet=fleet)
     if args.json:
         print_json(report.as_json())
     else:
@@ -105,66 +112,16 @@ def _node_names(config: Config, cluster: str | None) -> list[str]:
     return list(config.clusters[cluster].nodes)
 
 
-async def poll_once(config: Config, names: list[str]) -> ClusterSnapshot:
-    """One concurrent poll round of ``names`` over fresh connections, with the
-    plugs' state from Home Assistant when its token is available."""
-    endpoints = resolve_endpoints(config)
-    ha: HomeAssistant | None = None
-    try:
-        ha = open_home_assistant(config, endpoints)
-    except TokenError as exc:
-        print(f"note: plug state unknown ({exc})", file=sys.stderr)
-    entities = {n.name: n.switch for n in config.nodes.values()}
-    try:
-        async with Fleet.from_config(config, endpoints) as fleet:
-            poller = Poller(config, fleet, endpoints, nodes=names,
-                            power=ha.power_source(entities) if ha else None)
-            return await poller.poll_round()
-    finally:
-        if ha is not None:
-            await ha.aclose()
-
-
-# -- what "healthy" means ------------------------------------------------------
-
-
-def kernel_verdict(config: Config, kernel: str | None) -> str:
-    """'' when the kernel is fine, else why not. ``uname -r`` carries a flavour
-    suffix (``6.17.0-1031-nvidia``) that the pin leaves out."""
-    if kernel is None:
-        return "kernel unknown"
-    guards = config.guards
-    if known_bad(guards, kernel) is not None:
-        return f"kernel {kernel} is known bad (breaks NCCL/RoCE)"
-    if off_pin(guards, kernel):
-        return f"kernel {kernel} is not the pinned {guards.kernel_pin}"
-    return ""
-
-
-def node_issues(config: Config, snap: NodeSnapshot) -> list[str]:
-    """Why ``snap``'s node is not healthy (empty when it is)."""
-    if snap.state is not NodeState.ONLINE or snap.probe is None:
-        return [f"{snap.state.value}: {snap.error}" if snap.error else snap.state.value]
-    node: NodeConfig = config.nodes[snap.node]
-    probe = snap.probe
-    issues = []
-    if kernel := kernel_verdict(config, probe.kernel):
-        issues.append(kernel)
-    if probe.mount_at(node.nas_mount) is None:
-        issues.append(f"{node.nas_mount} not mounted")
-    if node.hf_cache:
-        hf = probe.hf_cache
-        if hf is None or hf.kind == "missing":
-            issues.append(f"HF cache {node.hf_cache} missing")
-        elif not hf.is_symlink or hf.target != node.hf_cache_target:
-            issues.append(
-                f"HF cache {node.hf_cache} is a {hf.kind}"
-                + (f" -> {hf.target}" if hf.target else "")
-                + f", not a symlink to {node.hf_cache_target}"
-            )
-    if not probe.docker_ok:
-        issues.append("docker not answering")
-    return issues
+async def poll_once(config: Config, names: list[str]) -> tuple[ClusterSnapshot,
+                                                                list[Finding]]:
+    """One observation of ``names`` (a probe round, the blocking switches, the host
+    keys, locks and journal) over fresh connections; the nodes' snapshot and what
+    is wrong around them."""
+    async with open_runtime(config) as rt:
+        if rt.power is None:
+            print(f"note: plug state unknown ({rt.ops.power_error})", file=sys.stderr)
+        state = await observe(rt.ops, health_needs(config, names))
+    return state.snapshot, fleet_findings(state, names)
 
 
 # -- columns -------------------------------------------------------------------
@@ -232,7 +189,8 @@ def columns(config: Config, verdicts: Mapping[str, ThrashVerdict]) -> list[Colum
         kernel = s.probe.kernel if s.probe else None
         if kernel is None:
             return "-"
-        return Text(kernel, style="red" if kernel_verdict(config, kernel) else "green")
+        bad = nodehealth.kernel(config, s.node, kernel) is not None
+        return Text(kernel, style="red" if bad else "green")
 
     def psi_text(s: NodeSnapshot) -> str:
         full = _psi_full(s)
@@ -280,17 +238,23 @@ def columns(config: Config, verdicts: Mapping[str, ThrashVerdict]) -> list[Colum
 
 class HealthReport:
     def __init__(
-        self, config: Config, cluster: ClusterSnapshot, cols: list[Column] | None = None
+        self, config: Config, cluster: ClusterSnapshot, cols: list[Column] | None = None,
+        *, fleet: Sequence[Finding] = (),
     ) -> None:
         self.config = config
         self.cluster = cluster
         self.verdicts = {s.node: node_verdict(s, config.thrash) for s in cluster.nodes}
         self.columns = cols if cols is not None else columns(config, self.verdicts)
-        self.issues = {s.node: node_issues(config, s) for s in cluster.nodes}
+        self.findings = {s.node: nodehealth.node_findings(config, s, s.node)
+                         for s in cluster.nodes}
+        self.issues = {n: [f.summary for f in fs] for n, fs in self.findings.items()}
+        self.fleet = list(fleet)
 
     @property
     def healthy(self) -> bool:
-        return bool(self.cluster.nodes) and not any(self.issues.values())
+        """Nothing would refuse a serve (warnings pass)."""
+        found = [f for fs in self.findings.values() for f in fs] + self.fleet
+        return bool(self.cluster.nodes) and not any(f.blocks_serve for f in found)
 
     def summary(self) -> str:
         nodes = self.cluster.nodes
@@ -316,6 +280,7 @@ class HealthReport:
             if verdict.level >= ThrashLevel.PRESSURE:
                 problems.append(f"{snap.node}: {verdict.level.label} "
                                 f"({'; '.join(verdict.evidence)}) -> {verdict.next_step}")
+        problems += [f"{f.subject}: {f.summary}" for f in self.fleet]
         return ", ".join(parts) + ("; " + "; ".join(problems) if problems else "")
 
     def table(self) -> Table:
@@ -348,10 +313,12 @@ class HealthReport:
             "ok": self.healthy,
             "summary": self.summary(),
             "taken_at": self.cluster.taken_at,
+            "fleet": [f.to_json() for f in self.fleet],
             "nodes": [
                 {
                     **{col.key: col.value(snap) for col in self.columns},
                     "issues": self.issues[snap.node],
+                    "findings": [f.to_json() for f in self.findings[snap.node]],
                     "error": snap.error,
                     "liveness": snap.liveness,
                     "probe_latency_s": snap.probe_latency_s,

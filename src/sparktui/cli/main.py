@@ -29,7 +29,10 @@ def default_config_path() -> Path:
     return Path(__file__).resolve().parents[3] / "config.toml"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser, or (``command`` given and known) one with only that
+    sub-command registered, so a one-shot imports what it uses and nothing
+    else (no textual, aiohttp or simulator for `check`, `fit`, `health` ...)."""
     parser = argparse.ArgumentParser(
         prog="sparktui",
         description="Night-shift console for a DGX Spark cluster. Without a command, "
@@ -39,10 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "~/.config/sparktui/config.toml, the shipped one)")
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(_package_path()),
-                       key=lambda m: m.name):
-        if info.name.endswith("_cmd"):
-            importlib.import_module(f"{__package__}.{info.name}").register(sub)
+    modules = _command_modules()
+    wanted = [f"{command}_cmd"] if f"{command}_cmd" in modules else modules
+    for name in wanted:
+        importlib.import_module(f"{__package__}.{name}").register(sub)
     for sp in _subcommands(parser).values():
         sp.add_argument("--config", type=Path, default=argparse.SUPPRESS,
                         help="config.toml (see sparktui --help)")
@@ -56,12 +59,37 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
     return {}
 
 
-def _package_path() -> list[str]:
-    return [str(Path(__file__).parent)]
+def _command_modules() -> list[str]:
+    """The ``*_cmd`` modules of this package, by name (a directory listing: no import)."""
+    return sorted(info.name for info in pkgutil.iter_modules([str(Path(__file__).parent)])
+                  if info.name.endswith("_cmd"))
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The sub-command named on the command line: the first word that is
+    neither an option nor the value of ``--config`` (None without one)."""
+    words = iter(argv)
+    for word in words:
+        if word == "--config":
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    """The entry point: any error nobody expected becomes one line plus a
+    debug log (cli/crash.py), never a traceback."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _dispatch(argv)
+    except Exception as exc:
+        from . import crash
+        return crash.report(exc, _command_in(argv), argv, default_config_path())
+
+
+def _dispatch(argv: list[str]) -> int:
+    parser = build_parser(_command_in(argv))
     args = parser.parse_args(argv)
     if args.config is None:
         args.config = default_config_path()

@@ -1,28 +1,33 @@
 """What the workflow commands (serve, stop, power, recover, runlock) share:
-progress on stderr, the confirmation rule of ops/confirm.py read from stdin,
-unfinished workflows offered at start, and the exit codes.
+the one route into a workflow (`drive`: plan, show, confirm, execute the same
+plan), ``--dry-run [--json]``, progress on stderr, the confirmation rule of
+ops/confirm.py read from stdin, unfinished workflows offered at start, and
+the exit codes.
 
-Exit codes: 0 done, 1 failed, 2 bad input, 3 refused by a guard, 4 not
-confirmed (nothing was done).
+Exit codes: 0 done (``--dry-run``: allowed), 1 failed, 2 bad input, 3 refused
+by a guard, 4 not confirmed (nothing was done).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, TextIO
 
 from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
-from sparktui.ops.confirm import Confirmation
+from sparktui.ops.confirm import Confirmation, confirmation_for
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import Emit, WorkflowEvent, WorkflowFinished, format_event
-from sparktui.ops.guards import GuardReport
+from sparktui.ops.plan import Plan, Workflow, outcome
 from sparktui.ops.resume import offers
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.runner import WorkflowResult
 
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_REFUSED, EXIT_DECLINED = 0, 1, 2, 3, 4
 
@@ -35,16 +40,52 @@ def run_async(command: str, main: Callable[[Config, argparse.Namespace], Awaitab
 
     config = load(args)
     try:
-        return asyncio.run(main(config, args))
+        return asyncio.run(_terminable(main(config, args)))
     except EndpointError as exc:
         print(f"sparktui {command}: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except asyncio.CancelledError:
+        print(f"sparktui {command}: terminated (SIGTERM)", file=sys.stderr)
+        return 143
+
+
+async def _terminable(work: Awaitable[int]) -> int:
+    """SIGTERM cancels the command as Ctrl-C does, so a workflow in progress says
+    what it left behind (e.g. a plug's state and the resume command)."""
+    task = asyncio.current_task()
+    assert task is not None
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    return await work
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--yes", "-y", action="store_true",
                    help="confirm without asking (not for overrides)")
     p.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (every guard verdict and every step) and run nothing; "
+                        "exit 0 when it would be allowed, 3 when refused")
+
+
+async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace) -> int:
+    """The one route from a command into a workflow: plan from a fresh observation,
+    show it (``--dry-run``: print it and stop), confirm, then execute that plan
+    (re-checked before the first step)."""
+    plan = await prepare(ctx, workflow)
+    if args.dry_run:
+        if args.json:
+            json.dump(plan.to_json(), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            show_plan(plan)
+        return EXIT_OK if plan.allowed else EXIT_REFUSED
+    show_offers(ctx)
+    show_plan(plan)
+    if plan.allowed and not confirm(confirmation_for(plan.workflow, plan.target, plan.report),
+                                    yes=args.yes):
+        return EXIT_DECLINED
+    return finish(await execute(ctx, plan), args.json)
 
 
 def stderr_printer(stream: TextIO | None = None, *, final: bool = False) -> Emit:
@@ -71,21 +112,19 @@ def show_offers(ctx: OpsContext) -> None:
                   file=sys.stderr)
 
 
-def show_plan(report: GuardReport | None, steps: Sequence[PlannedStep]) -> None:
+def show_plan(plan: Plan) -> None:
     err = sys.stderr
-    if report is not None:
-        for v in report.verdicts:
-            mark = ("REFUSED" if v.refused else "OVERRIDDEN" if v.overridden
-                    else "WARNING" if v.warning else "ok")
-            print(f"  [{mark}] {v.guard} {v.subject}: {v.message}", file=err)
-        if report.refused:
-            needed = report.needed_overrides()
-            if needed and not report.blocking():
-                print(f"  (overridable with --override {','.join(sorted(needed))})", file=err)
-            return
-    if steps:
+    report = plan.report
+    for v in report.verdicts:
+        print(f"  [{outcome(v)}] {v.guard} {v.subject}: {v.message}", file=err)
+    if report.refused:
+        needed = report.needed_overrides()
+        if needed and not report.blocking():
+            print(f"  (overridable with --override {','.join(sorted(needed))})", file=err)
+        return
+    if plan.steps:
         print("what will happen:", file=err)
-        for i, s in enumerate(steps, 1):
+        for i, s in enumerate(plan.steps, 1):
             print(f"  {i}. {s.describe()}", file=err)
 
 

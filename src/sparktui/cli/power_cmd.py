@@ -9,28 +9,21 @@ import json
 import sys
 from pathlib import Path
 
-from sparktui.core.config import Config
-from sparktui.ops import guards
+from sparktui.core.config import Config, PowerConfig
+from sparktui.core.tomlschema import flag
 from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, open_context
-from sparktui.ops.resume import close, offers, resume
-from sparktui.ops.workflows.cluster_power import cluster_power, plan_steps
-from sparktui.ops.workflows.power import (
-    plan_power,
-    power_cycle,
-    power_guards_probed,
-    power_switch,
-)
+from sparktui.ops.resume import close, offers
+from sparktui.ops.workflows.cluster_power import ClusterPower
+from sparktui.ops.workflows.power import PowerCycle, PowerSwitch, Resume
 
 from .ops_common import (
     EXIT_DECLINED,
     EXIT_INPUT,
     add_common,
     confirm,
-    finish,
+    drive,
     run_async,
-    show_offers,
-    show_plan,
     stderr_printer,
 )
 
@@ -47,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         a = acts.add_parser(name, help=text, description=text)
         a.add_argument("node")
         if name == "cycle":
-            a.add_argument("--off-seconds", type=float, default=None,
+            a.add_argument("--off-seconds", default=None,
+                           type=flag(PowerConfig, "off_seconds"),
                            help="how long the plug stays off (default: [power] off_seconds)")
         _common(a)
     c = acts.add_parser("cluster", help="power a cluster on (switch first) or off (switch "
@@ -75,40 +69,20 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
         if args.power_action == "resume":
             return await _resume(ctx, args)
-        show_offers(ctx)
         if args.power_action == "cluster":
-            return await _cluster(ctx, args)
+            if args.cluster not in config.clusters:
+                print(f"sparktui power: unknown cluster {args.cluster!r} (known: "
+                      f"{', '.join(config.clusters)})", file=sys.stderr)
+                return EXIT_INPUT
+            return await drive(ctx, ClusterPower(args.cluster, args.state == "on"), args)
         node = args.node
         if node not in config.nodes:
             print(f"sparktui power: unknown node {node!r} (known: {', '.join(config.nodes)})",
                   file=sys.stderr)
             return EXIT_INPUT
-        kind = {"cycle": "power-cycle", "on": "power-on", "off": "power-off"}[args.power_action]
-        report = await power_guards_probed(ctx, node, kind.replace("-", " "))
-        off_s = getattr(args, "off_seconds", None)
-        show_plan(report, plan_power(config, node, args.power_action, off_s))
-        if report.allowed and not confirm(confirmation_for(kind, node, report), yes=args.yes):
-            return EXIT_DECLINED
         if args.power_action == "cycle":
-            result = await power_cycle(ctx, node, off_seconds=off_s)
-        else:
-            result = await power_switch(ctx, node, args.power_action == "on")
-        return finish(result, args.json)
-
-
-async def _cluster(ctx: OpsContext, args: argparse.Namespace) -> int:
-    on = args.state == "on"
-    if args.cluster not in ctx.config.clusters:
-        print(f"sparktui power: unknown cluster {args.cluster!r} (known: "
-              f"{', '.join(ctx.config.clusters)})", file=sys.stderr)
-        return EXIT_INPUT
-    p = guards.plan_cluster_power(ctx.config, args.cluster, on, ctx.locks.holders())
-    show_plan(p.report, plan_steps(ctx, p))
-    kind = f"cluster-power-{args.state}"
-    if p.report.allowed and not confirm(confirmation_for(kind, args.cluster, p.report),
-                                        yes=args.yes):
-        return EXIT_DECLINED
-    return finish(await cluster_power(ctx, args.cluster, on), args.json)
+            return await drive(ctx, PowerCycle(node, args.off_seconds), args)
+        return await drive(ctx, PowerSwitch(node, args.power_action == "on"), args)
 
 
 async def _resume(ctx: OpsContext, args: argparse.Namespace) -> int:
@@ -134,11 +108,8 @@ async def _resume(ctx: OpsContext, args: argparse.Namespace) -> int:
         freed = close(ctx, offer.record, args.close)
         print(f"{args.wf}: closed ({args.close}); unlocked: {', '.join(freed) or 'nothing'}")
         return 0
-    if not offer.action:
+    if not offer.action and not args.dry_run:
         print(f"{args.wf}: nothing to complete (no plug was left off); close it with --close",
               file=sys.stderr)
         return EXIT_INPUT
-    print(f"{offer.what}\nto complete: {offer.action}", file=sys.stderr)
-    if not confirm(confirmation_for("resume", args.wf), yes=args.yes):
-        return EXIT_DECLINED
-    return finish(await resume(ctx, offer.record), args.json)
+    return await drive(ctx, Resume(args.wf), args)

@@ -8,14 +8,16 @@ The edited recipe must still validate, or nothing is written."""
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import contextlib
 import os
+import stat
 import sys
 import tempfile
 from pathlib import Path
 
-from ..core.recipe_load import load_recipe, recipe_file
+from ..core.recipe_load import load_recipe, recipe_file, recipe_from_text
 from ..core.tomledit import set_value
+from ..core.tomlschema import read_text
 from .common import load
 
 
@@ -47,22 +49,34 @@ def run(args: argparse.Namespace) -> int:
     load_recipe(config, args.recipe)  # the recipe must exist and be valid before
     path = recipe_file(config.recipes_dir, args.recipe)
     try:
-        edited = set_value(path.read_text(encoding="utf-8"), tuple(args.key.split(".")),
+        edited = set_value(read_text(path), tuple(args.key.split(".")),
                            _value(args.value), comment=args.note)
     except ValueError as exc:
         print(f"sparktui record: {path}: {exc}", file=sys.stderr)
         return 2
-    # validate the edited text in a scratch recipes dir, then swap it in atomically
-    with tempfile.TemporaryDirectory(prefix="sparktui-record-") as scratch:
-        folder = Path(scratch) / args.recipe
-        folder.mkdir()
-        (folder / "recipe.toml").write_text(edited, encoding="utf-8")
-        load_recipe(dataclasses.replace(config, recipes_dir=Path(scratch)), args.recipe)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".recipe.", suffix=".toml")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(edited)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    recipe_from_text(config, args.recipe, edited)  # the same domains as every load
+    mode = stat.S_IMODE(path.stat().st_mode)
+    try:
+        _replace(path, edited, mode)
+    except OSError as exc:
+        print(f"sparktui record: cannot write {path}: {exc.strerror or exc}; the recipe is "
+              f"unchanged", file=sys.stderr)
+        return 1
     print(f"{path}: {args.key} = {args.value}")
     return 0
+
+
+def _replace(path: Path, text: str, mode: int) -> None:
+    """Write `text` beside `path` with `path`'s mode, fsync, and swap it in atomically."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".recipe.", suffix=".toml")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

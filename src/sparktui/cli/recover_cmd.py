@@ -7,23 +7,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from sparktui.core.config import Config
-from sparktui.ops.confirm import confirmation_for
+from sparktui.core.config import Config, PowerConfig
+from sparktui.core.tomlschema import flag
 from sparktui.ops.context import open_context
-from sparktui.ops.workflows.power import power_guards_probed
-from sparktui.ops.workflows.recover import plan_recover, recover, recover_guards
+from sparktui.ops.workflows.recover import Recover
 
-from .ops_common import (
-    EXIT_DECLINED,
-    EXIT_INPUT,
-    add_common,
-    confirm,
-    finish,
-    run_async,
-    show_offers,
-    show_plan,
-    stderr_printer,
-)
+from .ops_common import EXIT_INPUT, add_common, drive, run_async, stderr_printer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -32,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "ssh_retry_interval_s apart; if none answers, power-cycle "
                                    "that node only through Home Assistant and re-check it.")
     p.add_argument("node")
-    p.add_argument("--off-seconds", type=float, default=None,
+    p.add_argument("--off-seconds", default=None,
+                   type=flag(PowerConfig, "off_seconds"),
                    help="how long the plug stays off (default: [power] off_seconds)")
     add_common(p)
     p.set_defaults(func=run)
@@ -48,11 +38,4 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
               f"{', '.join(config.nodes)})", file=sys.stderr)
         return EXIT_INPUT
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
-        show_offers(ctx)
-        report = recover_guards(
-            await power_guards_probed(ctx, args.node, "recover (power cycle)"))
-        show_plan(report, plan_recover(ctx, args.node, args.off_seconds))
-        if report.allowed and not confirm(confirmation_for("recover", args.node, report),
-                                          yes=args.yes):
-            return EXIT_DECLINED
-        return finish(await recover(ctx, args.node, off_seconds=args.off_seconds), args.json)
+        return await drive(ctx, Recover(args.node, args.off_seconds), args)

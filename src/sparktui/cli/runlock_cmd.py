@@ -5,21 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
-from sparktui.core.probe import parse_probe
-from sparktui.ops.confirm import confirmation_for
-from sparktui.ops.context import OpsContext, open_context
-from sparktui.ops.resume import close
-from sparktui.ops.runlocks import RunLock, RunLocks, is_stale, owner_alive
-from sparktui.ops.workflows.power import plugs_left_off
-from sparktui.watch.readiness import DOCKER_PS
+from sparktui.ops.context import open_context
+from sparktui.ops.observe import observe
+from sparktui.ops.plan import Needs
+from sparktui.ops.runlocks import RunLocks
+from sparktui.ops.workflows.runlock_close import RunlockClose, staleness
 
-from .ops_common import EXIT_DECLINED, EXIT_FAILED, EXIT_INPUT, add_common, confirm, run_async
+from .ops_common import add_common, drive, run_async, stderr_printer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,71 +40,24 @@ def run(args: argparse.Namespace) -> int:
     return run_async("runlock", _main, args)
 
 
-async def running_containers(ctx: OpsContext, node: str) -> set[str] | None:
-    """Names of the containers running on ``node``; None when it does not answer."""
-    try:
-        res = await ctx.link(node).run(f"{DOCKER_PS} 2>&1", 15.0)
-    except RemoteError:
-        return None
-    probe = parse_probe(f"@@containers\n{res.stdout}\n@@rc 0\n@@end\n")
-    return {c.name for c in probe.containers if c.running}
-
-
-async def staleness(ctx: OpsContext | None, lock: RunLock) -> bool | None:
-    alive = owner_alive(lock)
-    if alive is False and lock.containers and ctx is not None and lock.node in ctx.config.nodes:
-        return is_stale(lock, alive, await running_containers(ctx, lock.node))
-    return is_stale(lock, alive, None)
-
-
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    locks = RunLocks.in_state_dir(config.state_dir())
-    if not locks.list() and args.runlock_action == "list":
+    if not RunLocks.in_state_dir(config.state_dir()).list() and args.runlock_action == "list":
         print("[]" if args.json else "no runlock held")
         return 0
-    async with open_context(config) as ctx:
-        if args.runlock_action == "list":
-            rows = []
-            for lock in locks.list():
-                stale = await staleness(ctx, lock)
-                rows.append({**lock.to_json(), "stale": stale})
-            if args.json:
-                print(json.dumps(rows, indent=2))
-            for r in ([] if args.json else rows):
-                state = {True: "STALE", False: "held", None: "unknown"}[r["stale"]]
-                since = time.strftime("%H:%M", time.gmtime(float(r["started_at"])))
-                print(f"{r['node']}: {state}: {r['workflow']} {r['target']} ({r['wf']}, pid "
-                      f"{r['pid']} on {r['host']}, since {since} UTC)")
+    async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
+        if args.runlock_action == "close":
+            return await drive(ctx, RunlockClose(args.node, args.force), args)
+        locks = ctx.locks.list()
+        state = await observe(ctx, Needs(nodes=tuple(sorted(
+            {lock.node for lock in locks if lock.node in config.nodes}))))
+        stale = {lock.node: staleness(state, lock) for lock in state.locks}
+        if args.json:
+            print(json.dumps([{**lock.to_json(), "stale": stale[lock.node]}
+                              for lock in state.locks], indent=2))
             return 0
-        lock = locks.get(args.node)
-        if lock is None:
-            print(f"sparktui runlock: {args.node} is not locked", file=sys.stderr)
-            return EXIT_INPUT
-        stale = await staleness(ctx, lock)
-        if stale is not True and not args.force:
-            print(f"sparktui runlock: {args.node} is held by {lock.describe()} and is not "
-                  f"known to be stale ({'owner alive' if stale is False else 'unknown'}); "
-                  f"pass --force to close it anyway", file=sys.stderr)
-            return EXIT_FAILED
-        if not confirm(confirmation_for("runlock-close", args.node), yes=args.yes):
-            return EXIT_DECLINED
-        locks.close(args.node)
-        ctx.journal.append(lock.wf, "note", workflow=lock.workflow, target=lock.target,
-                           message=f"runlock on {args.node} closed by the operator "
-                                   f"({'stale' if stale else 'forced'})")
-        print(f"{args.node}: lock of {lock.describe()} closed")
-        _close_its_workflow(ctx, lock)
+        for lock in state.locks:
+            mark = {True: "STALE", False: "held", None: "unknown"}[stale[lock.node]]
+            since = time.strftime("%H:%M", time.gmtime(lock.started_at))
+            print(f"{lock.node}: {mark}: {lock.workflow} {lock.target} ({lock.wf}, pid "
+                  f"{lock.pid} on {lock.host}, since {since} UTC)")
         return 0
-
-
-def _close_its_workflow(ctx: OpsContext, lock: RunLock) -> None:
-    """The crashed workflow that left the lock is closed with it, unless it left a
-    plug off (then it stays offered: `sparktui power resume`)."""
-    record = next((w for w in ctx.journal.unfinished() if w.wf == lock.wf), None)
-    if record is None or any(w.wf == lock.wf for w in ctx.locks.list()):
-        return
-    if plugs_left_off(record, ctx.config):
-        print(f"{lock.wf} left a plug off: complete it with `sparktui power resume {lock.wf}`")
-        return
-    close(ctx, record, f"its runlock on {lock.node} was closed")
-    print(f"{lock.wf}: unfinished {record.workflow} {record.target} closed with its lock")

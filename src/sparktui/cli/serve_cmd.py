@@ -1,6 +1,8 @@
 """`sparktui serve RECIPE --cluster C`: the guarded serve, through readiness by
 default (`--detach` returns once the ranks started), progress on stderr.
-`--dry-run` prints the exact per-rank commands and runs nothing."""
+`--dry-run [--json]` prints the plan (every guard verdict and step, from one
+probe of the cluster) and runs nothing; `--print-commands` prints the exact
+per-rank commands without contacting any node."""
 
 from __future__ import annotations
 
@@ -14,21 +16,11 @@ from ..core.fit import fit
 from ..core.lint import cold_load_seconds, lint
 from ..core.recipe import Recipe
 from ..core.render import plan
-from ..ops.confirm import confirmation_for
 from ..ops.context import open_context
 from ..ops.guards import parse_overrides
-from ..ops.workflows.serve import ServeOptions, preview_serve, serve
+from ..ops.workflows.serve import Serve, ServeOptions
 from .common import print_json, recipe_and_cluster
-from .ops_common import (
-    EXIT_DECLINED,
-    EXIT_FAILED,
-    EXIT_INPUT,
-    confirm,
-    finish,
-    show_offers,
-    show_plan,
-    stderr_printer,
-)
+from .ops_common import EXIT_FAILED, EXIT_INPUT, add_common, drive, stderr_printer
 from .wait_cmd import parse_duration
 
 
@@ -38,18 +30,18 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "missing, GID hook, start ranks, then follow every rank until "
                                    "ready (port, health, models, first token), failed (first "
                                    "fatal line of any rank: the ranks are stopped unless --keep) "
-                                   "or stalled. --dry-run prints the per-rank before-serve hooks "
-                                   "and docker commands without running them.")
+                                   "or stalled. --dry-run prints the plan (guards and steps); "
+                                   "--print-commands prints the per-rank before-serve hooks "
+                                   "and docker commands without contacting any node.")
     p.add_argument("recipe")
     p.add_argument("--cluster", help="default: the cluster the recipe was qualified on")
-    p.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_common(p)
+    p.add_argument("--print-commands", action="store_true",
+                   help="print the per-rank commands offline, contact nothing")
     p.add_argument("--detach", action="store_true",
                    help="return once the ranks started (`sparktui wait LANE` follows the boot)")
     p.add_argument("--keep", action="store_true",
                    help="keep the ranks running after a failure (first or unknown boots)")
-    p.add_argument("--yes", "-y", action="store_true",
-                   help="confirm without asking (not with --override)")
     p.add_argument("--override", action="append", default=[], metavar="GUARD[,GUARD]",
                    help="override an overridable refusal (kernel, fit, nas-mount, hf-cache, "
                         "stale-container, node-busy, switch-unknown); typed confirmation, "
@@ -59,19 +51,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--stall-after", type=parse_duration, default=None, metavar="DURATION",
                    help="stalled after this long without progress (default: the recipe's, "
                         "else [console] stall_after_s)")
+    p.add_argument("--no-qualify", action="store_true",
+                   help="skip the quality gate after readiness (copy, identifiers, bench)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config, recipe, cluster = recipe_and_cluster(args)
-    if not args.dry_run:
+    if not args.print_commands:
         try:
             overrides = parse_overrides(n for arg in args.override for n in arg.split(",") if n)
         except ValueError as exc:
             print(f"sparktui serve: {exc}", file=sys.stderr)
             return EXIT_INPUT
         options = ServeOptions(detach=args.detach, keep=args.keep, overrides=overrides,
-                               build_node=args.build_node, stall_after_s=args.stall_after)
+                               build_node=args.build_node, stall_after_s=args.stall_after,
+                               qualify=not args.no_qualify)
         try:
             return asyncio.run(_serve(config, recipe, cluster, options, args))
         except EndpointError as exc:
@@ -111,10 +106,4 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(config: Config, recipe: Recipe, cluster: str, options: ServeOptions,
                  args: argparse.Namespace) -> int:
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
-        show_offers(ctx)
-        preview = await preview_serve(ctx, recipe, cluster, options)
-        show_plan(preview.report, preview.steps)
-        if preview.report.allowed and not confirm(
-                confirmation_for("serve", recipe.name, preview.report), yes=args.yes):
-            return EXIT_DECLINED
-        return finish(await serve(ctx, recipe, cluster, options, preview), args.json)
+        return await drive(ctx, Serve(recipe, cluster, options), args)

@@ -14,8 +14,9 @@ import json
 import signal
 import sys
 
-from ..core.config import Config
+from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
+from ..core.tomlschema import flag
 from ..sim.cluster import Sim
 from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS
@@ -27,9 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
                    help="a seed incident to reproduce (default: [simulator] scenario)")
-    p.add_argument("--speed", type=float, default=None,
+    p.add_argument("--speed", type=flag(SimulatorConfig, "speed"), default=None,
                    help="simulated seconds per real second (default: [simulator] speed)")
-    p.add_argument("--seed", type=int, default=None, help="random seed (default: [simulator])")
+    p.add_argument("--seed", type=flag(SimulatorConfig, "seed"), default=None,
+                   help="random seed (default: [simulator])")
     p.add_argument("--list-scenarios", action="store_true", help="list scenarios and exit")
     p.set_defaults(func=run)
 
@@ -40,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"{name:18} {doc}")
         return 0
     config = load_config(args.config)
+    scenario = args.scenario or config.simulator.scenario
+    if scenario not in SCENARIOS:
+        print(f"sparktui sim: {config.path}: simulator.scenario: unknown scenario {scenario!r} "
+              f"(known: {', '.join(sorted(SCENARIOS))})", file=sys.stderr)
+        return 2
     try:
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_serve(config, args))

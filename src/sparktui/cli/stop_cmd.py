@@ -7,20 +7,10 @@ from __future__ import annotations
 import argparse
 
 from sparktui.core.config import Config
-from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import open_context
-from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_guards, stop_lane
+from sparktui.ops.workflows.stop import Stop
 
-from .ops_common import (
-    EXIT_DECLINED,
-    add_common,
-    confirm,
-    finish,
-    run_async,
-    show_offers,
-    show_plan,
-    stderr_printer,
-)
+from .ops_common import add_common, drive, run_async, stderr_printer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -39,11 +29,4 @@ def run(args: argparse.Namespace) -> int:
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
-        show_offers(ctx)
-        ranks = await find_lane(ctx, args.lane)
-        report = stop_guards(ctx, args.lane, ranks)
-        show_plan(report, plan_stop(ranks))
-        if report.allowed and not confirm(
-                confirmation_for("stop", args.lane, report), yes=args.yes):
-            return EXIT_DECLINED
-        return finish(await stop_lane(ctx, args.lane, ranks), args.json)
+        return await drive(ctx, Stop(args.lane), args)

@@ -17,6 +17,7 @@ from ..core.clock import Clock, SystemClock
 from ..core.config import Config
 from ..core.logsig import Phase
 from ..core.phases import format_duration
+from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import LaneWatch, Outcome, WaitResult, discover_lane
 from .common import load
 
@@ -95,6 +96,10 @@ async def wait_lane(
         )
         if not quiet:
             watch.on_line = _phase_printer(watch)
+        if (load := lane_load_plan(config, lane, [r.node for r in ranks])) is not None:
+            watch.on_memory = OomWatch(
+                lane, ranks, watch.tracker, load, watch.clock,
+                lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory
         result = await watch.run()
     print(describe(result))
     return EXIT[result.outcome]

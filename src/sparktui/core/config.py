@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Annotated
+
+from .tomlschema import GiB, GiBOrZero, Percent, Port, Range, Seconds
 
 
 @dataclass(frozen=True)
 class NodeConfig:
     name: str
-    rank: int
+    rank: Annotated[int, Range(0, 4095)]
     """Position in the fleet; a cluster's rank 0 is its first node in this order."""
     host: str
     """SSH host (name or address). With the simulator enabled it is resolved
@@ -25,12 +28,12 @@ class NodeConfig:
     """Home Assistant entity of the node's smart plug, e.g. ``switch.dgx1``."""
     role: str
     """Free text such as ``prod`` or ``test``; protection is set in [guards]."""
-    port: int = 22
+    port: Port = 22
     hf_cache: str = ""
     """Hugging Face cache path on the node; must be a symlink to ``hf_cache_target``."""
     hf_cache_target: str = "/mnt/nas/ai/huggingface"
     nas_mount: str = "/mnt/nas"
-    liveness_port: int | None = None
+    liveness_port: Port | None = None
     """TCP port for the liveness probe when ``[liveness] method = "tcp"``."""
 
 
@@ -51,7 +54,7 @@ class ClusterConfig:
     """Node names in rank order."""
     switches: tuple[str, ...] = ()
     """Names of shared switches this cluster's fabric depends on."""
-    master_port: int = 29501
+    master_port: Port = 29501
 
 
 @dataclass(frozen=True)
@@ -60,11 +63,11 @@ class GuardConfig:
     protected_lanes: tuple[str, ...] = ()
     kernel_pin: str = ""
     kernel_bad: tuple[str, ...] = ()
-    node_memory_gib: float = 121.6
-    admission_free_gib: float = 108.78
+    node_memory_gib: GiB = 121.6
+    admission_free_gib: GiB = 108.78
     """Free memory GB10 reports at engine admission (node memory less the
     baseline reservation); GMU x node memory must not exceed it."""
-    runtime_reserve_gib: float = 5.0
+    runtime_reserve_gib: GiBOrZero = 5.0
     """Default non-KV engine memory inside the GMU budget (activations,
     CUDA graphs) for recipes that have not measured theirs."""
 
@@ -76,7 +79,7 @@ class HomeAssistantConfig:
     """Environment variable holding the long-lived access token."""
     token_file: str = "~/.config/sparktui/ha_token"
     """File holding the token; must be mode 0600. Used when the variable is unset."""
-    timeout_s: float = 10.0
+    timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 10.0
 
 
 @dataclass(frozen=True)
@@ -85,31 +88,32 @@ class SshConfig:
     client_keys: tuple[str, ...] = ()
     """Private key files; empty means asyncssh's defaults and ssh-agent."""
     config_file: str = "~/.ssh/config"
-    connect_timeout_s: float = 10.0
-    keepalive_interval_s: float = 15.0
-    keepalive_count_max: int = 3
+    connect_timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 10.0
+    keepalive_interval_s: Annotated[float, Range(0, 3600, unit="s")] = 15.0
+    """0 turns keepalives off."""
+    keepalive_count_max: Annotated[int, Range(1, 100)] = 3
 
 
 @dataclass(frozen=True)
 class LivenessConfig:
     method: str = "icmp"
     """``icmp`` (the real ping) or ``tcp`` (connect to the node's liveness port)."""
-    timeout_s: float = 1.0
+    timeout_s: Annotated[float, Range(0, 60, lo_open=True, unit="s")] = 1.0
 
 
 @dataclass(frozen=True)
 class PowerConfig:
-    off_seconds: float = 35.0
-    boot_timeout_s: float = 600.0
+    off_seconds: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 35.0
+    boot_timeout_s: Seconds = 600.0
     auto_recover: bool = False
 
 
 @dataclass(frozen=True)
 class ConsoleConfig:
-    poll_interval_s: float = 2.0
-    probe_timeout_s: float = 3.0
+    poll_interval_s: Annotated[float, Range(0.1, 3600, unit="s")] = 2.0
+    probe_timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 3.0
     state_dir: str = "~/.local/state/sparktui"
-    stall_after_s: float = 900.0
+    stall_after_s: Seconds = 900.0
     """A boot is stalled only after this long without any progress."""
 
 
@@ -117,20 +121,47 @@ class ConsoleConfig:
 class ThrashConfig:
     """Thresholds of the OOM-thrash detector (defaults from earlyoom/nohang/systemd-oomd)."""
 
-    psi_some_pressure: float = 10.0
-    psi_full_suspect: float = 20.0
-    psi_full_thrash: float = 60.0
-    mem_available_low_gib: float = 4.0
-    mem_available_low_frac: float = 0.05
-    ssh_retries: int = 3
-    ssh_retry_interval_s: float = 30.0
+    psi_some_pressure: Percent = 10.0
+    psi_full_suspect: Percent = 20.0
+    psi_full_thrash: Percent = 60.0
+    mem_available_low_gib: GiBOrZero = 4.0
+    mem_available_low_frac: Annotated[float, Range(0, 1)] = 0.05
+    ssh_retries: Annotated[int, Range(0, 100)] = 3
+    ssh_retry_interval_s: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 30.0
+
+
+NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "workflow-failed")
+
+
+@dataclass(frozen=True)
+class NotifyConfig:
+    """Phone alerts through a Home Assistant ``notify`` service."""
+
+    service: str = ""
+    """``notify.mobile_app_<phone>``; empty turns phone alerts off."""
+    events: tuple[str, ...] = ("thrash", "fatal", "stall", "predicted-oom", "workflow-failed")
+    """Which of: thrash, fatal, stall, predicted-oom, lane-ready, workflow-failed."""
+    dedup_s: Annotated[float, Range(0, 7 * 86400, unit="s")] = 3600.0
+    """One message per event and node/lane within this window (one per incident)."""
+    max_per_hour: Annotated[int, Range(1, 3600)] = 12
+    """Messages per rolling hour; the next one sent says how many were held back."""
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """The console's recording of the night (``sparktui replay``)."""
+
+    enabled: bool = True
+    max_mb: Annotated[float, Range(0, 100_000, lo_open=True, unit="MB")] = 64.0
+    """Compressed size of one night's file; past it only alerts, lanes and
+    workflows are kept, then nothing."""
 
 
 @dataclass(frozen=True)
 class SimulatorConfig:
     enabled: bool = False
-    seed: int = 1
-    speed: float = 60.0
+    seed: Annotated[int, Range(0, 2**63 - 1)] = 1
+    speed: Annotated[float, Range(0, 100_000, lo_open=True, unit="x")] = 60.0
     scenario: str = "normal"
     shared_host_key: bool = False
 
@@ -151,6 +182,8 @@ class Config:
     console: ConsoleConfig = field(default_factory=ConsoleConfig)
     thrash: ThrashConfig = field(default_factory=ThrashConfig)
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
+    notify: NotifyConfig = field(default_factory=NotifyConfig)
+    record: RecordConfig = field(default_factory=RecordConfig)
     recipes_dir: Path = Path("recipes")
 
     def state_dir(self) -> Path:

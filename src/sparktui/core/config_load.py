@@ -11,11 +11,14 @@ together as one `InputError`, each naming file, line and key.
 from __future__ import annotations
 
 import difflib
+import ipaddress
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
 from . import plain
 from .config import (
+    NOTIFY_EVENTS,
     ClusterConfig,
     Config,
     ConsoleConfig,
@@ -23,7 +26,9 @@ from .config import (
     HomeAssistantConfig,
     LivenessConfig,
     NodeConfig,
+    NotifyConfig,
     PowerConfig,
+    RecordConfig,
     SimulatorConfig,
     SshConfig,
     SwitchConfig,
@@ -41,6 +46,8 @@ _SECTIONS: dict[str, type] = {
     "power": PowerConfig,
     "guards": GuardConfig,
     "thrash": ThrashConfig,
+    "notify": NotifyConfig,
+    "record": RecordConfig,
 }
 _MAPS = ("nodes", "clusters", "switches", "nccl")
 _TOP = ("recipes_dir",)
@@ -163,15 +170,19 @@ def _nodes(src: Source, value: Any) -> dict[str, NodeConfig]:
                 continue  # derived from an invalid user, which is already reported
             if (why := plain.check(kind, getattr(node, key))) is not None:
                 src.error(path + (key,), why)
-        if not 0 < node.port < 65536:
-            src.error(path + ("port",), f"port {node.port} is out of range 1-65535")
         nodes[name] = node
     return nodes
 
 
 def _switches(src: Source, value: Any, nodes: dict[str, NodeConfig]) -> dict[str, SwitchConfig]:
     switches: dict[str, SwitchConfig] = {}
-    node_entities = {n.switch: n.name for n in nodes.values()}
+    node_entities: dict[str, str] = {}
+    for node in nodes.values():
+        if node.switch in node_entities:
+            src.error(("nodes", node.name, "switch"),
+                      f"{node.switch} is also node {node_entities[node.switch]}'s plug: "
+                      f"one plug, one node (power-cycling one would cut the other)")
+        node_entities.setdefault(node.switch, node.name)
     for name, table in _tables(src, "switches", value, required=False).items():
         path = ("switches", name)
         sw = build(src, path, table, SwitchConfig, extra={"name": name})
@@ -246,9 +257,9 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
             if kernel and (why := plain.check("kernel", kernel)) is not None:
                 src.error(("guards", "kernel_pin" if kernel == guards.kernel_pin else "kernel_bad"),
                           why)
-        if not 0 < guards.admission_free_gib <= guards.node_memory_gib:
+        if guards.admission_free_gib > guards.node_memory_gib:
             src.error(("guards", "admission_free_gib"),
-                      f"must be between 0 and node_memory_gib ({guards.node_memory_gib})")
+                      f"must not exceed node_memory_gib ({guards.node_memory_gib:g})")
     liveness: LivenessConfig | None = sections.get("liveness")
     if liveness is not None and liveness.method not in ("icmp", "tcp"):
         src.error(("liveness", "method"), f"{liveness.method!r} is not one of: icmp, tcp")
@@ -258,15 +269,48 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
                 src.error(("nodes", node.name, "liveness_port"),
                           'required when [liveness] method = "tcp"')
     ha: HomeAssistantConfig | None = sections.get("home_assistant")
-    if ha is not None and not ha.url.startswith(("http://", "https://")):
-        src.error(("home_assistant", "url"), f"{ha.url!r} is not an http(s) URL")
+    if ha is not None and (why := url_problem(ha.url)) is not None:
+        src.error(("home_assistant", "url"), why)
     if ha is not None and (why := plain.check("env_name", ha.token_env)) is not None:
         src.error(("home_assistant", "token_env"), why)
-    sim: SimulatorConfig | None = sections.get("simulator")
-    if sim is not None and sim.speed <= 0:
-        src.error(("simulator", "speed"), "must be greater than 0")
-    console: ConsoleConfig | None = sections.get("console")
-    if console is not None:
-        for key in ("poll_interval_s", "probe_timeout_s", "stall_after_s"):
-            if getattr(console, key) <= 0:
-                src.error(("console", key), "must be greater than 0")
+    _check_night(src, sections.get("notify"))
+
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` is not a usable http(s) base URL (scheme, host, port), or None."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"{url!r} is not a URL: {exc}"
+    if parts.scheme not in ("http", "https"):
+        return f"{url!r} is not an http(s) URL (e.g. http://127.0.0.1:8123)"
+    host = parts.hostname or ""
+    if not host:
+        return f"{url!r} has no host"
+    if not host.startswith("["):
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            if (why := plain.check("host", host)) is not None:
+                return f"{url!r}: host {why}"
+    if port == 0:
+        return f"{url!r}: port 0 is out of range 1-65535"
+    if parts.query or parts.fragment or parts.username or parts.password:
+        return f"{url!r}: give only scheme://host:port (no user, query or fragment)"
+    return None
+
+
+def _check_night(src: Source, notify: NotifyConfig | None) -> None:
+    """[notify] (issue 15); the numbers are checked by their declared ranges."""
+    if notify is not None:
+        domain, _, name = notify.service.partition(".")
+        if notify.service and (domain != "notify" or not name
+                               or not all(c.isalnum() or c == "_" for c in name)):
+            src.error(("notify", "service"), f"{notify.service!r} is not a Home Assistant "
+                                             "notify service (notify.mobile_app_<phone>)")
+        for event in notify.events:
+            if event not in NOTIFY_EVENTS:
+                src.error(("notify", "events"), f"unknown event {event!r} (known: "
+                                                f"{', '.join(NOTIFY_EVENTS)})")

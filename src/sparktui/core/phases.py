@@ -250,6 +250,11 @@ class PhaseTracker:
                 worst = p
         return worst
 
+    def rank_shards(self) -> dict[int, tuple[int, int]]:
+        """Per rank that prints shard progress: (shards done, total)."""
+        return {r: (st.shards.done, st.shards.total) for r, st in self._ranks.items()
+                if st.shards is not None}
+
     def stage_seconds(self) -> dict[Phase, float]:
         """Seconds from the start of the watch to each phase reached."""
         return {ph: t - self.start for ph, t in self.phase_times.items()}

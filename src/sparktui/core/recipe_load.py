@@ -13,7 +13,7 @@ from . import plain
 from .config import Config
 from .errors import InputError, Problem
 from .recipe import Recipe
-from .tomlschema import Source, build
+from .tomlschema import Source, build, read_text
 
 ENGINES = ("vllm", "sglang")
 LOAD_FORMATS = ("auto", "safetensors", "instanttensor", "fastsafetensors", "runai_streamer",
@@ -39,7 +39,16 @@ def load_recipe(config: Config, name: str) -> Recipe:
     if not path.is_file():
         known = ", ".join(list_recipes(config.recipes_dir)) or "none"
         raise InputError([Problem(path, None, "(file)", f"no recipe {name!r} (known: {known})")])
-    src = Source.read(path)
+    return _finish(Source.read(path), config, name)
+
+
+def recipe_from_text(config: Config, name: str, text: str) -> Recipe:
+    """Recipe `name` as if its recipe.toml held `text` (e.g. an edit about to
+    be written); problems name the real file."""
+    return _finish(Source.parse(recipe_file(config.recipes_dir, name), text), config, name)
+
+
+def _finish(src: Source, config: Config, name: str) -> Recipe:
     recipe = None if src.problems else _build(src, config, name)
     if src.problems or recipe is None:
         raise InputError(src.problems)
@@ -61,7 +70,11 @@ def load_all_recipes(config: Config) -> tuple[dict[str, Recipe], list[Problem]]:
 def _build(src: Source, config: Config, name: str) -> Recipe | None:
     path = src.file
     notes_file = path.parent / "notes.md"
-    notes = notes_file.read_text(encoding="utf-8") if notes_file.is_file() else ""
+    try:
+        notes = read_text(notes_file) if notes_file.is_file() else ""
+    except InputError as exc:
+        src.problems.extend(exc.problems)
+        return None
     if (why := plain.check("name", name)) is not None:
         src.error((), f"recipe folder name: {why}")
     recipe = build(src, (), src.data, Recipe, extra={"name": name, "path": path, "notes": notes})
@@ -79,8 +92,6 @@ def _check(src: Source, config: Config, r: Recipe) -> None:
         err(("image",), why)
     if r.cluster not in config.clusters:
         err(("cluster",), f"unknown cluster {r.cluster!r} (known: {', '.join(config.clusters)})")
-    if not 0 < r.port < 65536:
-        err(("port",), f"port {r.port} is out of range 1-65535")
     m = r.model
     if (why := plain.check("model_repo", m.repo)) is not None:
         err(("model", "repo"), why)
@@ -88,28 +99,13 @@ def _check(src: Source, config: Config, r: Recipe) -> None:
         err(("model", "revision"), why)
     if m.served_name and (why := plain.check("name", m.served_name)) is not None:
         err(("model", "served_name"), why)
-    if m.size_gb <= 0:
-        err(("model", "size_gb"), "must be greater than 0")
-    if m.kv_bytes_per_token < 0 or m.shards < 0:
-        err(("model",), "kv_bytes_per_token and shards must not be negative")
-    p = r.parallel
-    for key in ("tp", "pp", "dcp"):
-        if getattr(p, key) < (0 if key == "tp" else 1):
-            err(("parallel", key), "must be at least 1" if key != "tp" else "must not be negative")
     e = r.engine_args
-    if not 0 < e.gpu_memory_utilization <= 1:
-        err(("engine_args", "gpu_memory_utilization"), "must be in (0, 1]")
-    for key in ("max_model_len", "max_num_seqs", "max_num_batched_tokens"):
-        if getattr(e, key) <= 0:
-            err(("engine_args", key), "must be greater than 0")
     if e.kv_cache_dtype not in KV_DTYPES:
         err(("engine_args", "kv_cache_dtype"), f"{e.kv_cache_dtype!r} is not one of: "
             + ", ".join(KV_DTYPES))
     if e.load_format not in LOAD_FORMATS:
         err(("engine_args", "load_format"), f"{e.load_format!r} is not one of: "
             + ", ".join(LOAD_FORMATS))
-    if e.kv_cache_memory_gib is not None and e.kv_cache_memory_gib <= 0:
-        err(("engine_args", "kv_cache_memory_gib"), "must be greater than 0")
     if r.engine == "sglang" and e.kv_cache_memory_gib is not None:
         err(("engine_args", "kv_cache_memory_gib"), "SGLang has no KV pin; size KV with "
             "gpu_memory_utilization (mem-fraction-static)")
@@ -119,8 +115,6 @@ def _check(src: Source, config: Config, r: Recipe) -> None:
             err(("speculative", "method"), why)
         if s.model and (why := plain.check("model_repo", s.model)) is not None:
             err(("speculative", "model"), why)
-        if s.num_tokens < 1:
-            err(("speculative", "num_tokens"), "must be at least 1")
     f = r.fit
     if (f.prefill_scratch_base_gib is None) != (f.prefill_scratch_gib_per_token is None):
         err(("fit",), "prefill_scratch_base_gib and prefill_scratch_gib_per_token go together")

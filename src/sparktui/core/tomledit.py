@@ -25,8 +25,9 @@ def set_value(text: str, path: tuple[str, ...], value: str | int | float | bool,
     key = path[-1]
     old = table.get(key)
     kept = old.trivia.comment if old is not None and hasattr(old, "trivia") else ""
-    table[key] = value
+    item = tomlkit.item(value)
     note = comment or kept.lstrip("# ").rstrip()
     if note:
-        table[key].comment(note)
+        item.comment(note)
+    table[key] = item
     return tomlkit.dumps(doc)

@@ -7,22 +7,97 @@ dataclass's fields: unknown keys are rejected with the closest known key
 suggested, required keys must be present, and values must have the declared
 type (`str`, `int`, `float`, `bool`, `tuple[str, ...]`, `dict[str, str]`,
 `X | None`, nested dataclasses).
+
+Every number also has a *domain*, declared where the field is declared with
+``Annotated[float, Range(...)]`` (the aliases below): non-finite numbers
+(TOML allows ``nan`` and ``inf``) are refused everywhere, and a value outside
+its range is reported with the allowed range. The same domains check CLI
+flags (`flag`) and values written by ``sparktui record``.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
+import math
 import re
 import tomllib
 import types
 import typing
 from pathlib import Path
-from typing import Any, TypeVar, Union, get_args, get_origin
+from typing import Annotated, Any, TypeVar, Union, get_args, get_origin
 
-from .errors import Problem
+from .errors import InputError, Problem
 
 T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The allowed values of a number: ``lo``/``hi`` bounds (None: unbounded),
+    each inclusive unless ``lo_open``/``hi_open``; ``unit`` for the message."""
+
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+    unit: str = ""
+
+    def describe(self) -> str:
+        unit = f" {self.unit}" if self.unit else ""
+        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {self.lo:g}"
+        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {self.hi:g}"
+        return " and ".join(p for p in (lo, hi) if p) + unit
+
+    def check(self, value: float) -> str | None:
+        """Why `value` is outside the domain, or None."""
+        if not math.isfinite(value):
+            return f"must be a finite number ({self.describe()}), got {value}"
+        low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
+        high = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
+        if low or high:
+            return f"{value:g} is out of range: must be {self.describe()}"
+        return None
+
+
+FINITE = Range()
+Port = Annotated[int, Range(1, 65535)]
+Count = Annotated[int, Range(0, 1_000_000)]
+Seconds = Annotated[float, Range(0, 86_400, lo_open=True, unit="s")]
+"""A positive duration of at most a day."""
+GiB = Annotated[float, Range(0, 1024, lo_open=True, unit="GiB")]
+"""A positive amount of one node's memory."""
+GiBOrZero = Annotated[float, Range(0, 1024, unit="GiB")]
+Fraction = Annotated[float, Range(0, 1)]
+Percent = Annotated[float, Range(0, 100, unit="%")]
+
+
+def domain_of(tp: Any) -> tuple[Any, Range | None]:
+    """The base type and Range of an ``Annotated`` hint (or the hint itself).
+    A bare ``float`` still has a domain: finite."""
+    if get_origin(tp) is Annotated:
+        base, *meta = get_args(tp)
+        return base, next((m for m in meta if isinstance(m, Range)), None)
+    return tp, FINITE if tp is float else None
+
+
+def flag(cls: type, name: str) -> Any:
+    """An argparse ``type=`` that parses a number and checks it against the
+    domain of field `name` of dataclass `cls` (one truth with the config file)."""
+    base, rng = domain_of(typing.get_type_hints(cls, include_extras=True)[name])
+
+    def parse(text: str) -> Any:
+        try:
+            value = base(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if rng is not None and (why := rng.check(value)) is not None:
+            raise argparse.ArgumentTypeError(why)
+        return value
+
+    return parse
+
 
 _HEADER = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(#.*)?$")
 _BARE_OR_QUOTED = r"(\"[^\"]*\"|'[^']*'|[A-Za-z0-9_\-]+)"
@@ -80,10 +155,20 @@ class Source:
 
     @classmethod
     def read(cls, file: Path) -> Source:
-        text = file.read_text(encoding="utf-8")
+        try:
+            text = read_text(file)
+        except InputError as exc:
+            src = cls(file, {}, KeyLines(""))
+            src.problems.extend(exc.problems)
+            return src
+        return cls.parse(file, text)
+
+    @classmethod
+    def parse(cls, file: Path, text: str) -> Source:
+        """`text` as if read from `file` (problems name `file`)."""
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, RecursionError) as exc:
             match = re.search(r"line (\d+)", str(exc))
             src = cls(file, {}, KeyLines(""))
             src.problems.append(
@@ -97,11 +182,36 @@ class Source:
         self.problems.append(Problem(self.file, self.lines.line(path), key, message))
 
 
+MAX_FILE_BYTES = 1_000_000
+"""A config, recipe or notes file larger than this is refused (none is near it)."""
+
+
+def read_text(file: Path) -> str:
+    """A UTF-8 text file, or InputError naming the file and what is wrong
+    (unreadable, too large, not UTF-8: with the line of the first bad byte)."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise InputError([Problem(file, None, "(file)",
+                                  f"cannot read: {exc.strerror or exc}")]) from None
+    if len(data) > MAX_FILE_BYTES:
+        raise InputError([Problem(file, None, "(file)", f"{len(data)} bytes is too large "
+                                  f"(at most {MAX_FILE_BYTES})")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise InputError([Problem(file, line, "(encoding)",
+                                  f"byte 0x{data[exc.start]:02x} is not UTF-8 -> save the "
+                                  f"file as UTF-8")]) from None
+
+
 def _quote_part(part: str) -> str:
     return part if re.fullmatch(r"[A-Za-z0-9_\-]+", part) else f'"{part}"'
 
 
 def _type_name(tp: Any) -> str:
+    tp = domain_of(tp)[0]
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         return " or ".join(_type_name(a) for a in get_args(tp))
@@ -117,7 +227,8 @@ def _type_name(tp: Any) -> str:
 
 
 def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tuple[bool, Any]:
-    """Check `value` against type `tp`; on failure record a problem and return (False, None)."""
+    """Check `value` against type `tp` and its domain; on failure record a
+    problem and return (False, None)."""
     origin = get_origin(tp)
     if origin in (Union, types.UnionType):
         for arg in get_args(tp):
@@ -125,9 +236,9 @@ def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tu
                 continue
             if dataclasses.is_dataclass(arg) and isinstance(value, dict):
                 return True, build(src, path, value, arg)
-            ok, converted = _try(value, arg)
-            if ok:
-                return True, converted
+            base, _ = domain_of(arg)
+            if _try(value, base)[0]:
+                return convert_value(src, path, value, arg)
         src.error(path, f"expected {_type_name(tp)}, got {_describe(value)}")
         return False, None
     if dataclasses.is_dataclass(tp):
@@ -135,10 +246,15 @@ def convert_value(src: Source, path: tuple[str, ...], value: Any, tp: Any) -> tu
             src.error(path, f"expected a table, got {_describe(value)}")
             return False, None
         return True, build(src, path, value, tp)
-    ok, converted = _try(value, tp)
+    base, rng = domain_of(tp)
+    ok, converted = _try(value, base)
     if not ok:
-        src.error(path, f"expected {_type_name(tp)}, got {_describe(value)}")
-    return ok, converted
+        src.error(path, f"expected {_type_name(base)}, got {_describe(value)}")
+        return False, None
+    if rng is not None and (why := rng.check(converted)) is not None:
+        src.error(path, why)
+        return False, None
+    return True, converted
 
 
 def _try(value: Any, tp: Any) -> tuple[bool, Any]:
@@ -190,7 +306,7 @@ def build(src: Source, path: tuple[str, ...], table: dict[str, Any], cls: type[T
     from the table's key); `skip` names table keys the caller handles itself.
     Returns None when a required field is missing or invalid.
     """
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     given = dict(extra or {})
     known = set(fields) - set(given)

@@ -85,19 +85,6 @@ def ignore(event: WorkflowEvent) -> None:
     """An ``emit`` that drops every event."""
 
 
-class Recorder:
-    """An ``emit`` that keeps every event (tests, and the CLI's ``--json`` result)."""
-
-    def __init__(self) -> None:
-        self.events: list[WorkflowEvent] = []
-
-    def __call__(self, event: WorkflowEvent) -> None:
-        self.events.append(event)
-
-    def of(self, kind: type[WorkflowEvent]) -> list[WorkflowEvent]:
-        return [e for e in self.events if isinstance(e, kind)]
-
-
 def format_event(event: WorkflowEvent) -> str | None:
     """One line for a terminal; None for events not worth a line."""
     if isinstance(event, WorkflowStarted):

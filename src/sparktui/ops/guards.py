@@ -14,12 +14,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from sparktui.core import nodehealth
 from sparktui.core.config import Config, NodeConfig
 from sparktui.core.fit import FitReport, fit
-from sparktui.core.kernel import known_bad, off_pin
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import container_name
-from sparktui.core.state import ClusterSnapshot, ImageInfo, NodeSnapshot, NodeState
+from sparktui.core.state import ClusterSnapshot, ImageInfo, NodeSnapshot
 
 
 class Override(StrEnum):
@@ -156,106 +156,88 @@ def shared_switch_entity(config: Config, node: str) -> Verdict:
     return Verdict("shared-switch", node, True, f"{node}'s plug {entity} is its own")
 
 
+def _from(f: nodehealth.Finding | None, guard: str, subject: str, ok: str) -> Verdict:
+    """A node-health finding as a verdict (the one definition lives in core/nodehealth)."""
+    if f is None:
+        return Verdict(guard, subject, True, ok)
+    override = FINDING_OVERRIDES.get(f.check) if f.overridable else None
+    return Verdict(guard, subject, not f.blocks_serve, f.message, override=override,
+                   warning=not f.blocks_serve)
+
+
+FINDING_OVERRIDES = {"kernel": Override.KERNEL, "nas-mount": Override.NAS_MOUNT,
+                     "hf-cache": Override.HF_CACHE, "blocking-switch": Override.SWITCH_UNKNOWN}
+
+
 def blocking_switches(config: Config, cluster: str,
                       switch_states: Mapping[str, str | None]) -> list[Verdict]:
     """A cluster may not serve while a blocking switch it depends on is off."""
     out = []
     for name in config.clusters[cluster].switches:
         sw = config.switches[name]
-        if not sw.blocking:
-            continue
-        state = switch_states.get(sw.entity)
-        if state == "on":
-            out.append(Verdict("blocking-switch", sw.entity, True, f"{name} ({sw.entity}) is on"))
-        elif state is None:
-            out.append(Verdict("blocking-switch", sw.entity, False,
-                               f"the state of blocking switch {name} ({sw.entity}) is unknown "
-                               f"(Home Assistant did not answer): the fabric may be invisible -> "
-                               f"check Home Assistant, or override switch-unknown",
-                               override=Override.SWITCH_UNKNOWN))
-        else:
-            out.append(Verdict("blocking-switch", sw.entity, False,
-                               f"blocking switch {name} ({sw.entity}) is {state}: {cluster}'s "
-                               f"fabric is invisible without it -> power the cluster on "
-                               f"(`sparktui power cluster on {cluster}`, switch first)"))
+        if sw.blocking:
+            found = nodehealth.blocking_switch(config, cluster, name, switch_states.get(sw.entity))
+            out.append(_from(found, "blocking-switch", sw.entity, f"{name} ({sw.entity}) is on"))
     return out
 
 
 def kernel(config: Config, node: str, running: str | None) -> Verdict:
-    g = config.guards
-    if running is None:
-        return Verdict("kernel", node, False, f"{node}: kernel unknown (uname -r did not "
-                       f"answer) -> wait for the next poll")
-    if (bad := known_bad(g, running)) is not None:
-        return Verdict("kernel", node, False,
-                       f"{node} runs kernel {running}, known bad ({bad} breaks NCCL/RoCE) -> "
-                       f"boot {node} into {g.kernel_pin or 'the pinned kernel'}")
-    if off_pin(g, running):
-        return Verdict("kernel", node, False,
-                       f"{node} runs kernel {running}, not the pinned {g.kernel_pin} "
-                       f"(NCCL/RoCE is qualified on the pin) -> boot the pinned kernel, or "
-                       f"override kernel", override=Override.KERNEL)
-    return Verdict("kernel", node, True, f"{node}: kernel {running}")
+    return _from(nodehealth.kernel(config, node, running), "kernel", node,
+                 f"{node}: kernel {running}")
 
 
-def fit_verdict(report: FitReport) -> Verdict:
+def fit_verdict(report: FitReport, memory_note: str = "") -> Verdict:
     subject = f"{report.recipe}@{report.cluster}"
     if report.verdict == "fits":
         return Verdict("fit", subject, True,
                        f"{report.recipe} fits {report.cluster}: weights "
                        f"{report.weights_per_rank_gib:.2f} GiB/rank, margin "
-                       f"{report.margin_gib:.2f} GiB")
+                       f"{report.margin_gib:.2f} GiB{memory_note}")
     return Verdict("fit", subject, False,
                    f"{report.recipe} does not fit {report.cluster} ({report.ranks} ranks): "
-                   + "; ".join(report.reasons), override=Override.FIT)
+                   + "; ".join(report.reasons) + memory_note, override=Override.FIT)
+
+
+def fit_on_nodes(config: Config, recipe: Recipe, cluster: str,
+                 snapshot: ClusterSnapshot) -> tuple[FitReport, str]:
+    """The fit with the memory the cluster's nodes report: the smaller of ``[guards]
+    node_memory_gib`` and each node's MemTotal (less the GB10 baseline at admission).
+    Returns the report and a note saying when the nodes' figure was used."""
+    g = config.guards
+    probes = [s.probe if (s := snapshot.get(n)) else None for n in config.clusters[cluster].nodes]
+    node_mem, admission = nodehealth.usable_memory_gib(config, probes)
+    if node_mem >= g.node_memory_gib:
+        return fit(config, recipe, cluster), ""
+    lowered = replace(config, guards=replace(g, node_memory_gib=node_mem,
+                                             admission_free_gib=admission))
+    return fit(lowered, recipe, cluster), (
+        f" (node memory {node_mem:.1f} GiB from the nodes' MemTotal, below the configured "
+        f"{g.node_memory_gib:g}; admission {admission:.2f} GiB)")
 
 
 def online(snap: NodeSnapshot | None, node: str) -> Verdict:
-    if snap is None or snap.state is not NodeState.ONLINE or snap.probe is None:
-        state = snap.state.value if snap else "not polled"
-        why = f" ({snap.error})" if snap and snap.error else ""
-        return Verdict("online", node, False,
-                       f"{node} is {state}{why}: a rank needs a node whose SSH and probe "
-                       f"answer -> wait for it, or `sparktui recover {node}`")
-    return Verdict("online", node, True, f"{node} is online")
+    return _from(nodehealth.offline(snap, node), "online", node, f"{node} is online")
 
 
 def nas_mount(node: NodeConfig, snap: NodeSnapshot) -> Verdict:
     assert snap.probe is not None
     mount = snap.probe.mount_at(node.nas_mount)
-    if mount is None:
-        return Verdict("nas-mount", node.name, False,
-                       f"{node.name}: {node.nas_mount} is not mounted (weights and the HF cache "
-                       f"live on the NAS; the seeds' dgx7/8 had no fstab line) -> add the fstab "
-                       f"line and `mount {node.nas_mount}`", override=Override.NAS_MOUNT)
-    return Verdict("nas-mount", node.name, True,
-                   f"{node.name}: {node.nas_mount} mounted ({mount.fstype} {mount.device})")
+    ok = (f"{node.name}: {node.nas_mount} mounted ({mount.fstype} {mount.device})" if mount
+          else "")
+    return _from(nodehealth.nas_mount(node, snap.probe), "nas-mount", node.name, ok)
 
 
 def hf_cache(node: NodeConfig, snap: NodeSnapshot) -> Verdict:
     assert snap.probe is not None
-    if not node.hf_cache:
-        return Verdict("hf-cache", node.name, True, f"{node.name}: no hf_cache configured")
-    kind = snap.probe.hf_cache
-    fix = f"rmdir {node.hf_cache} && ln -s {node.hf_cache_target} {node.hf_cache}"
-    if kind is None or kind.kind == "missing":
-        return Verdict("hf-cache", node.name, False,
-                       f"{node.name}: {node.hf_cache} does not exist; docker -v would create it "
-                       f"as an empty root-owned dir and every rank would die with "
-                       f"LocalEntryNotFoundError -> ln -s {node.hf_cache_target} {node.hf_cache}",
-                       override=Override.HF_CACHE)
-    if not kind.is_symlink:
-        return Verdict("hf-cache", node.name, False,
-                       f"{node.name}: {node.hf_cache} is a {kind.kind}, not the symlink to "
-                       f"{node.hf_cache_target} (docker -v created it as root; ranks die with "
-                       f"LocalEntryNotFoundError) -> {fix}", override=Override.HF_CACHE)
-    if (kind.target or "").rstrip("/") != node.hf_cache_target.rstrip("/"):
-        return Verdict("hf-cache", node.name, False,
-                       f"{node.name}: {node.hf_cache} points to {kind.target}, not "
-                       f"{node.hf_cache_target} -> ln -sfn {node.hf_cache_target} "
-                       f"{node.hf_cache}", override=Override.HF_CACHE)
-    return Verdict("hf-cache", node.name, True,
-                   f"{node.name}: {node.hf_cache} -> {node.hf_cache_target}")
+    ok = (f"{node.name}: {node.hf_cache} -> {node.hf_cache_target}" if node.hf_cache
+          else f"{node.name}: no hf_cache configured")
+    return _from(nodehealth.hf_cache(node, snap.probe), "hf-cache", node.name, ok)
+
+
+def docker(node: str, snap: NodeSnapshot) -> Verdict:
+    assert snap.probe is not None
+    return _from(nodehealth.docker(node, snap.probe), "docker", node,
+                 f"{node}: docker answers")
 
 
 def image_ref(image: str) -> str:
@@ -269,33 +251,72 @@ def has_image(images: Sequence[ImageInfo] | None, image: str) -> bool:
     return any(i.ref == wanted for i in images or ())
 
 
-def image_source(config: Config, snapshot: ClusterSnapshot, image: str,
-                 prefer: Sequence[str] = ()) -> str | None:
-    """An online node holding ``image`` to sync from (``prefer`` first)."""
-    order = [*prefer, *(n for n in config.nodes if n not in prefer)]
-    for name in order:
-        snap = snapshot.get(name)
-        if snap and snap.online and snap.probe and has_image(snap.probe.images, image):
-            return name
-    return None
+def protected_work(config: Config, snapshot: ClusterSnapshot) -> frozenset[str]:
+    """Nodes whose work must not be disturbed: the protected nodes and every node
+    running a rank of a protected lane."""
+    out = set(config.guards.protected_nodes)
+    for snap in snapshot.nodes:
+        if snap.probe and any(c.lane in config.guards.protected_lanes
+                              for c in snap.probe.running_containers):
+            out.add(snap.node)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class ImageSource:
+    node: str
+    why: str
+
+
+def image_source(config: Config, snapshot: ClusterSnapshot, image: str, cluster: str,
+                 build_node: str | None = None) -> ImageSource | None:
+    """The online node to sync ``image`` from: never a protected node (or one running a
+    protected lane) when another has it; then the operator's build node; then a node
+    of the lane's own cluster; then any, in config order."""
+    protected = protected_work(config, snapshot)
+    mine = set(config.clusters[cluster].nodes)
+    holders = [n for n in config.nodes
+               if (s := snapshot.get(n)) and s.online and s.probe
+               and has_image(s.probe.images, image)]
+    if not holders:
+        return None
+    best = min(holders, key=lambda n: (n in protected, n != build_node, n not in mine,
+                                       config.nodes[n].rank))
+    if best in protected:
+        why = "a protected node, but no other online node has the image"
+    elif best == build_node:
+        why = "the build node (--build-node)"
+    elif best in mine:
+        why = f"a node of {cluster}, the lane's own cluster"
+    else:
+        why = f"no node of {cluster} has it; {best} is not protected"
+    return ImageSource(best, why)
 
 
 def image(config: Config, node: str, snap: NodeSnapshot, snapshot: ClusterSnapshot,
-          wanted: str, build_node: str | None) -> Verdict:
+          wanted: str, cluster: str, build_node: str | None) -> Verdict:
     assert snap.probe is not None
     if has_image(snap.probe.images, wanted):
         return Verdict("image", node, True, f"{node}: image {wanted} present")
-    source = image_source(config, snapshot, wanted, [build_node] if build_node else [])
+    source = image_source(config, snapshot, wanted, cluster, build_node)
     if source is None:
         return Verdict("image", node, False,
                        f"{node}: image {wanted} is missing and no online node has it to sync "
                        f"from -> pull or build it on one node (the build node)")
     return Verdict("image", node, True,
-                   f"{node}: image {wanted} missing, will sync from {source} "
-                   f"(docker save | docker load, checksum verified)")
+                   f"{node}: image {wanted} missing, will sync from {source.node} "
+                   f"({source.why}; docker save | docker load, checksum verified)")
 
 
-def stale_container(node: str, snap: NodeSnapshot, name: str) -> Verdict:
+def _stop_hint(config: Config, lane: str | None, what: str) -> str:
+    """How to get ``what`` out of the way; never "stop it" for a protected lane."""
+    if lane and lane in config.guards.protected_lanes:
+        return (f"{what} belongs to protected lane {lane}, which must NOT be stopped -> "
+                f"serve somewhere else")
+    return f"stop it first (`sparktui stop {lane}`)" if lane else f"remove {what} first"
+
+
+def stale_container(config: Config, node: str, snap: NodeSnapshot, name: str) -> Verdict:
     assert snap.probe is not None
     for c in snap.probe.containers:
         if c.name != name:
@@ -303,7 +324,7 @@ def stale_container(node: str, snap: NodeSnapshot, name: str) -> Verdict:
         if c.running:
             return Verdict("stale-container", node, False,
                            f"{node}: container {name} is already running ({c.status}) -> "
-                           f"stop the lane first (`sparktui stop {c.lane or name}`)")
+                           + _stop_hint(config, c.lane, name))
         return Verdict("stale-container", node, False,
                        f"{node}: a stale container {name} from an earlier boot exists "
                        f"({c.status}); docker run would fail on the name -> "
@@ -312,17 +333,25 @@ def stale_container(node: str, snap: NodeSnapshot, name: str) -> Verdict:
     return Verdict("stale-container", node, True, f"{node}: no container named {name}")
 
 
-def node_free(node: str, snap: NodeSnapshot, lane: str) -> Verdict:
+def node_free(config: Config, node: str, snap: NodeSnapshot, lane: str) -> Verdict:
+    """Other containers on the node: overridable, unless one belongs to a protected
+    lane (protected work is never overridden into)."""
     assert snap.probe is not None
     others = [c for c in snap.probe.running_containers if c.lane != lane]
-    if others:
-        names = ", ".join(f"{c.name} ({c.lane or c.image})" for c in others)
-        mem = snap.probe.meminfo
-        avail = f"; MemAvailable {mem.available_gib:.1f} GiB" if mem else ""
+    if not others:
+        return Verdict("node-busy", node, True, f"{node} is free")
+    names = ", ".join(f"{c.name} ({c.lane or c.image})" for c in others)
+    mem = snap.probe.meminfo
+    avail = f"; MemAvailable {mem.available_gib:.1f} GiB" if mem else ""
+    protected = sorted({c.lane for c in others if c.lane in config.guards.protected_lanes
+                        and c.lane})
+    if protected:
         return Verdict("node-busy", node, False,
-                       f"{node} is busy: {names} running{avail} -> stop it first, or override "
-                       f"node-busy", override=Override.NODE_BUSY)
-    return Verdict("node-busy", node, True, f"{node} is free")
+                       f"{node} is busy: {names} running{avail}; "
+                       + _stop_hint(config, protected[0], "a rank") + " (not overridable)")
+    return Verdict("node-busy", node, False,
+                   f"{node} is busy: {names} running{avail} -> stop it first, or override "
+                   f"node-busy", override=Override.NODE_BUSY)
 
 
 def lane_elsewhere(config: Config, lane: str, cluster: str,
@@ -339,38 +368,67 @@ def lane_elsewhere(config: Config, lane: str, cluster: str,
                 where = c.labels.get("sparktui.cluster", "?")
                 out.append(Verdict("lane-running", snap.node, False,
                                    f"lane {lane} already runs on {snap.node} ({c.name}, "
-                                   f"cluster {where}): one lane per recipe name -> stop it "
-                                   f"first (`sparktui stop {lane}`)"))
+                                   f"cluster {where}): one lane per recipe name -> "
+                                   + _stop_hint(config, lane, c.name)))
     return out
+
+
+def port_in_use(config: Config, node: str, port: int, snap: NodeSnapshot | None,
+                answered: bool | None) -> Verdict:
+    """A port the serve binds on ``node`` must be free: something answering there
+    (another lane, any process) would make the engine fail to bind."""
+    subject = f"{node}:{port}"
+    if answered is None:
+        return Verdict("port", subject, True,
+                       f"{subject}: not checked (the node did not answer)")
+    if not answered:
+        return Verdict("port", subject, True, f"{subject} is free")
+    holder = None
+    if snap is not None and snap.probe is not None:
+        holder = next((c for c in snap.probe.running_containers
+                       if c.labels.get("sparktui.port") == str(port)), None)
+    if holder is not None:
+        who = f"lane {holder.lane} ({holder.name})" if holder.lane else holder.name
+        fix = _stop_hint(config, holder.lane, holder.name)
+    else:
+        who = "a process that is not a sparktui lane"
+        fix = f"find it (`ss -ltnp 'sport = :{port}'` on {node}) and stop it, or change the port"
+    return Verdict("port", subject, False,
+                   f"{subject} already answers, held by {who}: the engine could not bind "
+                   f"it -> {fix}")
 
 
 def runlock(node: str, holders: Mapping[str, str]) -> Verdict:
     holder = holders.get(node)
     if holder:
         return Verdict("runlock", node, False,
-                       f"{node} is locked by {holder}: one workflow per node -> wait for it, or "
-                       f"`sparktui runlock close {node}` if it is stale")
+                       f"{node} is locked by {holder} (one workflow per node)")
     return Verdict("runlock", node, True, f"{node} is not locked")
 
 
 def host_keys(nodes: Sequence[str], fingerprints: Mapping[str, str]) -> list[Verdict]:
-    """Nodes sharing one SSH host key are flagged (a cloned image): a warning, since
-    the key still authenticates the image, but not the individual machine."""
-    by_key: dict[str, list[str]] = {}
-    for name, fp in fingerprints.items():
-        by_key.setdefault(fp, []).append(name)
-    out = []
-    for name in nodes:
-        fp = fingerprints.get(name)
-        if fp is None:
-            continue
-        twins = [n for n in by_key.get(fp, []) if n != name]
-        if twins:
-            out.append(Verdict("host-key", name, True,
-                               f"{name} shares its SSH host key {fp} with {', '.join(twins)} "
-                               f"(cloned image): a swapped machine would not be detected -> "
-                               f"regenerate the host keys per node", warning=True))
-    return out
+    """Nodes sharing one SSH host key: a warning (core/nodehealth.shared_host_keys)."""
+    return [Verdict("host-key", f.subject, True, f.message, warning=True)
+            for f in nodehealth.shared_host_keys(nodes, fingerprints)]
+
+
+def home_assistant(subject: str, power_error: str | None) -> Verdict:
+    """Power actions need Home Assistant (``power_error`` None: it is available)."""
+    if power_error is None:
+        return Verdict("home-assistant", subject, True, "Home Assistant is available")
+    return Verdict("home-assistant", subject, False,
+                   f"Home Assistant is not available: {power_error} -> fix the token or "
+                   f"[home_assistant] and retry")
+
+
+def serve_ports(config: Config, recipe: Recipe, cluster: str) -> list[tuple[str, int]]:
+    """(node, port) a serve binds: the API port on the head, and the head's rendezvous
+    port when there is more than one rank."""
+    nodes = config.clusters[cluster].nodes
+    ports = [(nodes[0], recipe.port)]
+    if len(nodes) > 1:
+        ports.append((nodes[0], config.clusters[cluster].master_port))
+    return ports
 
 
 # -- per action ------------------------------------------------------------------
@@ -385,15 +443,16 @@ def evaluate_serve(
     switch_states: Mapping[str, str | None],
     locks: Mapping[str, str] | None = None,
     fingerprints: Mapping[str, str] | None = None,
+    ports: Mapping[tuple[str, int], bool] | None = None,
     build_node: str | None = None,
     overrides: frozenset[Override] = frozenset(),
-    fit_report: FitReport | None = None,
 ) -> GuardReport:
-    """Every guard of ``serve RECIPE --cluster CLUSTER``, one verdict each."""
+    """Every guard of ``serve RECIPE --cluster CLUSTER``, one verdict each. ``ports``:
+    did (node, port) answer a TCP connect (missing: not checked)."""
     nodes = list(config.clusters[cluster].nodes)
     verdicts: list[Verdict] = [protected_node(config, n, "serve") for n in nodes]
     verdicts += blocking_switches(config, cluster, switch_states)
-    verdicts.append(fit_verdict(fit_report or fit(config, recipe, cluster)))
+    verdicts.append(fit_verdict(*fit_on_nodes(config, recipe, cluster, snapshot)))
     verdicts += [runlock(n, locks or {}) for n in nodes]
     verdicts += lane_elsewhere(config, recipe.name, cluster, snapshot)
     for rank, name in enumerate(nodes):
@@ -407,9 +466,13 @@ def evaluate_serve(
         verdicts.append(kernel(config, name, snap.probe.kernel))
         verdicts.append(nas_mount(node, snap))
         verdicts.append(hf_cache(node, snap))
-        verdicts.append(image(config, name, snap, snapshot, recipe.image, build_node))
-        verdicts.append(stale_container(name, snap, container_name(recipe.name, rank)))
-        verdicts.append(node_free(name, snap, recipe.name))
+        verdicts.append(docker(name, snap))
+        verdicts.append(image(config, name, snap, snapshot, recipe.image, cluster, build_node))
+        verdicts.append(stale_container(config, name, snap, container_name(recipe.name, rank)))
+        verdicts.append(node_free(config, name, snap, recipe.name))
+    for head, port in serve_ports(config, recipe, cluster):
+        verdicts.append(port_in_use(config, head, port, snapshot.get(head),
+                                    (ports or {}).get((head, port))))
     verdicts += host_keys(nodes, fingerprints or {})
     return _report(verdicts, overrides)
 
@@ -446,14 +509,17 @@ def lanes_on_node(config: Config, node: str, snap: NodeSnapshot | None,
 
 def evaluate_power(config: Config, node: str, action: str,
                    locks: Mapping[str, str] | None = None,
-                   snap: NodeSnapshot | None = None) -> GuardReport:
+                   snap: NodeSnapshot | None = None,
+                   power_error: str | None = None) -> GuardReport:
     """``power cycle|on|off NODE`` and ``recover NODE``; ``snap`` is the node's
-    latest snapshot when it answered (what the action would kill)."""
+    latest snapshot when it answered (what the action would kill); ``power_error``
+    why Home Assistant is unavailable (None: it is)."""
     if node not in config.nodes:
         return GuardReport((Verdict("node", node, False, f"unknown node {node!r} (known: "
                                     f"{', '.join(config.nodes)})"),))
     verdicts = [protected_node(config, node, action), shared_switch_entity(config, node),
-                runlock(node, locks or {}), *lanes_on_node(config, node, snap, action)]
+                runlock(node, locks or {}), *lanes_on_node(config, node, snap, action),
+                home_assistant(node, power_error)]
     return _report(verdicts, frozenset())
 
 
@@ -472,12 +538,34 @@ class ClusterPowerPlan:
     report: GuardReport
 
 
+def still_running(config: Config, snap: NodeSnapshot) -> Verdict | None:
+    """A power-off refuses a node that still runs containers; a protected lane's rank
+    is never to be stopped, so the fix is to leave the node on."""
+    if snap.probe is None or not snap.probe.running_containers:
+        return None
+    running = snap.probe.running_containers
+    names = ", ".join(c.name for c in running)
+    protected = sorted({c.lane for c in running
+                        if c.lane and c.lane in config.guards.protected_lanes})
+    if protected:
+        return Verdict("protected-lane", snap.node, False,
+                       f"{snap.node} runs {names}, a rank of protected lane "
+                       f"{', '.join(protected)}, which must NOT be stopped -> leave "
+                       f"{snap.node} on")
+    return Verdict("node-busy", snap.node, False,
+                   f"{snap.node} still runs {names} -> stop its lanes first "
+                   f"(`sparktui stop LANE`)")
+
+
 def plan_cluster_power(config: Config, cluster: str, on: bool,
-                       locks: Mapping[str, str] | None = None) -> ClusterPowerPlan:
+                       locks: Mapping[str, str] | None = None,
+                       power_error: str | None = None,
+                       snapshot: ClusterSnapshot | None = None) -> ClusterPowerPlan:
     """Cluster power: protected nodes are skipped (a warning, not a refusal); on
     turns the cluster's shared switches on first, off turns them off last, and
     only a switch no other powered node depends on: a switch another cluster
-    still uses (production on sw6_mt) stays on."""
+    still uses (production on sw6_mt) stays on. A power-off refuses nodes that
+    still run containers (``snapshot``)."""
     if cluster not in config.clusters:
         report = GuardReport((Verdict("cluster", cluster, False, f"unknown cluster {cluster!r} "
                                       f"(known: {', '.join(config.clusters)})"),))
@@ -487,14 +575,14 @@ def plan_cluster_power(config: Config, cluster: str, on: bool,
     nodes: list[str] = []
     for name in config.clusters[cluster].nodes:
         prot = protected_node(config, name, action)
-        sw = shared_switch_entity(config, name)
+        own = shared_switch_entity(config, name)
         lock = runlock(name, locks or {})
         if not prot.passed:
             verdicts.append(replace(prot, passed=True, warning=True,
                                     message=f"{name} skipped: protected node"))
             continue
-        verdicts += [sw, lock]
-        if sw.passed and lock.passed:
+        verdicts += [own, lock]
+        if own.passed and lock.passed:
             nodes.append(name)
     switches = [config.switches[s] for s in config.clusters[cluster].switches]
     before: list[str] = []
@@ -512,5 +600,10 @@ def plan_cluster_power(config: Config, cluster: str, on: bool,
                                         f"{', '.join(users)}", warning=True))
             else:
                 after.append(sw.entity)
+        for name in nodes:
+            snap = snapshot.get(name) if snapshot else None
+            if snap is not None and (busy := still_running(config, snap)) is not None:
+                verdicts.append(busy)
+    verdicts.append(home_assistant(cluster, power_error))
     return ClusterPowerPlan(cluster, on, tuple(nodes), tuple(before), tuple(after),
                             _report(verdicts, frozenset()))

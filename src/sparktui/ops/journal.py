@@ -12,14 +12,25 @@ plug went off and never came back on).
 Entry fields: ``t`` (epoch s), ``wf`` (workflow id), ``kind`` (begin, intent,
 outcome, end, refused, override, note), ``workflow`` (serve, stop,
 power-cycle ...), ``target``, and per kind ``step``, ``action``, ``ok``,
-``message``, ``detail``. Secrets never go in: the HA token is not known here.
+``message``, ``detail``. Secrets never go in: every string is redacted
+(core/redact.py) before it is written.
+
+Durability: an entry is written completely (short writes are continued) and
+fsynced, or `append` raises `JournalError` (disk full, read-only filesystem,
+no permission) after cutting off what it wrote, so a workflow refuses to act
+without its intent on disk. Reading, a line that parses but carries a
+non-finite or absurd value (``"t": NaN``, ``1e300``) is skipped like a torn
+line and counted in `Journal.skipped`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
+import logging
+import math
 import os
 import secrets
 import time
@@ -29,8 +40,29 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.errors import OperatorError
+from sparktui.core.redact import redact, redact_value
 
+log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.jsonl"
+LATEST_T = 4_102_444_800.0
+"""2100-01-01: a journal time after this (or before 0) is absurd, not a record."""
+_write = os.write
+"""The one call that writes journal bytes (a seam for disk-full fault tests)."""
+
+
+class JournalError(OperatorError):
+    """The journal cannot be written: nothing that needed the entry was done."""
+
+
+_FIXES = {
+    errno.ENOSPC: "the disk is full -> free space on it",
+    errno.EDQUOT: "the disk quota is exhausted -> free space on it",
+    errno.EROFS: "the filesystem is read-only -> remount it read-write or point "
+                 "[console] state_dir elsewhere",
+    errno.EACCES: "permission denied -> fix the owner/mode of the file and its folder",
+    errno.EPERM: "permission denied -> fix the owner/mode of the file and its folder",
+}
 
 
 @dataclass(frozen=True)
@@ -59,8 +91,16 @@ class Entry:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Entry:
+        """An entry, or ValueError/KeyError/TypeError for a line that is not one."""
+        t = float(data["t"])
+        if not (math.isfinite(t) and 0 <= t <= LATEST_T):
+            raise ValueError(f"t is {data['t']!r}")
+        if data.get("ok") not in (None, True, False):
+            raise ValueError(f"ok is {data['ok']!r}")
+        if not isinstance(data.get("detail") or {}, dict):
+            raise ValueError("detail is not an object")
         return cls(
-            t=float(data["t"]), wf=str(data["wf"]), kind=str(data["kind"]),
+            t=t, wf=str(data["wf"]), kind=str(data["kind"]),
             workflow=str(data.get("workflow", "")), target=str(data.get("target", "")),
             step=str(data.get("step", "")), action=str(data.get("action", "")),
             ok=data.get("ok"), message=str(data.get("message", "")),
@@ -78,6 +118,8 @@ class StepRecord:
     """None: the intent was written and no outcome followed (the step is in doubt)."""
     message: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    finished_at: float | None = None
+    """When the outcome was written (a plug step: when its new state was confirmed)."""
 
 
 @dataclass(frozen=True)
@@ -129,45 +171,78 @@ class Journal:
     def __init__(self, path: Path, clock: Clock | None = None) -> None:
         self.path = path
         self.clock = clock or SystemClock()
+        self.skipped: list[str] = []
+        """Why each unreadable line of the last read was skipped ("line N: reason")."""
+        self._warned: set[str] = set()
 
     @classmethod
     def in_state_dir(cls, state_dir: Path, clock: Clock | None = None) -> Journal:
         return cls(state_dir / JOURNAL_FILE, clock)
 
     def append(self, wf: str, kind: str, **fields: Any) -> Entry:
-        """Write one entry and fsync it before returning."""
-        entry = Entry(t=self.clock.time(), wf=wf, kind=kind, **fields)
-        line = (json.dumps(entry.to_json(), separators=(",", ":"), default=str) + "\n").encode()
+        """Write one entry completely and fsync it before returning; raise
+        `JournalError` (saying why and what to do) when it cannot be."""
+        entry = Entry(t=self.clock.time(), wf=wf, kind=kind,
+                      **{k: redact_value(v) for k, v in fields.items()})
+        line = (json.dumps(_finite(entry.to_json()), separators=(",", ":"), default=str)
+                + "\n").encode()
         created = not self.path.exists()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise self._error(exc) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 line = b"\n" + line  # a crash tore the last line: never glue onto it
-            os.write(fd, line)
-            os.fsync(fd)
+            try:
+                _write_all(fd, line)
+                os.fsync(fd)
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)  # leave no partial entry behind
+                    os.fsync(fd)
+                raise self._error(exc) from None
         finally:
             os.close(fd)
         if created:
             _fsync_dir(self.path.parent)
         return entry
 
+    def _error(self, exc: OSError) -> JournalError:
+        fix = _FIXES.get(exc.errno or 0, "check the file and its filesystem")
+        return JournalError(f"cannot write the journal {self.path} ({exc.strerror or exc}): "
+                            f"{fix}; refusing to act without a durable record")
+
     def entries(self, since: float | None = None) -> list[Entry]:
-        """Every readable entry in file order; a torn or foreign line is skipped."""
+        """Every readable entry in file order; a torn, foreign or absurd line is
+        skipped (and named in `skipped`)."""
         return [e for e in self._read() if since is None or e.t >= since]
 
     def _read(self) -> Iterator[Entry]:
+        self.skipped = []
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return
-        for raw in data.splitlines():
+        except OSError as exc:
+            raise JournalError(f"cannot read the journal {self.path} "
+                               f"({exc.strerror or exc})") from None
+        for number, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
             try:
-                obj = json.loads(raw)
+                obj = json.loads(raw, parse_constant=_refuse_constant)
                 yield Entry.from_json(obj)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
+                reason = "not a journal entry" if isinstance(exc, KeyError | TypeError) \
+                    else redact(str(exc))[:80]
+                self.skipped.append(f"line {number}: {reason}")
+                if self.skipped[-1] not in self._warned:  # once per line, not per read
+                    self._warned.add(self.skipped[-1])
+                    log.warning("journal %s: line %d skipped: %s", self.path, number, reason)
                 continue
 
     def workflows(self, since: float | None = None) -> list[WorkflowRecord]:
@@ -194,7 +269,7 @@ def fold(entries: list[Entry]) -> list[WorkflowRecord]:
                 s = lst[i]
                 if s.step == e.step and s.target == e.target and s.ok is None:
                     lst[i] = StepRecord(s.step, s.target, s.action, s.started_at, bool(e.ok),
-                                        e.message, e.detail)
+                                        e.message, e.detail, e.t)
                     break
         elif e.kind == "end":
             ends[e.wf] = e
@@ -208,6 +283,31 @@ def fold(entries: list[Entry]) -> list[WorkflowRecord]:
             end_detail=end.detail if end else {},
         ))
     return out
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of `data`: a short write is continued, a write of nothing is an error."""
+    view = memoryview(data)
+    while view:
+        n = _write(fd, view)
+        if n <= 0:
+            raise OSError(errno.EIO, "the write made no progress")
+        view = view[n:]
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number a journal holds")
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float written as a string (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _fsync_dir(path: Path) -> None:

@@ -11,8 +11,7 @@ from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
-from sparktui.ops.workflows.power import plugs_left_off, resume_power
-from sparktui.ops.workflows.runner import WorkflowResult
+from sparktui.ops.workflows.power import cycle_off_seconds, plugs_left_off, rest_off_step
 
 
 @dataclass(frozen=True)
@@ -31,18 +30,18 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
     for rec in journal.unfinished():
         if rec.workflow == "resume":
             continue
-        plugs = tuple(e for _, e in plugs_left_off(rec, ctx.config))
+        left = plugs_left_off(rec, ctx.config)
+        plugs = tuple(e for _, e in left)
         if plugs:
-            action = (f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
-                      f"(`sparktui power resume {rec.wf}`)")
+            waits = [s.action for n, e in left for s in rest_off_step(
+                rec, n, e, cycle_off_seconds(rec, ctx.config), ctx.clock.time())]
+            action = ("; ".join(waits) + ", then " if waits else "") + (
+                f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
+                f"(`sparktui power resume {rec.wf}`)")
         else:
             action = ""
         out.append(Offer(rec, rec.describe(), action, plugs))
     return out
-
-
-async def resume(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
-    return await resume_power(ctx, record)
 
 
 def close(ctx: OpsContext, record: WorkflowRecord, reason: str) -> list[str]:

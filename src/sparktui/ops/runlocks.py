@@ -43,6 +43,20 @@ class RunLock:
     def describe(self) -> str:
         return f"{self.workflow} {self.target} ({self.wf}, pid {self.pid} on {self.host})"
 
+    def advice(self, alive: bool | None) -> str:
+        """What the operator should do about this lock, given whether its owner
+        process is alive (`owner_alive`): wait only for a live owner; a dead
+        owner's lock is stale, closed after stopping the containers it started."""
+        close = f"`sparktui runlock close {self.node}`"
+        if alive is not False:
+            where = "" if alive else f" (taken on {self.host}: check there)"
+            return f"-> wait for it{where}, or {close} if it is stale"
+        gone = f"its process (pid {self.pid}) is gone: the lock is stale"
+        if self.containers:
+            return (f"{gone}, but it started {', '.join(self.containers)} (may still run) -> "
+                    f"`sparktui stop {self.target}`, then {close}")
+        return f"{gone} -> {close}"
+
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
         out["containers"] = list(self.containers)
@@ -157,5 +171,6 @@ class RunLocks:
         return out
 
     def holders(self, exclude_wf: str | None = None) -> dict[str, str]:
-        """node -> who holds it, for the runlock guard."""
-        return {lock.node: lock.describe() for lock in self.list() if lock.wf != exclude_wf}
+        """node -> who holds it and what to do about it, for the runlock guard."""
+        return {lock.node: f"{lock.describe()}; {lock.advice(owner_alive(lock))}"
+                for lock in self.list() if lock.wf != exclude_wf}

@@ -1,15 +1,22 @@
 """The journal as a markdown night log, in the style of the seeds' shift plans:
 boots with their phases and durations and KV pool, failures with the first
-fatal line, power cycles, stops, refusals, and what is still unfinished."""
+fatal line, power cycles, stops, refusals, and what is still unfinished.
+
+It tells what happened, not what was planned: a plug's off time is measured
+between the journal's confirmations (off, then on again — possibly by a later
+`resume`), an attempt that switched nothing is not called a power cycle, and
+every failure and refusal is marked."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from sparktui.core.phases import format_duration
+from sparktui.core.qualify import describe_gate
 from sparktui.ops.journal import Entry, WorkflowRecord, fold
 
 PHASE_ORDER = ("pulling image", "starting", "loading weights", "KV allocation", "graph capture",
@@ -75,25 +82,73 @@ def _boot(w: WorkflowRecord) -> str:
     if stages := d.get("stages"):
         lines.append("  Endpoint: " + ", ".join(f"{k} +{format_duration(v)}"
                                                 for k, v in stages.items()) + ".")
+    if predicted := d.get("oom_predictions"):
+        lines.append(f"  Predicted OOM ({len(predicted)} rank(s)): {predicted[0]['message']}.")
+    if gate := d.get("qualify"):
+        verdict = describe_gate(gate)
+        lines.append(f"  {verdict[:1].upper()}{verdict[1:]}.")
     if not w.ok and "failure" in d:
         lines.append("  " + ("Ranks kept (--keep)." if "kept" in w.message else
                              "Ranks stopped; last lines of every rank are in the journal."))
     return "\n".join(lines)
 
 
-def _power(w: WorkflowRecord) -> str:
-    when = _hm(w.began_at)
-    took = f", {format_duration(w.ended_at - w.began_at)}" if w.ended_at else ""
-    state = "done" if w.ok else "FAILED"
-    if w.workflow == "power-cycle":
-        off = w.detail.get("off_seconds", "?")
-        return (f"- {when} power-cycled {w.target} via HA (off {off:g} s → on){took}: "
-                f"{w.message if w.ok else state + ': ' + w.message}")
-    if w.workflow == "recover":
-        return f"- {when} recover {w.target}{took}: {state}: {w.message}"
-    if w.workflow.startswith("cluster-power"):
-        return f"- {when} {w.workflow.replace('-', ' ')} {w.target}{took}: {w.message}"
-    return f"- {when} {w.workflow} {w.target}{took}: {state}: {w.message}"
+def _gate(w: WorkflowRecord) -> str:
+    """A quality gate run on a serving lane (``sparktui qualify``)."""
+    gate = w.end_detail.get("qualify")
+    return f"- {_hm(w.began_at)} {w.target}: {describe_gate(gate) if gate else w.message}."
+
+
+SWITCHING = {"plug off": False, "plug on": True, "switch off": False, "switch on": True}
+"""Journal steps that switch a plug or a shared switch, and the state they confirm."""
+
+
+@dataclass(frozen=True)
+class _Switched:
+    wf: str
+    entity: str
+    on: bool
+    at: float
+    """When the new state was confirmed (the step's outcome)."""
+
+
+def _switched(records: Sequence[WorkflowRecord]) -> list[_Switched]:
+    """Every confirmed switching, in time order, whichever workflow did it."""
+    out = [_Switched(w.wf, s.target, SWITCHING[s.step], s.finished_at or s.started_at)
+           for w in records for s in w.steps if s.ok and s.step in SWITCHING]
+    return sorted(out, key=lambda x: x.at)
+
+
+def _off_spell(events: list[_Switched], off: _Switched) -> str:
+    """How long the plug turned off by `off` actually stayed off (journal times)."""
+    back = next((e for e in events if e.entity == off.entity and e.on and e.at >= off.at), None)
+    if back is None:
+        return f"{off.entity} off since {_hm(off.at)}, **still OFF**"
+    by = "" if back.wf == off.wf else f" by {back.wf}"
+    return f"off {format_duration(back.at - off.at)} → on at {_hm(back.at)}{by}"
+
+
+def _power(w: WorkflowRecord, events: list[_Switched]) -> str:
+    """What a power workflow actually did: the plugs it switched, for how long a
+    plug was really off, when it finished; an attempt that switched nothing
+    says so (it is not a power cycle)."""
+    mine = [e for e in events if e.wf == w.wf]
+    state = "done" if w.ok else "**FAILED**"
+    finished = (f", finished {_hm(w.ended_at)} ({format_duration(w.ended_at - w.began_at)})"
+                if w.ended_at else ", never finished")
+    head = f"- {_hm(w.began_at)}"
+    if not mine:
+        return f"{head} {w.workflow} {w.target}: {state}, nothing switched{finished}: {w.message}"
+    if w.workflow in ("power-cycle", "recover"):
+        spells = "; ".join(_off_spell(events, e) for e in mine if not e.on)
+        what = (f"power-cycled {w.target}" if w.ok and w.workflow == "power-cycle"
+                else f"{w.workflow} {w.target} {state}")
+        return f"{head} {what} via HA ({spells}){finished}: {w.message}"
+    switched = ", ".join(f"{e.entity} {'on' if e.on else 'off'} at {_hm(e.at)}" for e in mine)
+    shared = {s for s in w.detail.get("switches") or []}
+    if shared and (hit := [e.entity for e in mine if e.entity in shared]):
+        switched += f" (shared switches switched: {', '.join(hit)})"
+    return f"{head} {w.workflow} {w.target}: {state}{finished}; switched {switched}: {w.message}"
 
 
 def render(entries: Sequence[Entry], *, since: float | None = None) -> str:
@@ -104,15 +159,17 @@ def render(entries: Sequence[Entry], *, since: float | None = None) -> str:
     first, last = records[0].began_at, records[-1].began_at
     title = _date(first) if _date(first) == _date(last) else f"{_date(first)} → {_date(last)}"
     out = [f"# Night log — {title}", ""]
-    boots = [b for b in (_boot(w) for w in records if w.workflow == "serve" and w.finished) if b]
-    power = [_power(w) for w in records if w.finished and
+    boots = [b for b in (_boot(w) if w.workflow == "serve" else _gate(w) for w in records
+                         if w.workflow in ("serve", "qualify") and w.finished) if b]
+    events = _switched(records)
+    power = [_power(w, events) for w in records if w.finished and
              (w.workflow.startswith("power") or w.workflow in ("recover", "resume")
               or w.workflow.startswith("cluster-power"))
              and not w.end_detail.get("refused")]
     stops = [f"- {_hm(w.began_at)} stop {w.target}: {'done' if w.ok else 'FAILED'}: {w.message}"
              for w in records if w.workflow == "stop" and w.finished
              and not w.end_detail.get("refused")]
-    refusals = [f"- {_hm(w.began_at)} {w.workflow} {w.target} refused:\n"
+    refusals = [f"- {_hm(w.began_at)} {w.workflow} {w.target} **REFUSED**:\n"
                 + "\n".join(f"  - {v['message']}" for v in w.end_detail["refused"])
                 for w in records if w.end_detail.get("refused")]
     overrides = [f"- {_hm(e.t)} {e.workflow} {e.target}: override "

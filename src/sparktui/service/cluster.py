@@ -10,48 +10,39 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Protocol
 
-from sparktui.adapters.endpoints import Endpoints, resolve_endpoints
-from sparktui.adapters.homeassistant import (
-    HomeAssistant,
-    TokenError,
-    open_home_assistant,
-    plug_power_source,
-)
+from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
-from sparktui.adapters.ssh import Fleet
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
+from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.ops.confirm import confirmation_for
-from sparktui.ops.context import OpsContext, Power, host_key_fingerprints
+from sparktui.ops.bundle import BundleSources, token_values
+from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import WorkflowEvent
-from sparktui.ops.guards import (
-    GuardReport,
-    Override,
-    Verdict,
-    evaluate_stop,
-    plan_cluster_power,
-)
-from sparktui.ops.imagesync import ssh_image_pipe
-from sparktui.ops.journal import Journal
-from sparktui.ops.resume import Offer, close, offers, resume
-from sparktui.ops.runlocks import RunLock, RunLocks, owner_alive
+from sparktui.ops.guards import Override
+from sparktui.ops.lanes import discover_lanes
+from sparktui.ops.plan import Workflow
+from sparktui.ops.resume import Offer, close, offers
+from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
-from sparktui.ops.workflows.cluster_power import busy_nodes, cluster_power, plan_steps
-from sparktui.ops.workflows.power import plan_power, plug_action, power_cycle, power_guards
-from sparktui.ops.workflows.recover import plan_recover, recover
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult
-from sparktui.ops.workflows.serve import ServeOptions, preview_serve, serve
-from sparktui.ops.workflows.stop import find_lane, plan_stop, stop_lane
-from sparktui.service.actions import ActionPreview, RunWorkflow
+from sparktui.ops.workflows.cluster_power import ClusterPower
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.power import PowerCycle, Resume
+from sparktui.ops.workflows.qualify import LaneNews, lane_news
+from sparktui.ops.workflows.recover import Recover
+from sparktui.ops.workflows.runlock_close import RunlockClose
+from sparktui.ops.workflows.serve import Serve, ServeOptions
+from sparktui.ops.workflows.stop import Stop
+from sparktui.service.actions import ActionPreview
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -63,9 +54,10 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
-from sparktui.service.lanes import LaneView, discover_lanes, lane_cluster, lane_uptime
+from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
+from sparktui.service.night import NightDesk
 from sparktui.watch.follower import LogLine
-from sparktui.watch.poller import Poller, PowerSource
+from sparktui.watch.poller import Poller
 from sparktui.watch.readiness import NodeLink
 from sparktui.watch.thrash import ThrashDetector
 
@@ -104,7 +96,6 @@ class ClusterService:
         self._endpoints = endpoints
         self._liveness = liveness
         self._power = power
-        self._power_error = ""
         self._engine_probe = engine_probe
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
@@ -116,12 +107,12 @@ class ClusterService:
         self.detector = ThrashDetector(config.thrash, clock=self.clock)
         self.poller: Poller | None = None
         self.ops: OpsContext | None = None
-        self._fleet: Fleet | None = None
-        self._ha: HomeAssistant | None = None
+        self._stack: AsyncExitStack | None = None
         self._sink: Sink = _drop
         self._tasks: list[asyncio.Task[None]] = []
         self._lanes: dict[str, LaneWatch] = {}
         self._alerts: dict[str, Alert] = {}
+        self.night = NightDesk(config, clock=self.clock, state_dir=self._state_dir)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -129,19 +120,20 @@ class ClusterService:
         """Connect and start watching; events go to ``sink`` from now on.
         Raises `EndpointError` when the endpoints cannot be resolved."""
         self._sink = sink
-        if self._endpoints is None:
-            self._endpoints = resolve_endpoints(self.config)
-        endpoints = self._endpoints
-        if self._links is None:
-            self._fleet = Fleet.from_config(self.config, endpoints, clock=self.clock)
-            self._links = self._fleet
-        if self._power is None:
-            self._power = self._open_home_assistant(endpoints)
+        stack = AsyncExitStack()
+        rt = await stack.enter_async_context(open_runtime(
+            self.config, emit=self._workflow_event, clock=self.clock, endpoints=self._endpoints,
+            links=self._links, power=self._power, liveness=self._liveness,
+            state_dir=self._state_dir))
+        self._stack = stack
+        self._links, self._endpoints = rt.links, rt.endpoints
+        endpoints = rt.endpoints
         if self._engine_probe is None:
             self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
-        self.poller = Poller(self.config, self._links, endpoints, clock=self.clock,
-                             liveness=self._liveness, power=self._power_source())
-        self.ops = self._ops_context(endpoints)
+        self.poller = rt.poller
+        self.ops = rt.ops
+        self.night.attach(lambda: self._bundle_sources(endpoints),
+                          lambda: self.detector.journal_tails, emit=self._emit, phone=rt.ha)
         queue = self.poller.subscribe()
         self.poller.start()
         self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
@@ -150,49 +142,35 @@ class ClusterService:
             self._tasks.append(asyncio.create_task(self.detector.follow_journals(links),
                                                    name="service:journals"))
 
-    def _power_source(self) -> PowerSource | None:
-        """The poller's "is this node's plug on", read from the power adapter."""
-        if self._power is None:
-            return None
-        return plug_power_source(self._power, {n.name: n.switch
-                                               for n in self.config.nodes.values()})
-
-    def _open_home_assistant(self, endpoints: Endpoints) -> HomeAssistant | None:
-        """The adapter's one way in: with the simulator only its own token file."""
-        try:
-            self._ha = open_home_assistant(self.config, endpoints, clock=self.clock)
-        except TokenError as exc:  # its message never holds the token
-            self._power_error = str(exc)
-            return None
-        return self._ha
-
-    def _ops_context(self, endpoints: Endpoints) -> OpsContext:
-        assert self._links is not None and self.poller is not None
-        links, fleet, poller = self._links, self._fleet, self.poller
-        liveness, timeout = self._liveness, self.config.liveness.timeout_s
-
-        async def snapshot(names: Sequence[str]) -> ClusterSnapshot:
-            await asyncio.gather(*(poller.poll_node(n) for n in names))
-            return poller.snapshot().select(list(names))
-
-        async def alive(name: str) -> bool:
-            return await liveness(endpoints.node(name), timeout)
-
-        return OpsContext(
-            config=self.config, link=links.get, power=self._power,  # type: ignore[arg-type]
-            power_error=self._power_error, snapshot=snapshot, alive=alive,
-            api_host=lambda n: endpoints.node(n).api_host,
-            journal=Journal.in_state_dir(self._state_dir, self.clock),
-            locks=RunLocks.in_state_dir(self._state_dir), clock=self.clock,
-            emit=self._workflow_event,
-            fingerprints=(lambda names: host_key_fingerprints(fleet, names)) if fleet else None,
-            pipe_image=ssh_image_pipe(fleet) if fleet else None)
+    def _bundle_sources(self, endpoints: Endpoints) -> BundleSources:
+        assert self._links is not None and self.ops is not None
+        extra = [endpoints.ha_token_file] if endpoints.simulated else []
+        return BundleSources(self.config, self._links.get, self.ops.journal,  # type: ignore[arg-type]
+                             self.clock, self._state_dir, token_values(self.config, extra))
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
         self._emit(WorkflowProgressed(event))
+        if (news := lane_news(event)) is not None:
+            self._lane_news(news)
+
+    def _lane_news(self, news: LaneNews) -> None:
+        """A gate verdict onto its lane's view; a garbled/slow lane or a predicted
+        OOM as an alert (the gate never stops a lane itself)."""
+        if news.kind == "gate" and (watch := self._lanes.get(news.subject)) is not None:
+            watch.gate = (news.state, news.text)
+            watch.publish()
+        key = f"{news.kind}:{news.subject}"
+        if news.alarming:
+            alert = Alert(key, news.kind if news.kind != "gate" else news.state, news.subject,
+                          news.evidence, news.next_step)
+            self._alerts[key] = alert
+            self._emit(AlertRaised(alert))
+        elif news.kind == "gate" and self._alerts.pop(key, None) is not None:
+            self._emit(AlertCleared(key))
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""
+        await self.night.stop()
         if self.poller is not None:
             await self.poller.stop()
         tasks, self._tasks = self._tasks, []
@@ -201,12 +179,9 @@ class ClusterService:
         await asyncio.gather(*tasks, return_exceptions=True)
         lanes, self._lanes = list(self._lanes.values()), {}
         await asyncio.gather(*(w.stop() for w in lanes), return_exceptions=True)
-        if self._fleet is not None:
-            await self._fleet.close()
-            self._fleet = None
-        if self._ha is not None:
-            await self._ha.aclose()
-            self._ha = None
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
 
     # -- reading -------------------------------------------------------------
 
@@ -238,72 +213,35 @@ class ClusterService:
             raise RuntimeError("the service is not started")
         return self.ops
 
-    def _preview(self, kind: str, target: str, title: str, steps: list[PlannedStep],
-                 report: GuardReport, run: RunWorkflow, *, nodes: tuple[str, ...] = (),
-                 entities: tuple[str, ...] = ()) -> ActionPreview:
-        return ActionPreview(kind, target, title, tuple(steps), report,
-                             confirmation_for(kind, target, report), nodes, entities,
-                             run if report.allowed else None)
+    async def _preview(self, workflow: Workflow, title: str) -> ActionPreview:
+        """The workflow's plan, from a fresh observation, as the confirm modal shows
+        it; confirming runs that same plan (re-checked before the first step)."""
+        ctx = self._ctx()
+        plan = await prepare(ctx, workflow)
+        return ActionPreview.of(plan, title, lambda: execute(ctx, plan))
 
     async def preview_power_cycle(self, node: str) -> ActionPreview:
-        ctx = self._ctx()
-        entity = self.config.nodes[node].switch
-        return self._preview(
-            "power-cycle", node, f"Power-cycle {node} ({self._state_word(node)})",
-            plan_power(self.config, node, "cycle"), power_guards(ctx, node, "power cycle"),
-            lambda: power_cycle(ctx, node), nodes=(node,), entities=(entity,))
+        return await self._preview(PowerCycle(node),
+                                   f"Power-cycle {node} ({self._state_word(node)})")
 
     async def preview_recover(self, node: str) -> ActionPreview:
-        ctx = self._ctx()
-        entity = self.config.nodes[node].switch
-        return self._preview(
-            "recover", node, f"Recover {node} ({self._state_word(node)})",
-            plan_recover(ctx, node), power_guards(ctx, node, "recover (power cycle)"),
-            lambda: recover(ctx, node), nodes=(node,), entities=(entity,))
+        return await self._preview(Recover(node), f"Recover {node} ({self._state_word(node)})")
 
     async def preview_stop(self, lane: str) -> ActionPreview:
-        ctx = self._ctx()
-        watch = self._lanes.get(lane)
-        ranks = list(watch.ranks) if watch is not None else await find_lane(ctx, lane)
-        nodes = sorted({r.node for r in ranks})
-        report = evaluate_stop(self.config, lane, nodes, ctx.locks.holders())
-        if not ranks:
-            report = GuardReport((*report.verdicts, Verdict(
-                "lane", lane, False, f"no container labelled sparktui.lane={lane} on any node "
-                                     "that answered -> nothing to stop")))
-        return self._preview("stop", lane, f"Stop lane {lane}", plan_stop(ranks), report,
-                             lambda: stop_lane(ctx, lane, ranks), nodes=tuple(nodes))
+        return await self._preview(Stop(lane), f"Stop lane {lane}")
 
     async def preview_serve(self, recipe: str, cluster: str | None = None,
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:
-        ctx = self._ctx()
+        """``overrides``: the console's override of an overridable refusal (the
+        name is then typed, and the run journals them, as the CLI's --override)."""
         r = self.recipes[recipe]
         cluster = cluster or r.cluster
-        options = ServeOptions(overrides=overrides)
-        preview = await preview_serve(ctx, r, cluster, options)
-        return self._preview(
-            "serve", recipe, f"Serve {recipe} on {cluster}", list(preview.steps),
-            preview.report, lambda: serve(ctx, r, cluster, options, preview),
-            nodes=tuple(self.config.clusters[cluster].nodes))
+        return await self._preview(Serve(r, cluster, ServeOptions(overrides=overrides)),
+                                   f"Serve {recipe} on {cluster}")
 
     async def preview_cluster_power(self, cluster: str, *, on: bool) -> ActionPreview:
-        ctx = self._ctx()
-        p = plan_cluster_power(self.config, cluster, on, ctx.locks.holders())
-        report = p.report
-        if ctx.power is None:
-            report = GuardReport((*report.verdicts, Verdict(
-                "home-assistant", cluster, False,
-                f"Home Assistant is not available: {ctx.power_error}")))
-        if not on:
-            report = GuardReport((*report.verdicts, *busy_nodes(
-                [s for s in self.snapshot().nodes if s.node in p.nodes])))
         verb = "on" if on else "off"
-        entities = (*p.switches_before, *(self.config.nodes[n].switch for n in p.nodes),
-                    *p.switches_after)
-        return self._preview(
-            f"cluster-power-{verb}", cluster, f"Cluster power {verb}: {cluster}",
-            plan_steps(ctx, p), report, lambda: cluster_power(ctx, cluster, on),
-            nodes=p.nodes, entities=entities)
+        return await self._preview(ClusterPower(cluster, on), f"Cluster power {verb}: {cluster}")
 
     def unfinished(self) -> list[Offer]:
         """Workflows the journal says began and never ended (offered at start)."""
@@ -311,13 +249,9 @@ class ClusterService:
         return offers(ctx.journal, ctx)
 
     async def preview_resume(self, offer: Offer) -> ActionPreview:
-        ctx = self._ctx()
         record = offer.record
-        steps = [PlannedStep("plug on", e, plug_action(e, True)) for e in offer.plugs_off]
-        report = GuardReport((Verdict("journal", record.wf, True, offer.what),))
-        return self._preview("resume", record.wf, f"Complete {record.workflow} "
-                             f"{record.target}", steps, report, lambda: resume(ctx, record),
-                             entities=offer.plugs_off)
+        return await self._preview(Resume(record.wf),
+                                   f"Complete {record.workflow} {record.target}")
 
     def close_unfinished(self, offer: Offer, reason: str) -> list[str]:
         return close(self._ctx(), offer.record, reason)
@@ -326,25 +260,12 @@ class ClusterService:
         return self._ctx().locks.list()
 
     async def preview_runlock_close(self, node: str) -> ActionPreview:
-        ctx = self._ctx()
-        lock = ctx.locks.get(node)
-        if lock is None:
-            report = GuardReport((Verdict("runlock", node, False, f"{node} holds no lock"),))
-        else:
-            alive = owner_alive(lock)
-            report = GuardReport((Verdict(
-                "runlock", node, alive is not True,
-                f"{node}: {lock.describe()}" + (" -> its owner process is alive: let it "
-                                                "finish" if alive else " (owner gone)")),))
+        return await self._preview(RunlockClose(node), f"Close the run lock of {node}")
 
-        async def run() -> WorkflowResult:
-            closed = ctx.locks.close(node)
-            return WorkflowResult("", "runlock-close", node, closed is not None,
-                                  f"lock of {node} closed" if closed else "no lock to close")
-
-        return self._preview("runlock-close", node, f"Close the run lock of {node}", [
-            PlannedStep("close lock", node, f"remove {node}'s lock file")], report, run,
-            nodes=(node,))
+    def findings(self, node: str) -> list[Finding]:
+        """What is wrong with ``node`` from its latest snapshot (core/nodehealth: the
+        same definition the serve guards and `sparktui health` use)."""
+        return node_findings(self.config, self.snapshot().get(node), node)
 
     def shift_log(self, since_s: float = 16 * 3600) -> str:
         ctx = self._ctx()
@@ -357,6 +278,10 @@ class ClusterService:
     # -- internals -----------------------------------------------------------
 
     def _emit(self, event: ServiceEvent) -> None:
+        try:
+            event = self.night.on_event(event)  # an alert already sent is marked "notified"
+        except Exception:  # the night desk must not stop the watchers either
+            log.exception("night desk failed on %r", event)
         try:
             self._sink(event)
         except Exception:  # a broken subscriber must not stop the watchers

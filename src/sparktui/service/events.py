@@ -55,6 +55,8 @@ class Alert:
     subject: str
     evidence: tuple[str, ...]
     next_step: str
+    notified: bool = False
+    """A message about it reached the operator's phone ([notify])."""
 
 
 @dataclass(frozen=True)

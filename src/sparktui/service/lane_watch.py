@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Protocol
 
 from sparktui.adapters.engine_http import EngineClient
+from sparktui.core.advice import fatal_next_step
 from sparktui.core.clock import Clock
-from sparktui.core.logsig import Kind, Phase
+from sparktui.core.logsig import Phase
 from sparktui.core.phases import MemoryProgress, PhaseTracker
 from sparktui.core.state import NodeSnapshot
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
@@ -34,20 +35,6 @@ ENGINE_TIMEOUT_S = 3.0
 
 class EngineProbe(Protocol):
     async def __call__(self, node: str, port: int) -> tuple[str, dict[str, float]]: ...
-
-
-NEXT_STEP: dict[Kind, str] = {
-    Kind.CUDA_OOM: "stop the lane (x); lower gpu_memory_utilization or the KV pin, "
-                   "or serve on more nodes (fit shows the envelope)",
-    Kind.GPU_ADMISSION: "GB10 admits at most the admission_free_gib; lower "
-                        "gpu_memory_utilization in the recipe",
-    Kind.KV_TOO_SMALL: "raise the KV pin or lower max_model_len (fit gives both numbers)",
-    Kind.NCCL_ERROR: "check kernel pins and the shared switch; stop the lane (x) and re-serve",
-    Kind.HF_ENTRY_MISSING: "the HF cache on that node is not the NAS symlink: fix it, re-serve",
-    Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
-                      "(the 22:45 signature) and recover (R) a node that stops answering",
-    Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
-}
 
 
 class LaneWatch:
@@ -82,6 +69,8 @@ class LaneWatch:
         self.delivered: dict[int, int] = {}
         self._health = "—"
         self._decode_tps: float | None = None
+        self.gate: tuple[str, str] = ("", "")
+        """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self._last_tokens: tuple[float, float] | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._alerted = False
@@ -150,6 +139,8 @@ class LaneWatch:
             uptime_s=self._uptime(),
             protected=self._protected,
             failure=t.failure.describe() if t.failure else "",
+            gate=self.gate[0],
+            gate_text=self.gate[1],
         )
 
     def publish(self) -> None:
@@ -188,8 +179,7 @@ class LaneWatch:
         self._alerted = True
         evidence = (f"rank {failure.rank} ({self.tracker.phase}): {failure.line}",
                     *failure.context[-3:])
-        step = NEXT_STEP.get(failure.kind, "stop the lane (x) and read the boot log (rank "
-                             f"{failure.rank}) before re-serving")
+        step = fatal_next_step(failure.kind, failure.rank)
         self._sink(AlertRaised(Alert(f"fatal:{self.name}", "fatal", self.name, evidence, step)))
 
     async def _tick(self) -> None:

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from sparktui.core.phases import LoadProgress
 from sparktui.core.state import ClusterSnapshot
-from sparktui.watch.readiness import RankContainer, lane_ranks
+from sparktui.watch.readiness import RankContainer
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class LaneView:
     uptime_s: float | None = None
     protected: bool = False
     failure: str = ""
+    gate: str = ""
+    """Quality gate: qualifying, qualified, garbled, slow, failed ("" before any)."""
+    gate_text: str = ""
     """The first fatal line of any rank, with its rank."""
 
     @property
@@ -43,24 +46,6 @@ class LaneView:
             if r.rank == rank:
                 return r.node
         return None
-
-
-def discover_lanes(snapshot: ClusterSnapshot) -> dict[str, tuple[RankContainer, ...]]:
-    """Every sparktui lane with a container on some node, ranks in order.
-
-    A lane whose containers all exited still shows (its failure is the news);
-    it disappears when its containers are removed.
-    """
-    found: dict[str, dict[int, RankContainer]] = {}
-    for snap in snapshot.nodes:
-        if snap.probe is None:
-            continue
-        names = {c.lane for c in snap.probe.containers if c.lane}
-        for lane in names:
-            assert lane is not None
-            for rc in lane_ranks(snap.node, snap.probe.containers, lane):
-                found.setdefault(lane, {})[rc.rank] = rc
-    return {lane: tuple(r for _, r in sorted(ranks.items())) for lane, ranks in found.items()}
 
 
 def lane_cluster(snapshot: ClusterSnapshot, lane: str) -> str:
@@ -82,14 +67,3 @@ def lane_uptime(snapshot: ClusterSnapshot, lane: str) -> float | None:
             if c.lane == lane and c.labels.get("sparktui.rank") == "0":
                 return c.up_for_s
     return None
-
-
-def busy_lanes(snapshot: ClusterSnapshot) -> dict[str, str]:
-    """node -> the lane (or foreign container) running on it."""
-    out: dict[str, str] = {}
-    for snap in snapshot.nodes:
-        if snap.probe is None:
-            continue
-        for c in snap.probe.running_containers:
-            out.setdefault(snap.node, c.lane or c.name)
-    return out

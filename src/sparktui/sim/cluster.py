@@ -34,6 +34,8 @@ from .spec import SimSpec, rng_for
 from .ssh_server import NodeSshd
 
 _PREFIXES_IN_USE: set[str] = set()
+SHUTDOWN_SECONDS = 8.0
+"""``systemctl poweroff``: units stop, filesystems unmount, then the OS is off."""
 
 
 def _claim_prefix() -> str:
@@ -296,6 +298,10 @@ class Sim:
         if not on:
             if node.power == "off":
                 return
+            if node.power == "halted":  # shut down already: the cut is clean
+                node.power_off()
+                self.notify()
+                return
             watch = self._memwatch.pop(name, None)
             self.sched.cancel(watch)
             node.power_off()
@@ -311,6 +317,25 @@ class Sim:
             return
         node.finish_boot()
         self.spawn_io(self._open_node(node.name))
+
+    def shutdown(self, name: str, *, reboot: bool) -> None:
+        """``systemctl poweroff`` / ``reboot`` on the node: its SSH and liveness
+        go dark after ``SHUTDOWN_SECONDS``; a reboot then boots again."""
+        node = self.nodes[name]
+        if node.power == "on":
+            self.sched.spawn(f"{name}/shutdown", self._shutdown(node, reboot))
+
+    def _shutdown(self, node: Node, reboot: bool) -> Process:
+        yield SHUTDOWN_SECONDS
+        if node.power != "on":
+            return
+        self.sched.cancel(self._memwatch.pop(node.name, None))
+        node.halt()
+        self.spawn_io(self._close_node(node.name))
+        if reboot:
+            node.begin_boot()
+            self.sched.spawn(f"{node.name}/boot", self._boot(node))
+        self.notify()
 
     async def power(self, name: str, on: bool) -> None:
         """Control API: flip the node's plug as Home Assistant would."""
@@ -451,6 +476,7 @@ class Sim:
             if not ent.node:
                 self.spec.entities[entity].state = ent.state
         self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
+        self.spec.garbling = fresh.garbling
         self.spec.stale_containers = fresh.stale_containers
         self.spec.scenario = name
         place_stale_containers(self)
@@ -458,10 +484,12 @@ class Sim:
 
     def inject(self, fault: str, target: str = "") -> None:
         """Faults that are not consequences of the model: ``ha-500``, ``ha-hang``,
+        ``ha-502-echo`` (a proxy echoing the request headers),
         ``ha-ok``, ``unavailable`` (entity), ``available`` (entity)."""
         assert self.ha is not None
-        if fault in ("ha-500", "ha-hang", "ha-ok"):
-            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-ok": ""}[fault]
+        if fault in ("ha-500", "ha-hang", "ha-502-echo", "ha-ok"):
+            self.ha.fault = {"ha-500": "500", "ha-hang": "hang", "ha-502-echo": "502-echo",
+                             "ha-ok": ""}[fault]
         elif fault in ("unavailable", "available"):
             self.spec.entities[target].state = "unavailable" if fault == "unavailable" else "on"
         else:

@@ -153,5 +153,14 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
                 seen = len(entries)
         return 0
 
+    async def systemctl(ctx: Ctx) -> int:
+        """Only ``systemctl poweroff|reboot`` (graceful power-down)."""
+        verb = ctx.argv[1] if len(ctx.argv) == 2 else ""
+        if verb not in ("poweroff", "reboot"):
+            ctx.err(f"sparktui-sim: systemctl {' '.join(ctx.argv[1:])}: not simulated\n")
+            return 1
+        sim.shutdown(node.name, reboot=verb == "reboot")
+        return 0
+
     return {"cat": cat, "grep": grep, "uname": uname, "stat": stat, "df": df,
-            "journalctl": journalctl, "docker": docker_command(sim, node)}
+            "journalctl": journalctl, "systemctl": systemctl, "docker": docker_command(sim, node)}

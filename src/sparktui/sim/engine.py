@@ -332,7 +332,14 @@ class Engine:
         constant (Flash 47 GiB -> 52 t/s, full 99 GiB -> 19 t/s); speculation ~1.75x."""
         spec = 1.75 if self.args.speculative or "speculative-algorithm" in self.args.extra \
             else 1.0
-        return DECODE_GIB_TOKENS_PER_S / max(1.0, self.weights_gib()) * spec
+        slowest = min((p.node.spec.decode_factor for p in self.peers() or [self]), default=1.0)
+        return DECODE_GIB_TOKENS_PER_S / max(1.0, self.weights_gib()) * spec * slowest
+
+    @property
+    def garbles(self) -> bool:
+        """This image corrupts this model's output (the r37 lab tree on DS4.1)."""
+        repo = self.model.repo if self.model else self.args.model
+        return (self.container.image_arg, repo) in self.sim.spec.garbling
 
     def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
         req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)

@@ -18,6 +18,7 @@ from prometheus_client.core import (
     Metric,
 )
 
+from . import engine_chat
 from .engine_vllm import models_json
 
 if TYPE_CHECKING:
@@ -128,25 +129,35 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             return _error(400, "BadRequestError",
                           f"This model's maximum context length is {engine.args.max_model_len} "
                           f"tokens. However, your request has {prompt + max_tokens} input tokens.")
-        req = engine.submit(prompt, max_tokens)
+        answer = engine_chat.reply(text, model_repo=engine.model.repo if engine.model else "",
+                                   garbles=engine.garbles, seed=engine.sim.spec.seed)
+        if answer is None:  # filler, one token a word
+            n_tokens, answer = max_tokens, "ok" + " ok" * (max_tokens - 1)
+        else:
+            answer = answer[:max_tokens * 4]
+            n_tokens = engine_chat.tokens(answer)
+        finish = "length" if n_tokens >= max_tokens else "stop"
+        req = engine.submit(prompt, n_tokens)
         if body.get("stream"):
-            return await _stream(request, req)
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return await _stream(request, req, answer, finish, usage)
         await wait_for(lambda: req.done)
         if req.error:
             return _error(500, "InternalServerError", req.error)
         return web.json_response({
             "id": f"chatcmpl-{engine.container.id[:24]}", "object": "chat.completion",
             "created": int(engine.sim.wall()), "model": engine.args.name,
-            "choices": [{"index": 0, "message": {"role": "assistant",
-                                                 "content": "ok " * req.completion_tokens},
-                         "finish_reason": "length"}],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                         "finish_reason": finish}],
             "usage": {"prompt_tokens": req.prompt_tokens,
                       "completion_tokens": req.completion_tokens,
                       "total_tokens": req.prompt_tokens + req.completion_tokens}})
 
-    async def _stream(request: web.Request, req: Request) -> web.StreamResponse:
-        """Server-sent events: headers at once, the first chunk when prefill ends,
-        the rest at the end (an engine death ends the stream with an error event)."""
+    async def _stream(request: web.Request, req: Request, answer: str, finish: str,
+                      usage: bool) -> web.StreamResponse:
+        """Server-sent events: headers at once, the first token when prefill ends,
+        the rest at the end, then the usage chunk when asked (an engine death ends
+        the stream with an error event)."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         await wait_for(lambda: req.first_token_t > 0 or req.done)
@@ -162,13 +173,21 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             return ("data: " + json.dumps({
                 "id": cid, "object": "chat.completion.chunk", "created": int(engine.sim.wall()),
                 "model": engine.args.name, "choices": [{"index": 0, "delta": {"content": content},
-                                                        "finish_reason": finish}]})
-                + "\n\n").encode()
+                                                        "finish_reason": finish}]},
+                ensure_ascii=False) + "\n\n").encode()
 
-        await resp.write(chunk("ok", None))
+        await resp.write(chunk(answer[:4], None))
         await wait_for(lambda: req.done)
         if not req.error:
-            await resp.write(chunk(" ok" * (req.completion_tokens - 1), "length"))
+            await resp.write(chunk(answer[4:], finish))
+            if usage:
+                await resp.write(("data: " + json.dumps({
+                    "id": cid, "object": "chat.completion.chunk", "choices": [],
+                    "model": engine.args.name,
+                    "usage": {"prompt_tokens": req.prompt_tokens,
+                              "completion_tokens": req.completion_tokens,
+                              "total_tokens": req.prompt_tokens + req.completion_tokens}})
+                    + "\n\n").encode())
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp

@@ -1,6 +1,9 @@
 """Home Assistant's REST API as far as sparktui uses it (REFERENCE.md §3):
 bearer auth, `/api/`, `/api/states/<id>`, `/api/services/switch/turn_on|off`.
-Switch state drives node power; faults: answer 500, hang, entity unavailable."""
+Switch state drives node power; faults: answer 500, hang, entity unavailable,
+502 from a proxy that echoes the request's headers (Authorization included) in
+its body. Like a real Home Assistant with ``ip_ban_enabled``, a client that
+fails to log in ``ip_ban_threshold`` times is banned: 403 to everything after."""
 
 from __future__ import annotations
 
@@ -18,6 +21,8 @@ if TYPE_CHECKING:
     from .cluster import Sim
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+IP_BAN_THRESHOLD = 3
+"""Home Assistant's ``login_attempts_threshold`` as the simulator sets it."""
 
 
 class HomeAssistant:
@@ -26,11 +31,19 @@ class HomeAssistant:
         self.token = token
         self.rng = rng
         self.fault = ""
-        """``""``, ``500`` or ``hang``."""
+        """``""``, ``500``, ``hang`` or ``502-echo``."""
+        self.ip_ban_threshold = IP_BAN_THRESHOLD
+        """Failed logins before a client address is banned (0: never)."""
+        self.failed_logins: dict[str, int] = {}
+        self.banned: set[str] = set()
+        self.requests = 0
+        """Every request that reached it, answered or not (for tests)."""
         self.changed_t = {e: sim.wall() for e in sim.spec.entities}
         self.context = {e: self._ulid() for e in sim.spec.entities}
         self.calls: list[tuple[str, str]] = []
         """(service, entity) of every accepted service call, for tests."""
+        self.notifications: list[tuple[str, dict[str, object]]] = []
+        """(notify service, body) of every accepted ``notify.*`` call, for tests."""
 
     def _ulid(self) -> str:
         return "01" + "".join(self.rng.choice(_CROCKFORD) for _ in range(24))
@@ -51,11 +64,21 @@ class HomeAssistant:
         async def guard(request: web.Request,
                         handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) \
                 -> web.StreamResponse:
+            self.requests += 1
+            peer = request.remote or "?"
+            if peer in self.banned:
+                return web.Response(status=403, text="403: Forbidden")
             if self.fault == "hang":
                 await asyncio.Event().wait()
             if self.fault == "500":
                 return web.Response(status=500, text="500: Internal Server Error")
+            if self.fault == "502-echo":
+                echoed = "\n".join(f"{k}: {v}" for k, v in request.headers.items())
+                return web.Response(status=502, text=f"502 Bad Gateway\n{echoed}")
             if request.headers.get("Authorization", "") != f"Bearer {self.token}":
+                self.failed_logins[peer] = self.failed_logins.get(peer, 0) + 1
+                if self.ip_ban_threshold and self.failed_logins[peer] >= self.ip_ban_threshold:
+                    self.banned.add(peer)
                 return web.Response(status=401, text="401: Unauthorized")
             self.sim.sync()
             return await handler(request)
@@ -75,6 +98,9 @@ class HomeAssistant:
                 body = json.loads(await request.text() or "{}")
             except ValueError:
                 return web.json_response({"message": "Data should be valid JSON."}, status=400)
+            if domain == "notify" and isinstance(body, dict) and "message" in body:
+                self.notifications.append((f"notify.{svc}", body))
+                return web.json_response([])
             if domain != "switch" or svc not in ("turn_on", "turn_off"):
                 return web.Response(status=400, text="400: Bad Request")
             ids = body.get("entity_id") if isinstance(body, dict) else None

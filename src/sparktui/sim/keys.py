@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +22,11 @@ def make_client_key(directory: Path) -> KeyMaterial:
     directory.mkdir(parents=True, exist_ok=True)
     key = asyncssh.generate_private_key("ssh-ed25519", comment="sparktui-sim-client")
     path = directory / "id_ed25519"
-    path.write_bytes(key.export_private_key())
-    os.chmod(path, 0o600)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # a leftover may be wider than 0600: never write into it
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 from creation
+    with os.fdopen(fd, "wb") as f:
+        f.write(key.export_private_key())
     (directory / "id_ed25519.pub").write_bytes(key.export_public_key())
     authorized = asyncssh.import_authorized_keys(key.export_public_key().decode())
     return KeyMaterial(key, path, directory / "known_hosts", authorized)

@@ -42,6 +42,8 @@ class NodeSpec:
     boot_seconds: float = 45.0
     gid_index: int = 3
     """Slot of the RoCE v2 GID carrying the IPv4 address (it drifts: 3 -> 4)."""
+    decode_factor: float = 1.0
+    """Decode speed against a healthy GB10 (slow-decode: a clock cap left behind)."""
     oom_kill_after_s: float | None = None
     """Seconds of thrash after which the kernel's OOM killer finally takes the largest
     process (the node recovers by itself); None: the host wedges silently, as GB10
@@ -67,7 +69,9 @@ class Node:
         self._mono = mono
         """Simulated seconds since start: the memory model's time base."""
         self.power = "on"
-        """on | off | booting"""
+        """on | off | booting | halted (the OS shut down, the plug still on)"""
+        self.unclean_losses = 0
+        """Plug cuts while the OS ran (filesystems and NAS mounts at risk)."""
         self.boot_t = 0.0
         self.memory = Memory(usable_gib=usable_gib, os_gib=2.82 + spec.extra_os_gib)
         self.docker = DockerDaemon()
@@ -180,7 +184,11 @@ class Node:
 
     # --- power ----------------------------------------------------------------
     def power_off(self) -> None:
-        """Plug off: every process, container and memory holding is gone."""
+        """Plug off: every process, container and memory holding is gone. A cut
+        while the OS runs (or boots) is an unclean power loss; after a
+        ``systemctl poweroff`` it is not."""
+        if self.power in ("on", "booting"):
+            self.unclean_losses += 1
         self.power = "off"
         self.thrash_onset = None
         for c in list(self.docker.containers.values()):
@@ -188,6 +196,16 @@ class Node:
                 c.engine.stop(kill=True)
         self.docker.clear()
         self.memory.reset(self._mono())
+
+    def halt(self) -> None:
+        """``systemctl poweroff`` finished: containers stopped cleanly, OS off."""
+        for c in list(self.docker.containers.values()):
+            if c.engine is not None:
+                c.engine.stop(kill=False)
+        self.docker.clear()
+        self.memory.reset(self._mono())
+        self.thrash_onset = None
+        self.power = "halted"
 
     def begin_boot(self) -> None:
         self.power = "booting"

@@ -36,6 +36,11 @@ SCENARIOS: dict[str, str] = {
     "switch-off": "The sw6_mt fabric relay is off: every switch cluster fails at NCCL init.",
     "shared-host-key": "All nodes share one ED25519 host key (the cloned Ubuntu image).",
     "images-missing": "dgx6-8 have no vLLM image yet (the launcher must sync it).",
+    "r37-garble": "The r37 lab tree (and eugr's 0913 build of it) garbles DS4.1: ~30 "
+                  "close-vocabulary typos in a 300-word text while booting, serving and "
+                  "answering /health perfectly; identifiers stay intact.",
+    "slow-decode": "dgx2's GPU clock is capped (a power limit left by a thermal test): lanes "
+                   "with dgx2 answer correctly but decode at ~35 % of their rate.",
     "gid-drift": "dgx6's RoCE v2 IPv4 GID sits at index 4, not 3: a pinned NCCL_IB_GID_INDEX=3 "
                  "fails NCCL, detection at serve time works.",
 }
@@ -77,6 +82,13 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
     elif name == "gid-drift":
         for n in each("dgx6"):
             n.gid_index = 4
+    elif name == "r37-garble":
+        spec.garbling = tuple((image, "deepseek-ai/DeepSeek-V4.1-Flash") for image in (
+            "ghcr.io/jovian-judgement/vllm-sm121:r37",
+            "ghcr.io/eugr/spark-vllm-b12x:nightly-20260913"))
+    elif name == "slow-decode":
+        for n in each("dgx2"):
+            n.decode_factor = 0.35
     elif name == "images-missing":
         for n in each("dgx6", "dgx7", "dgx8"):
             n.images = []

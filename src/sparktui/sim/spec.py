@@ -49,6 +49,8 @@ class SimSpec:
     stale_containers: list[tuple[str, str, str]] = field(default_factory=list)
     """(node, container name, image ref) left over from an earlier boot."""
     ha_fault: str = ""
+    garbling: tuple[tuple[str, str], ...] = ()
+    """(image, model repo) pairs whose engines garble copied text (r37-garble)."""
     """``""``, ``500`` or ``hang``."""
 
 

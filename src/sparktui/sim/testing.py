@@ -40,6 +40,9 @@ async def running_sim(config: Config | None = None, *, spec: SimSpec | None = No
     try:
         await sim.start()
         yield sim
+        if sim.ha is not None and sim.ha.banned:
+            raise AssertionError(f"the simulated Home Assistant banned {sorted(sim.ha.banned)} "
+                                 f"after failed logins: a refused token was retried")
     finally:
         await sim.stop()
         if own_dir:

@@ -56,6 +56,8 @@ class SparkTUI(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
     COMMANDS = App.COMMANDS | {ActionCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
+    ACKS_ALERTS = True
+    """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-short"), (36, "-tall")]
     """Modals fit their body to the terminal (the main screen has its own)."""
@@ -73,7 +75,6 @@ class SparkTUI(App[None]):
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
-        self.alerts = AlertBook()
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
 
     # -- lifecycle -----------------------------------------------------------
@@ -136,11 +137,20 @@ class SparkTUI(App[None]):
 
     # -- messages and alerts -------------------------------------------------
 
+    @property
+    def alerts(self) -> AlertBook:
+        """The main screen's alerts (a replay's fresh screen starts a fresh book)."""
+        return self.main_screen.alerts
+
+    def now(self) -> float:
+        """Epoch seconds on the service's clock: when alerts and messages arrived."""
+        return self.service.clock.time()
+
     def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
                timeout: float | None = None, markup: bool = True) -> None:
         """Every message goes to the notice line, a row of the main screen's
         layout: no toast ever draws over a table, a modal or the header."""
-        self.notices.appendleft((self.service.clock.time(), title, message, severity))
+        self.notices.appendleft((self.now(), title, message, severity))
         main = getattr(self, "main_screen", None)
         if main is not None and main.is_mounted:
             main.query_one(NoticeLine).say(message, title, severity)

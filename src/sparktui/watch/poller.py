@@ -25,7 +25,7 @@ from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
+from sparktui.core.errors import RemoteError, describe_error
 from sparktui.core.probe import parse_probe, probe_script
 from sparktui.core.state import (
     ClusterSnapshot,
@@ -154,7 +154,8 @@ class Poller:
                 snap = await self._poll(name)
             except Exception as exc:  # a bug must not stop the node's loop
                 log.exception("polling %s failed", name)
-                snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {exc!r}")
+                why = describe_error(exc, with_type=True)
+                snap = self._snap(name, NodeState.UNKNOWN, error=f"internal error: {why}")
             self._record(snap)
             return snap
 
@@ -221,7 +222,7 @@ class Poller:
             async with asyncio.timeout(self.probe_timeout_s):
                 return await self._power(name)
         except Exception as exc:  # an unreachable HA says nothing about the node
-            log.warning("power state of %s unknown: %r", name, exc)
+            log.warning("power state of %s unknown: %s", name, describe_error(exc))
             return None
 
     def _snap(

@@ -139,6 +139,8 @@ class LaneWatch:
     """Called for each log line (rank, raw line), e.g. to print it."""
     memory_poll_s: float = 10.0
     """How often the rank nodes' MemAvailable is read while loading."""
+    on_memory: Callable[[str, int], None] | None = None
+    """Called with (node, MemAvailable KiB) at each of those reads (OOM prediction)."""
     stop_when_ready: bool = True
     """False: keep watching a ready lane until it fails (or the task is cancelled)."""
     ready: bool = field(default=False, init=False)
@@ -261,6 +263,8 @@ class LaneWatch:
         while self.tracker.phase not in (Phase.SERVING, Phase.FAILED):
             for node in nodes:
                 avail = await self._mem_available(node)
+                if avail is not None and self.on_memory is not None:
+                    self.on_memory(node, avail)
                 note = memory.observe(node, avail) if avail is not None else None
                 if note is not None:
                     self.tracker.note_progress(note, self.clock.monotonic())

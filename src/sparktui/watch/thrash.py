@@ -11,6 +11,7 @@ liveness check still answers is the tick that flags thrash (≤ poll interval
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 
 from sparktui.core.clock import Clock, SystemClock
@@ -19,6 +20,8 @@ from sparktui.core.logsig import LogEvent, classify
 from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules, ThrashVerdict
 from sparktui.watch.follower import LogFollower, StreamSource
+
+JOURNAL_TAIL_LINES = 2000
 
 
 def sample_of(snap: NodeSnapshot) -> NodeSample | None:
@@ -56,6 +59,9 @@ class ThrashDetector:
         self.on_change = on_change
         self._rules: dict[str, ThrashRules] = {}
         self._levels: dict[str, ThrashLevel] = {}
+        self.journal_tails: dict[str, deque[str]] = {}
+        """The last kernel-journal lines followed per node (an incident bundle's
+        testimony for a node that went dark)."""
 
     def rules(self, node: str) -> ThrashRules:
         r = self._rules.get(node)
@@ -104,9 +110,11 @@ class ThrashDetector:
         """Feed ``node``'s kernel journal until cancelled (the caller owns the
         task). A node that stops answering is retried with backoff."""
         follower = LogFollower.for_journal(link, node, clock=self.clock)
+        tail = self.journal_tails.setdefault(node, deque(maxlen=JOURNAL_TAIL_LINES))
         async for batch in follower.batches():
             for line in batch:
                 self.on_line(node, line.text)
+                tail.append(line.raw)
 
     async def follow_journals(self, links: Mapping[str, StreamSource]) -> None:
         """All nodes' journals; cancelling this cancels every follower."""

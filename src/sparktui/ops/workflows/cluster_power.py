@@ -10,17 +10,17 @@ containers refuses the power-off (stop its lanes first).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 
-from sparktui.core.state import NodeSnapshot
+from sparktui.core.config import Config
 from sparktui.ops import guards
-from sparktui.ops.context import OpsContext
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.power import _power, plug_action, wait_back
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun, together
+from sparktui.ops.workflows.runner import WorkflowRun, together
 
 
-def plan_steps(ctx: OpsContext, p: guards.ClusterPowerPlan) -> list[PlannedStep]:
-    config = ctx.config
+def plan_steps(config: Config, p: guards.ClusterPowerPlan) -> list[PlannedStep]:
     steps = [PlannedStep("switch on", e, plug_action(e, True)) for e in p.switches_before]
     for n in p.nodes:
         e = config.nodes[n].switch
@@ -31,45 +31,51 @@ def plan_steps(ctx: OpsContext, p: guards.ClusterPowerPlan) -> list[PlannedStep]
     return steps
 
 
-def busy_nodes(snapshot_nodes: Sequence[NodeSnapshot]) -> list[guards.Verdict]:
-    """A power-off refuses a node that still runs containers."""
-    out = []
-    for snap in snapshot_nodes:
-        if snap.probe is None:
-            continue
-        running = [c.name for c in snap.probe.running_containers]
-        if running:
-            out.append(guards.Verdict("node-busy", snap.node, False,
-                                      f"{snap.node} still runs {', '.join(running)} -> stop "
-                                      f"its lanes first (`sparktui stop LANE`)"))
-    return out
+@dataclass(frozen=True)
+class ClusterPower:
+    """``power cluster on|off CLUSTER``."""
 
+    cluster: str
+    on: bool
 
-async def cluster_power(ctx: OpsContext, cluster: str, on: bool) -> WorkflowResult:
-    p = guards.plan_cluster_power(ctx.config, cluster, on, ctx.locks.holders())
-    report = p.report
-    if ctx.power is None:
-        report = guards.GuardReport((*report.verdicts, guards.Verdict(
-            "home-assistant", cluster, False,
-            f"Home Assistant is not available: {ctx.power_error}")))
-    if not on and p.nodes:
-        snap = await ctx.snapshot(list(p.nodes))
-        report = guards.GuardReport((*report.verdicts, *busy_nodes(list(snap.nodes))))
-    kind = f"cluster-power-{'on' if on else 'off'}"
-    async with WorkflowRun(ctx, kind, cluster, plan=plan_steps(ctx, p),
-                           detail={"nodes": list(p.nodes),
-                                   "switches": [*p.switches_before, *p.switches_after]}) as run:
-        run.guards(report)
+    @property
+    def kind(self) -> str:
+        return f"cluster-power-{'on' if self.on else 'off'}"
+
+    @property
+    def target(self) -> str:
+        return self.cluster
+
+    def needs(self, config: Config) -> Needs:
+        """A power-off reads what still runs on the nodes."""
+        known = self.cluster in config.clusters
+        return Needs(nodes=config.clusters[self.cluster].nodes if known and not self.on else ())
+
+    def plan(self, state: OpsState) -> Plan:
+        config = state.config
+        p = guards.plan_cluster_power(config, self.cluster, self.on, state.holders(),
+                                      state.power_error, state.snapshot)
+        entities = (*p.switches_before, *(config.nodes[n].switch for n in p.nodes),
+                    *p.switches_after)
+        return Plan(self.kind, self.cluster, p.report, tuple(plan_steps(config, p)), self,
+                    nodes=p.nodes, entities=entities,
+                    detail={"nodes": list(p.nodes),
+                            "switches": [*p.switches_before, *p.switches_after]}, data=p)
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx, on, cluster = run.ctx, self.on, self.cluster
+        p: guards.ClusterPowerPlan = plan.data
+        report = p.report
         run.lock(list(p.nodes))
         power = _power(ctx)
         for entity in p.switches_before:
             await run.step("switch on", entity, plug_action(entity, True),
-                           lambda e=entity: power.turn(e, True),
+                           partial(power.turn, entity, True),
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
         for node in p.nodes:
             entity = ctx.config.nodes[node].switch
             await run.step("plug on" if on else "plug off", entity, plug_action(entity, on),
-                           lambda e=entity: power.turn(e, on),
+                           partial(power.turn, entity, on),
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
         found: dict[str, object] = {}
         if on:
@@ -77,7 +83,7 @@ async def cluster_power(ctx: OpsContext, cluster: str, on: bool) -> WorkflowResu
             found = {n: r["summary"] for n, r in zip(p.nodes, results, strict=True)}
         for entity in p.switches_after:
             await run.step("switch off", entity, plug_action(entity, False),
-                           lambda e=entity: power.turn(e, False),
+                           partial(power.turn, entity, False),
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
         skipped = [v.subject for v in report.warnings if v.guard == "protected-node"]
         kept = [v.subject for v in report.warnings if v.guard == "shared-switch"]
@@ -86,4 +92,3 @@ async def cluster_power(ctx: OpsContext, cluster: str, on: bool) -> WorkflowResu
                    + (f"; kept on (shared): {', '.join(kept)}" if kept else ""))
         run.finish(True, message, {"nodes": list(p.nodes), "skipped": skipped,
                                    "kept_on": kept, "back": found})
-    return run.outcome()

@@ -5,21 +5,24 @@ off_seconds`` (35 s in the seeds' runbook) -> plug on (confirmed) -> wait for
 liveness -> wait for SSH -> re-check (snapshot: kernel, NAS mount, HF cache).
 From the moment the plug may be off until it is confirmed on again, the run
 owes "turn it back on": a failure or cancellation in between leaves the
-workflow unfinished in the journal, and `resume_power` completes it.
+workflow unfinished in the journal, and `Resume` completes it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
-from sparktui.core.errors import RemoteError
-from sparktui.core.state import NodeSnapshot
+from sparktui.core.errors import RemoteError, describe_error
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext, Power
-from sparktui.ops.journal import WorkflowRecord
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.journal import JournalError, WorkflowRecord
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep, Workflow
+from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 
 SSH_CHECK = ": sparktui-ssh-check; uname -r"
 SSH_CHECK_TIMEOUT_S = 10.0
@@ -173,61 +176,186 @@ async def recheck(ctx: OpsContext, node: str) -> dict[str, object]:
 
 
 async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str, object]:
-    """The cycle's steps inside an open run (used by power-cycle and recover)."""
+    """The cycle's steps inside an open run (used by power-cycle and recover).
+    Once the plug may be off: a failure tries to turn it back on at once, and an
+    interruption says what the plug reads and how to resume (`_plug_left`)."""
     entity = run.ctx.config.nodes[node].switch
-    await plug_off(run, node, entity)
-    await wait_off(run, node, off_seconds)
-    await plug_on(run, node, entity)
+    try:
+        await plug_off(run, node, entity)
+        await wait_off(run, node, off_seconds)
+        await plug_on(run, node, entity)
+    except BaseException as exc:
+        if entity not in run.obligations:
+            raise  # the plug was never switched off: nothing to restore
+        said = await _plug_left(run, node, entity, exc)
+        if isinstance(exc, StepFailed):
+            raise StepFailed(exc.step, exc.target, f"{exc.message}; {said}") from exc
+        if isinstance(exc, JournalError):
+            raise JournalError(f"{exc}; {said}") from exc
+        raise
     return await wait_back(run, node)
 
 
-def power_guards(ctx: OpsContext, node: str, action: str,
-                 snap: NodeSnapshot | None = None) -> guards.GuardReport:
-    """The power guards; give the node's latest snapshot (``snap``) so what the
-    action would kill is checked too (a protected lane's rank refuses)."""
-    report = guards.evaluate_power(ctx.config, node, action, ctx.locks.holders(), snap)
+async def _plug_left(run: WorkflowRun, node: str, entity: str, exc: BaseException) -> str:
+    """After a failure with the plug possibly off: turn it back on (the operator
+    asked for a cycle, not for off), then re-read it and say what it reads.
+    After an interruption (Ctrl-C, SIGTERM): only re-read it and give the exact
+    resume command. Restoring is not held back by a broken journal: a plug
+    left off is the greater harm, and the operator is told."""
+    ctx = run.ctx
+    if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) and ctx.power is not None:
+        restore = plug_action(entity, True)
+        try:
+            await run.step("plug on", entity, f"restore power after the failure: {restore}",
+                           lambda: _power(ctx).turn(entity, True),
+                           describe=lambda st: f"{entity} confirmed {st.state}")
+        except JournalError:
+            with contextlib.suppress(HomeAssistantError):
+                await asyncio.wait_for(_power(ctx).turn(entity, True), ctx.config.home_assistant
+                                       .timeout_s * 3)
+        except StepFailed:
+            pass
+    reads = await _read_plug(ctx, entity)
+    if reads == "on":
+        run.settle(entity)
+        said = f"{entity} reads on (re-read now): power is back; the node boots"
+    else:
+        said = (f"{entity} reads {reads} (re-read now): {node} may be left without power -> "
+                f"`sparktui power resume {run.wf}`")
+    run.progress("plug state", entity, said)
+    with contextlib.suppress(JournalError):
+        ctx.journal.append(run.wf, "note", workflow=run.kind, target=run.target,
+                           message=f"after {_what(exc)}: {said}")
+    return said
+
+
+async def _read_plug(ctx: OpsContext, entity: str) -> str:
+    """The plug's state as Home Assistant reports it now, or why it is unknown."""
     if ctx.power is None:
-        extra = guards.Verdict("home-assistant", node, False,
-                               f"Home Assistant is not available: {ctx.power_error}")
-        report = guards.GuardReport((*report.verdicts, extra))
-    return report
+        return f"unknown (Home Assistant is not available: {ctx.power_error})"
+    try:
+        async with asyncio.timeout(ctx.config.home_assistant.timeout_s + 1):
+            return (await ctx.power.state(entity)).state
+    except (HomeAssistantError, TimeoutError) as exc:
+        return f"unknown ({describe_error(exc)})"
 
 
-async def power_guards_probed(ctx: OpsContext, node: str, action: str) -> guards.GuardReport:
-    """`power_guards` with a fresh probe of the node (``power on`` needs none: an
-    off node runs nothing). A node that does not answer runs nothing reachable."""
-    snap = None
-    if node in ctx.config.nodes and action != "power on":
-        snap = (await ctx.snapshot([node])).get(node)
-    return power_guards(ctx, node, action, snap)
+def _what(exc: BaseException) -> str:
+    if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+        return "the interruption"
+    return "the failure"
 
 
-async def power_cycle(ctx: OpsContext, node: str, *,
-                      off_seconds: float | None = None) -> WorkflowResult:
-    off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = await power_guards_probed(ctx, node, "power cycle")
-    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
-    steps = plan_power(ctx.config, node, "cycle", off_s) if node in ctx.config.nodes else []
-    async with WorkflowRun(ctx, "power-cycle", node, plan=steps,
-                           detail={"node": node, "entity": entity, "off_seconds": off_s}) as run:
-        run.guards(report)
-        run.lock([node])
-        found = await cycle_in(run, node, off_s)
+def off_time_left(record: WorkflowRecord, entity: str, off_seconds: float, now: float) -> float:
+    """How much longer `entity`'s plug must stay off for the interrupted cycle
+    `record` to have been off its full `off_seconds` (0 when it already was).
+    The off time counts from the plug-off confirmation, else from its intent."""
+    offs = [s for s in record.steps if s.step == "plug off" and s.target == entity]
+    if not offs:
+        return 0.0
+    since = offs[-1].finished_at if offs[-1].ok else offs[-1].started_at
+    return max(0.0, min(off_seconds, off_seconds - (now - (since or now))))
+
+
+def rest_off_step(record: WorkflowRecord, node: str, entity: str, off_seconds: float,
+                  now: float) -> list[PlannedStep]:
+    """The "wait off" a resume owes before turning `entity` back on (none when the
+    plug has already been off the cycle's full off time)."""
+    left = off_time_left(record, entity, off_seconds, now)
+    if left <= 0:
+        return []
+    return [PlannedStep("wait off", node, f"wait {left:.0f} s more with the plug off (the "
+                                          f"cycle asked {off_seconds:g} s off)")]
+
+
+def cycle_off_seconds(record: WorkflowRecord, config: Config) -> float:
+    """The off time the interrupted workflow asked for (resume honours it)."""
+    asked = record.detail.get("off_seconds")
+    if isinstance(asked, int | float) and not isinstance(asked, bool) and 0 < asked <= 3600:
+        return float(asked)
+    return config.power.off_seconds if record.workflow in ("power-cycle", "recover") else 0.0
+
+
+def _power_plan(kind: str, node: str, action: str, state: OpsState, steps: list[PlannedStep],
+                workflow: Workflow, detail: dict[str, object]) -> Plan:
+    """The plan of a one-node power action; the node's snapshot (when it answered)
+    says what the action would kill (a protected lane's rank refuses)."""
+    config = state.config
+    report = guards.evaluate_power(config, node, action, state.holders(),
+                                   state.snapshot.get(node), state.power_error)
+    entity = config.nodes[node].switch if node in config.nodes else ""
+    return Plan(kind, node, report, tuple(steps), workflow, nodes=(node,),
+                entities=(entity,) if entity else (), detail={"node": node, "entity": entity,
+                                                              **detail})
+
+
+@dataclass(frozen=True)
+class NodeCycle:
+    """A plug cycle of one node (power cycle, recover): it reads the node's probe,
+    which says what the cycle would kill."""
+
+    node: str
+    off_seconds: float | None = None
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    def off_s(self, config: Config) -> float:
+        return config.power.off_seconds if self.off_seconds is None else self.off_seconds
+
+    def needs(self, config: Config) -> Needs:
+        return Needs(nodes=(self.node,) if self.node in config.nodes else ())
+
+
+@dataclass(frozen=True)
+class PowerCycle(NodeCycle):
+    """``power cycle NODE``."""
+
+    kind: str = field(default="power-cycle", init=False)
+
+    def plan(self, state: OpsState) -> Plan:
+        off_s = self.off_s(state.config)
+        steps = (plan_power(state.config, self.node, "cycle", off_s)
+                 if self.node in state.config.nodes else [])
+        return _power_plan(self.kind, self.node, "power cycle", state, steps, self,
+                           {"off_seconds": off_s})
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        run.lock([self.node])
+        found = await cycle_in(run, self.node, self.off_s(run.ctx.config))
         run.finish(True, str(found["summary"]), found)
-    return run.outcome()
 
 
-async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
-    """``power on|off NODE``."""
-    action = "on" if on else "off"
-    report = await power_guards_probed(ctx, node, f"power {action}")
-    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
-    steps = plan_power(ctx.config, node, action) if node in ctx.config.nodes else []
-    async with WorkflowRun(ctx, f"power-{action}", node, plan=steps,
-                           detail={"node": node, "entity": entity}) as run:
-        run.guards(report)
+@dataclass(frozen=True)
+class PowerSwitch:
+    """``power on|off NODE`` (an off node runs nothing: power on probes nothing)."""
+
+    node: str
+    on: bool
+
+    @property
+    def kind(self) -> str:
+        return "power-on" if self.on else "power-off"
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    def needs(self, config: Config) -> Needs:
+        return Needs(nodes=(self.node,) if self.node in config.nodes and not self.on else ())
+
+    def plan(self, state: OpsState) -> Plan:
+        action = "on" if self.on else "off"
+        steps = (plan_power(state.config, self.node, action)
+                 if self.node in state.config.nodes else [])
+        return _power_plan(self.kind, self.node, f"power {action}", state, steps, self, {})
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx, node = run.ctx, self.node
+        entity = ctx.config.nodes[node].switch
         run.lock([node])
-        if on:
+        if self.on:
             await plug_on(run, node, entity)
             found = await wait_back(run, node)
             run.finish(True, str(found["summary"]), found)
@@ -236,32 +364,75 @@ async def power_switch(ctx: OpsContext, node: str, on: bool) -> WorkflowResult:
                            lambda: _power(ctx).turn(entity, False),
                            describe=lambda s: f"{entity} confirmed {s.state}")
             run.finish(True, f"{node} powered off ({entity} off)")
-    return run.outcome()
 
 
-async def resume_power(ctx: OpsContext, record: WorkflowRecord) -> WorkflowResult:
-    """Complete an unfinished workflow that may have left plugs off: turn every
-    plug it turned off (or was turning off) back on, wait for each node, and
-    close the old record. Stale locks of the old workflow are removed."""
-    entities = plugs_left_off(record, ctx.config)
-    nodes = [n for n, e in entities]
-    async with WorkflowRun(ctx, "resume", record.wf,
-                           plan=[PlannedStep("plug on", e, plug_action(e, True))
-                                 for _, e in entities],
-                           detail={"resumes": record.wf, "nodes": nodes}) as run:
-        for lock in ctx.locks.list():
-            if lock.wf == record.wf:
-                ctx.locks.close(lock.node)
-        run.lock(nodes)
-        found: dict[str, object] = {}
+@dataclass(frozen=True)
+class Resume:
+    """Complete an unfinished workflow that may have left plugs off: turn every plug
+    it turned off (or was turning off) back on, wait for each node, and close the
+    old record. The old workflow's stale locks are removed."""
+
+    wf: str
+    kind: str = field(default="resume", init=False)
+
+    @property
+    def target(self) -> str:
+        return self.wf
+
+    def needs(self, config: Config) -> Needs:
+        return Needs()
+
+    def plan(self, state: OpsState) -> Plan:
+        record = next((r for r in state.unfinished if r.wf == self.wf), None)
+        if record is None:
+            report = guards.GuardReport((guards.Verdict(
+                "journal", self.wf, False, f"no unfinished workflow {self.wf!r} in the "
+                                           f"journal -> `sparktui power resume` lists them"),))
+            return Plan(self.kind, self.wf, report, (), self)
+        entities = plugs_left_off(record, state.config)
+        nodes = tuple(n for n, _ in entities)
+        verdicts = [guards.Verdict("journal", self.wf, True, record.describe())]
+        if not entities:
+            verdicts.append(guards.Verdict(
+                "journal", self.wf, False,
+                f"{self.wf} left no plug off: nothing to complete -> close it "
+                f"(`sparktui power resume {self.wf} --close REASON`)"))
+        others = {lock.node: lock.describe() for lock in state.locks if lock.wf != self.wf}
+        verdicts += [guards.runlock(n, others) for n in nodes]
+        if entities:
+            verdicts.append(guards.home_assistant(self.wf, state.power_error))
+        stale = [lock.node for lock in state.locks if lock.wf == self.wf]
+        steps = [PlannedStep("close lock", n, f"remove {n}'s stale lock of {self.wf}")
+                 for n in stale]
+        boot = state.config.power.boot_timeout_s
+        off_s = cycle_off_seconds(record, state.config)
+        now = state.snapshot.taken_at
         for node, entity in entities:
+            steps += [*rest_off_step(record, node, entity, off_s, now),
+                      PlannedStep("plug on", entity, plug_action(entity, True)),
+                      *back_steps(boot, node)]
+        return Plan(self.kind, self.wf, guards.GuardReport(tuple(verdicts)), tuple(steps), self,
+                    nodes=nodes, entities=tuple(e for _, e in entities),
+                    detail={"resumes": self.wf, "nodes": list(nodes)},
+                    data=(record, tuple(stale)))
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx = run.ctx
+        record, stale = plan.data
+        for node in stale:
+            ctx.locks.close(node)
+        run.lock(list(plan.nodes))
+        found: dict[str, object] = {}
+        off_s = cycle_off_seconds(record, ctx.config)
+        for node, entity in plugs_left_off(record, ctx.config):
+            if (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
+                await wait_off(run, node, left)
             await plug_on(run, node, entity)
             found[node] = (await wait_back(run, node))["summary"]
         ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
                            ok=False, message=f"completed by {run.wf}")
         run.finish(True, "; ".join(str(v) for v in found.values()) or "nothing left off",
                    {"resumed": record.wf})
-    return run.outcome()
 
 
 def plugs_left_off(record: WorkflowRecord, config: Config) -> list[tuple[str, str]]:

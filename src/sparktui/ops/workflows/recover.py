@@ -8,30 +8,32 @@ auto_recover`` is set (the caller decides; this module never starts it).
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
+from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError
+from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.guards import GuardReport
+from sparktui.ops.plan import OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.power import (
     SSH_CHECK,
     SSH_CHECK_TIMEOUT_S,
+    NodeCycle,
     cycle_in,
     plan_power,
-    power_guards_probed,
 )
-from sparktui.ops.workflows.runner import PlannedStep, WorkflowResult, WorkflowRun
+from sparktui.ops.workflows.runner import WorkflowRun
 
 
-def plan_recover(ctx: OpsContext, node: str, off_seconds: float | None = None
-                 ) -> list[PlannedStep]:
-    t = ctx.config.thrash
+def plan_recover(config: Config, node: str, off_seconds: float) -> list[PlannedStep]:
+    t = config.thrash
     retries = [PlannedStep(f"ssh retry {i}", node,
                            f"`{SSH_CHECK}` (timeout {SSH_CHECK_TIMEOUT_S:g} s)"
                            + (f", then wait {t.ssh_retry_interval_s:g} s" if i < t.ssh_retries
                               else ""))
                for i in range(1, t.ssh_retries + 1)]
-    return [*retries, *plan_power(ctx.config, node, "cycle", off_seconds)]
+    return [*retries, *plan_power(config, node, "cycle", off_seconds)]
 
 
 def recover_guards(report: GuardReport) -> GuardReport:
@@ -40,19 +42,31 @@ def recover_guards(report: GuardReport) -> GuardReport:
     return GuardReport(tuple(
         replace(v, passed=True, warning=True,
                 message=v.message + " (needed only if the SSH retries fail)")
-        if v.guard == "home-assistant" else v for v in report.verdicts))
+        if v.guard == "home-assistant" and not v.passed else v for v in report.verdicts))
 
 
-async def recover(ctx: OpsContext, node: str, *,
-                  off_seconds: float | None = None) -> WorkflowResult:
-    t = ctx.config.thrash
-    off_s = ctx.config.power.off_seconds if off_seconds is None else off_seconds
-    report = recover_guards(await power_guards_probed(ctx, node, "recover (power cycle)"))
-    steps = plan_recover(ctx, node, off_s) if node in ctx.config.nodes else []
-    entity = ctx.config.nodes[node].switch if node in ctx.config.nodes else ""
-    async with WorkflowRun(ctx, "recover", node, plan=steps,
-                           detail={"node": node, "entity": entity, "off_seconds": off_s}) as run:
-        run.guards(report)
+@dataclass(frozen=True)
+class Recover(NodeCycle):
+    """``recover NODE``."""
+
+    kind: str = field(default="recover", init=False)
+
+    def plan(self, state: OpsState) -> Plan:
+        config = state.config
+        off_s = self.off_s(config)
+        report = recover_guards(guards.evaluate_power(
+            config, self.node, "recover (power cycle)", state.holders(),
+            state.snapshot.get(self.node), state.power_error))
+        known = self.node in config.nodes
+        entity = config.nodes[self.node].switch if known else ""
+        steps = plan_recover(config, self.node, off_s) if known else []
+        return Plan(self.kind, self.node, report, tuple(steps), self, nodes=(self.node,),
+                    entities=(entity,) if entity else (),
+                    detail={"node": self.node, "entity": entity, "off_seconds": off_s})
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx, node = run.ctx, self.node
+        t = ctx.config.thrash
         run.lock([node])
         for i in range(1, t.ssh_retries + 1):
             answered = await run.step(f"ssh retry {i}", node, f"`{SSH_CHECK}`",
@@ -61,13 +75,12 @@ async def recover(ctx: OpsContext, node: str, *,
             if answered:
                 run.finish(True, f"{node}: SSH answered on retry {i} ({answered}); no power "
                                  f"cycle needed", {"retries": i, "power_cycled": False})
-                return run.outcome()
+                return
             if i < t.ssh_retries:
                 await ctx.clock.sleep(t.ssh_retry_interval_s)
-        found = await cycle_in(run, node, off_s)
+        found = await cycle_in(run, node, self.off_s(ctx.config))
         run.finish(True, f"power-cycled after {t.ssh_retries} SSH retries: {found['summary']}",
                    {**found, "retries": t.ssh_retries, "power_cycled": True})
-    return run.outcome()
 
 
 async def _ssh_answers(ctx: OpsContext, node: str) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sparktui.core.errors import describe_error
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import (
     GuardsEvaluated,
@@ -30,6 +31,7 @@ from sparktui.ops.events import (
 )
 from sparktui.ops.guards import GuardReport, Verdict
 from sparktui.ops.journal import new_workflow_id
+from sparktui.ops.plan import PlannedStep
 from sparktui.ops.runlocks import LockHeld
 
 T = TypeVar("T")
@@ -49,22 +51,6 @@ class Refused(Exception):
     def __init__(self, report: GuardReport) -> None:
         self.report = report
         super().__init__("; ".join(v.message for v in report.refused))
-
-
-@dataclass(frozen=True)
-class PlannedStep:
-    """One line of the confirm modal's "what will happen"."""
-
-    step: str
-    target: str
-    action: str
-    """The exact command, Home Assistant call or wait."""
-
-    def to_json(self) -> dict[str, str]:
-        return {"step": self.step, "target": self.target, "action": self.action}
-
-    def describe(self) -> str:
-        return f"{self.step} [{self.target}]: {self.action}"
 
 
 @dataclass
@@ -97,6 +83,8 @@ class WorkflowRun:
         self.wf = wf or new_workflow_id(kind, ctx.clock)
         self.obligations: dict[str, str] = {}
         self.result: WorkflowResult | None = None
+        self.report: GuardReport | None = None
+        """The verdicts the run enforced (set by `guards`)."""
         self._locked: list[str] = []
 
     # -- lifecycle --------------------------------------------------------------
@@ -120,7 +108,8 @@ class WorkflowRun:
                                         message=f"left unfinished: {owed}")
                 self.result = WorkflowResult(self.wf, self.kind, self.target, False,
                                              f"{_why(exc)}; UNFINISHED: {owed}",
-                                             {"unfinished": list(self.obligations.values())})
+                                             {"unfinished": list(self.obligations.values())},
+                                             self.report)
                 self._emit_finished()
             elif self.result is None:
                 self.finish(False, _why(exc))
@@ -132,7 +121,7 @@ class WorkflowRun:
 
     def finish(self, ok: bool, message: str, detail: Mapping[str, Any] | None = None) -> None:
         self.result = WorkflowResult(self.wf, self.kind, self.target, ok, message,
-                                     dict(detail or {}))
+                                     dict(detail or {}), self.report)
         self.ctx.journal.append(self.wf, "end", workflow=self.kind, target=self.target, ok=ok,
                                 message=message, detail=dict(detail or {}))
         self._emit_finished()
@@ -146,6 +135,7 @@ class WorkflowRun:
     # -- guards and locks ---------------------------------------------------------
     def guards(self, report: GuardReport) -> None:
         """Journal and emit the verdicts; raise Refused (handled by the block) if refused."""
+        self.report = report
         if report.overridden:
             self.ctx.journal.append(
                 self.wf, "override", workflow=self.kind, target=self.target,
@@ -163,8 +153,6 @@ class WorkflowRun:
                                     detail={"verdicts": [v.to_json() for v in report.refused]})
             self.finish(False, "refused: " + "; ".join(v.message for v in report.refused),
                         {"refused": [v.to_json() for v in report.refused]})
-            if self.result is not None:
-                self.result.report = report
             raise Refused(report)
 
     def lock(self, nodes: Sequence[str], containers: Mapping[str, Sequence[str]] | None = None
@@ -240,4 +228,4 @@ def _why(exc: BaseException | None) -> str:
         return "cancelled"
     if isinstance(exc, KeyboardInterrupt):
         return "interrupted"
-    return str(exc) or type(exc).__name__
+    return describe_error(exc)

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.core.config import Config
+from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
+from sparktui.core.oom_predict import OomPredicted, load_plan
 from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import LaunchPlan, RankLaunch, choose_gid, plan
@@ -29,8 +31,11 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
-from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, run_gate
+from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
+from sparktui.watch.oom import OomWatch
 from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer, WaitResult
 from sparktui.watch.thrash import ThrashDetector
 
@@ -51,46 +56,34 @@ class ServeOptions:
     stall_after_s: float | None = None
     first_token: bool = True
     poll_s: float = 1.0
-
-
-@dataclass(frozen=True)
-class ServePreview:
-    """Everything the confirm modal shows before a serve: every verdict and every step."""
-
-    recipe: str
-    cluster: str
-    report: guards.GuardReport
-    steps: tuple[PlannedStep, ...]
-    syncs: dict[str, str] = field(default_factory=dict)
-    """node -> the node its image is synced from."""
-    stale: tuple[tuple[str, str], ...] = ()
-    """(node, container) removed first (stale-container overridden)."""
+    qualify: bool = True
+    """Run the quality gate (ops/workflows/qualify.py) once the lane is ready."""
 
 
 def image_syncs(config: Config, recipe: Recipe, cluster: str, snapshot: ClusterSnapshot,
-                build_node: str | None) -> dict[str, str]:
+                build_node: str | None) -> dict[str, guards.ImageSource]:
+    """node lacking the image -> where it is synced from, and why that node."""
     out = {}
     for name in config.clusters[cluster].nodes:
         snap = snapshot.get(name)
         if snap is None or snap.probe is None or guards.has_image(snap.probe.images, recipe.image):
             continue
-        source = guards.image_source(config, snapshot, recipe.image,
-                                     [build_node] if build_node else [])
+        source = guards.image_source(config, snapshot, recipe.image, cluster, build_node)
         if source is not None:
             out[name] = source
     return out
 
 
 def plan_serve(config: Config, recipe: Recipe, cluster: str, launch: LaunchPlan,
-               syncs: Mapping[str, str], stale: Sequence[tuple[str, str]],
+               syncs: Mapping[str, guards.ImageSource], stale: Sequence[tuple[str, str]],
                detach: bool) -> list[PlannedStep]:
     steps = [PlannedStep("remove stale", node, f"docker rm {shlex.quote(c)}")
              for node, c in stale]
     save, load = sync_commands(recipe.image)
     for node, source in syncs.items():
         steps.append(PlannedStep("sync image", node,
-                                 f"{source}: {save} | {node}: {load}; then compare "
-                                 f"{checksum_command(recipe.image)} on both"))
+                                 f"{source.node} ({source.why}): {save} | {node}: {load}; "
+                                 f"then compare {checksum_command(recipe.image)} on both"))
     for r in launch.ranks:
         if r.gid_probe:
             steps.append(PlannedStep(f"gid rank {r.rank}", r.node, r.gid_probe))
@@ -105,68 +98,66 @@ def plan_serve(config: Config, recipe: Recipe, cluster: str, launch: LaunchPlan,
     return steps
 
 
-async def switch_states(ctx: OpsContext, cluster: str) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in ctx.config.clusters[cluster].switches:
-        entity = ctx.config.switches[name].entity
-        try:
-            out[entity] = (await ctx.power.state(entity)).state if ctx.power else None
-        except Exception:
-            out[entity] = None
-    return out
+@dataclass(frozen=True)
+class ServeData:
+    """What the serve's run needs beyond its steps."""
+
+    launch: LaunchPlan
+    syncs: dict[str, guards.ImageSource]
+    stale: tuple[tuple[str, str], ...]
+    """(node, container) removed first (stale-container overridden)."""
 
 
-async def preview_serve(ctx: OpsContext, recipe: Recipe, cluster: str,
-                        options: ServeOptions = ServeOptions()) -> ServePreview:
-    """Evaluate every guard and plan every step; runs nothing on the nodes but
-    one probe each (all nodes: any of them may be an image source)."""
-    config = ctx.config
-    snapshot = await ctx.snapshot(list(config.nodes))
-    nodes = list(config.clusters[cluster].nodes)
-    fps = await ctx.fingerprints(nodes) if ctx.fingerprints else {}
-    report = guards.evaluate_serve(
-        config, recipe, cluster, snapshot, switch_states=await switch_states(ctx, cluster),
-        locks=ctx.locks.holders(), fingerprints=fps, build_node=options.build_node,
-        overrides=options.overrides)
-    launch = plan(config, recipe, cluster)
-    syncs = image_syncs(config, recipe, cluster, snapshot, options.build_node)
-    stale = tuple((v.subject, launch.ranks[nodes.index(v.subject)].container)
-                  for v in report.overridden if v.guard == "stale-container")
-    steps = plan_serve(config, recipe, cluster, launch, syncs, stale, options.detach)
-    return ServePreview(recipe.name, cluster, report, tuple(steps), syncs, stale)
+@dataclass(frozen=True)
+class Serve:
+    """``serve RECIPE --cluster C``: every guard from one probe of every node (any of
+    them may be an image source), the cluster's blocking switches, the host keys
+    and the ports the serve binds."""
 
+    recipe: Recipe
+    cluster: str
+    options: ServeOptions = ServeOptions()
+    kind: str = field(default="serve", init=False)
 
-async def serve(ctx: OpsContext, recipe: Recipe, cluster: str,
-                options: ServeOptions = ServeOptions(),
-                preview: ServePreview | None = None) -> WorkflowResult:
-    """Run the serve. ``preview`` is what the operator confirmed; the guards are
-    evaluated again now (a node may have changed while the modal was open) and a
-    refusal wins."""
-    config = ctx.config
-    confirmed = preview
-    preview = await preview_serve(ctx, recipe, cluster, options)
-    changed = confirmed is not None and confirmed.steps != preview.steps
-    launch = plan(config, recipe, cluster)
-    lane = recipe.name
-    nodes = [r.node for r in launch.ranks]
-    async with WorkflowRun(ctx, "serve", lane, plan=preview.steps,
-                           detail={"recipe": recipe.name, "cluster": cluster, "nodes": nodes,
-                                   "image": recipe.image, "detach": options.detach,
-                                   "keep": options.keep}) as run:
-        if changed:
-            assert confirmed is not None
-            ctx.journal.append(run.wf, "note", workflow="serve", target=lane,
-                               message="the plan changed between confirmation and run",
-                               detail={"confirmed": [s.to_json() for s in confirmed.steps]})
-            run.progress("guards", lane, "the plan changed since it was confirmed: see the "
-                                         "steps above")
-        run.guards(preview.report)
-        run.lock(nodes, {r.node: [r.container] for r in launch.ranks})
-        for node, container in preview.stale:
+    @property
+    def target(self) -> str:
+        return self.recipe.name
+
+    def needs(self, config: Config) -> Needs:
+        c = config.clusters[self.cluster]
+        return Needs(nodes=tuple(config.nodes),
+                     switches=tuple(config.switches[s].entity for s in c.switches),
+                     fingerprints=c.nodes,
+                     ports=tuple(guards.serve_ports(config, self.recipe, self.cluster)))
+
+    def plan(self, state: OpsState) -> Plan:
+        config, recipe, cluster, options = state.config, self.recipe, self.cluster, self.options
+        nodes = list(config.clusters[cluster].nodes)
+        report = guards.evaluate_serve(
+            config, recipe, cluster, state.snapshot, switch_states=state.switch_states,
+            locks=state.holders(), fingerprints=state.fingerprints, ports=state.ports,
+            build_node=options.build_node, overrides=options.overrides)
+        launch = plan(config, recipe, cluster)
+        syncs = image_syncs(config, recipe, cluster, state.snapshot, options.build_node)
+        stale = tuple((v.subject, launch.ranks[nodes.index(v.subject)].container)
+                      for v in report.overridden if v.guard == "stale-container")
+        steps = plan_serve(config, recipe, cluster, launch, syncs, stale, options.detach)
+        detail = {"recipe": recipe.name, "cluster": cluster, "nodes": nodes,
+                  "image": recipe.image, "detach": options.detach, "keep": options.keep}
+        return Plan(self.kind, recipe.name, report, tuple(steps), self, nodes=tuple(nodes),
+                    detail=detail, data=ServeData(launch, syncs, stale))
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        recipe, cluster, options = self.recipe, self.cluster, self.options
+        data: ServeData = plan.data
+        launch = data.launch
+        lane = recipe.name
+        run.lock(list(plan.nodes), {r.node: [r.container] for r in launch.ranks})
+        for node, container in data.stale:
             await _run_ok(run, "remove stale", node, f"docker rm {shlex.quote(container)}",
                           RM_TIMEOUT_S)
-        for node, source in preview.syncs.items():
-            await _sync(run, recipe.image, source, node)
+        for node, source in data.syncs.items():
+            await _sync(run, recipe.image, source.node, node)
         gids = {}
         for r in launch.ranks:
             gids[r.rank] = await _gid(run, r)
@@ -184,9 +175,8 @@ async def serve(ctx: OpsContext, recipe: Recipe, cluster: str,
             run.finish(True, f"{lane}: {len(started)} rank(s) started on {cluster}; "
                              f"`sparktui wait {lane}` follows the boot",
                        {"recipe": recipe.name, "cluster": cluster, "detached": True})
-            return run.outcome()
+            return
         await _readiness(run, recipe, cluster, launch, options)
-    return run.outcome()
 
 
 async def _run_ok(run: WorkflowRun, step: str, node: str, cmd: str, timeout: float) -> str:
@@ -295,11 +285,14 @@ async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDe
         await ctx.clock.sleep(interval_s)
 
 
-async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict]
-                 ) -> WaitResult | ThrashVerdict:
-    """The lane's boot and its nodes' memory side by side; the first verdict wins."""
+async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict],
+                 oom_stop: asyncio.Future[OomPredicted]
+                 ) -> WaitResult | ThrashVerdict | OomPredicted:
+    """The lane's boot and its nodes' memory side by side; the first verdict wins
+    (``oom_stop`` resolves when a predicted OOM is to stop the lane)."""
     tasks = [asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
-             asyncio.create_task(memory, name=f"serve-memory-{watch.lane}")]
+             asyncio.create_task(memory, name=f"serve-memory-{watch.lane}"),
+             asyncio.ensure_future(oom_stop)]
     try:
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         return next(iter(done)).result()
@@ -333,6 +326,19 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
             run.progress("readiness", lane, tr.summary())
 
     watch.on_line = on_line
+    oom_stop: asyncio.Future[OomPredicted] = asyncio.get_running_loop().create_future()
+
+    def predicted(w: OomPredicted) -> None:
+        """Warn (progress, journal); stop the lane when the recipe asks for it."""
+        run.progress(PREDICTED_OOM_STEP, w.node, w.message())
+        ctx.journal.append(run.wf, "note", workflow="serve", target=lane,
+                           message=f"predicted OOM: {w.message()}", detail=w.to_json())
+        if w.hard and recipe.readiness.stop_on_predicted_oom and not oom_stop.done():
+            oom_stop.set_result(w)
+
+    oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(ctx.config, recipe, cluster)),
+                   ctx.clock, predicted)
+    watch.on_memory = oom.on_memory
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
     memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
@@ -340,7 +346,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         result = await run.step("readiness", lane, "follow every rank's log until ready, "
                                                   "failed or stalled; watch every node for "
                                                   "thrash",
-                                lambda: _watch(watch, memory), describe=_describe_watch)
+                                lambda: _watch(watch, memory, oom_stop),
+                                describe=_describe_watch)
     except StepFailed:
         if not options.keep:
             await _stop_ranks(run, launch.ranks)
@@ -353,6 +360,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         "kv_concurrency": tr.kv.concurrency,
         "stages": {k: round(v, 1) for k, v in watch.stages.items()},
     }
+    if predictions := oom.warnings():
+        detail["oom_predictions"] = [w.to_json() for _, w in sorted(predictions.items())]
     hung: set[str] = set()
     if isinstance(result, ThrashVerdict):
         # nodes that do not answer, or whose memory is under pressure too (Boot D
@@ -364,12 +373,21 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                             "next_step": result.next_step, "nodes": sorted(hung)}
         why = (f"{result.node} thrashes during the boot ({'; '.join(result.evidence)}) -> "
                + ", ".join(f"`sparktui recover {n}`" for n in sorted(hung)))
+    elif isinstance(result, OomPredicted):
+        detail["outcome"] = "predicted-oom"
+        why = (f"stopped before running out of memory (readiness.stop_on_predicted_oom): "
+               f"{result.message()}")
     else:
         detail["outcome"] = result.outcome.value
         if result.outcome is Outcome.READY:
             took = max(result.stages.values(), default=0.0)
-            run.finish(True, f"{lane} serving on {cluster} after {format_duration(took)}",
-                       detail)
+            message = f"{lane} serving on {cluster} after {format_duration(took)}"
+            if options.qualify:
+                gate = await run_gate(run, lane, ctx.api_host(launch.ranks[0].node),
+                                      recipe.port, recipe.qualify)
+                detail["qualify"] = gate.detail()
+                message += f"; {gate.describe()}"
+            run.finish(True, message, detail)
             return
         if result.failure is not None:
             f = result.failure
@@ -390,7 +408,9 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     run.finish(False, f"{lane}: {why}", detail)
 
 
-def _describe_watch(result: WaitResult | ThrashVerdict) -> str:
+def _describe_watch(result: WaitResult | ThrashVerdict | OomPredicted) -> str:
     if isinstance(result, ThrashVerdict):
         return f"thrash on {result.node}"
+    if isinstance(result, OomPredicted):
+        return f"predicted OOM on {result.node}: stopped"
     return result.outcome.value

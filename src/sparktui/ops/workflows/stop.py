@@ -10,18 +10,17 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
 
+from sparktui.core.config import Config
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
-from sparktui.ops.workflows.runner import (
-    PlannedStep,
-    StepFailed,
-    WorkflowResult,
-    WorkflowRun,
-    together,
-)
-from sparktui.watch.readiness import RankContainer, discover_lane
+from sparktui.ops.lanes import discover_lanes
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.workflows.runner import StepFailed, WorkflowRun, together
+from sparktui.watch.readiness import RankContainer
 
 STOP_GRACE_S = 30
 STOP_TIMEOUT_S = 90.0
@@ -76,31 +75,37 @@ async def memory_freed(ctx: OpsContext, node: str) -> str:
         await clock.sleep(MEMORY_POLL_S)
 
 
-async def find_lane(ctx: OpsContext, lane: str) -> list[RankContainer]:
-    links = {n: ctx.link(n) for n in ctx.config.nodes}
-    return await discover_lane(links, lane)  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class Stop:
+    """``stop LANE``: its ranks are found in one probe of every node."""
 
+    lane: str
+    kind: str = field(default="stop", init=False)
 
-def stop_guards(ctx: OpsContext, lane: str, ranks: Sequence[RankContainer]) -> guards.GuardReport:
-    """The stop guards for the ranks found (``find_lane``), none found included."""
-    nodes = sorted({r.node for r in ranks})
-    report = guards.evaluate_stop(ctx.config, lane, nodes, ctx.locks.holders())
-    if not ranks:
-        report = guards.GuardReport((*report.verdicts, guards.Verdict(
-            "lane", lane, False, f"no container labelled sparktui.lane={lane} on any node "
-                                 f"that answered -> nothing to stop")))
-    return report
+    @property
+    def target(self) -> str:
+        return self.lane
 
+    def needs(self, config: Config) -> Needs:
+        return Needs(nodes=tuple(config.nodes))
 
-async def stop_lane(ctx: OpsContext, lane: str,
-                    ranks: Sequence[RankContainer] | None = None) -> WorkflowResult:
-    ranks = list(ranks) if ranks is not None else await find_lane(ctx, lane)
-    nodes = sorted({r.node for r in ranks})
-    report = stop_guards(ctx, lane, ranks)
-    async with WorkflowRun(ctx, "stop", lane, plan=plan_stop(ranks),
-                           detail={"nodes": nodes,
-                                   "containers": [r.container for r in ranks]}) as run:
-        run.guards(report)
+    def plan(self, state: OpsState) -> Plan:
+        ranks = discover_lanes(state.snapshot).get(self.lane, ())
+        nodes = sorted({r.node for r in ranks})
+        report = guards.evaluate_stop(state.config, self.lane, nodes, state.holders())
+        if not ranks:
+            report = guards.GuardReport((*report.verdicts, guards.Verdict(
+                "lane", self.lane, False, f"no container labelled sparktui.lane={self.lane} "
+                                          f"on any node that answered -> nothing to stop")))
+        return Plan("stop", self.lane, report, tuple(plan_stop(ranks)), self,
+                    nodes=tuple(nodes),
+                    detail={"nodes": nodes, "containers": [r.container for r in ranks]},
+                    data=tuple(ranks))
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx = run.ctx
+        ranks: tuple[RankContainer, ...] = plan.data
+        nodes = list(plan.nodes)
         run.lock(nodes, {n: [r.container for r in ranks if r.node == n] for n in nodes})
         workers = [r for r in ordered(ranks) if r.rank != 0]
         heads = [r for r in ranks if r.rank == 0]
@@ -131,13 +136,12 @@ async def stop_lane(ctx: OpsContext, lane: str,
             if node not in lost:
                 freed[node] = await run.step("memory freed", node,
                                              "probe until MemAvailable is back near baseline",
-                                             lambda n=node: memory_freed(ctx, n),
+                                             partial(memory_freed, ctx, node),
                                              describe=lambda m: m)
         if failed:
             run.finish(False, "; ".join(str(f) for f in failed)
                        + f" (stopped on {', '.join(sorted(freed)) or 'no node'})",
                        {"nodes": nodes, "memory": freed, "failed": sorted(lost)})
         else:
-            run.finish(True, f"{lane} stopped on {', '.join(nodes)}",
+            run.finish(True, f"{self.lane} stopped on {', '.join(nodes)}",
                        {"nodes": nodes, "memory": freed})
-    return run.outcome()

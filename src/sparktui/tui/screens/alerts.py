@@ -29,7 +29,7 @@ def entry_text(e: Entry) -> Text:
     text.append(f"{a.level.upper()} ", style="bold reverse" if e.cleared_at is None else "dim")
     text.append(f"{a.subject}", style="bold")
     text.append(f"  raised {clock_time(e.raised_at)}, updated {clock_time(e.updated_at)}"
-                f"  [{state}]")
+                f"  [{state}]" + ("  [notified]" if a.notified else ""))
     for line in a.evidence:
         text.append(f"\n  evidence: {line}")
     if a.next_step:

@@ -39,6 +39,7 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
+from sparktui.tui.alertbook import AlertBook
 from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
@@ -84,6 +85,8 @@ class MainScreen(Screen[None]):
         self._pending_lanes: set[str] = set()
         self._activity: dict[str, str] = {}
         """lane -> what its running workflow is doing (shown in Progress)."""
+        self.alerts = AlertBook()
+        """Active alerts (acknowledged or not) and the recently cleared ones."""
         self._workflows: dict[str, tuple[str, str, str, str]] = {}
         """workflow id -> (kind, target, current step in full, its name)."""
 
@@ -117,7 +120,7 @@ class MainScreen(Screen[None]):
             self.query_one(f"#{name}-pane").border_title = PANE_TITLES[name]
         self.query_one("#log-input", Input).display = False
         self.query_one("#log-input", Input).cursor_blink = False
-        self.query_one(AlertLine).show(self.spark.alerts)
+        self.query_one(AlertLine).show(self.alerts)
         self._show_tabs()
         self._update_banner()
         self.query_one(NodesTable).focus()
@@ -165,10 +168,10 @@ class MainScreen(Screen[None]):
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
         elif isinstance(ev, AlertRaised):
-            self.spark.alerts.raised(ev.alert, self.spark.service.clock.time())
+            self.alerts.raised(ev.alert, self.spark.now())
             self.show_alerts()
         elif isinstance(ev, AlertCleared):
-            self.spark.alerts.cleared_key(ev.key, self.spark.service.clock.time())
+            self.alerts.cleared_key(ev.key, self.spark.now())
             self.show_alerts()
         elif isinstance(ev, WorkflowProgressed):
             self._workflow(ev.event)
@@ -343,11 +346,11 @@ class MainScreen(Screen[None]):
     # -- actions -------------------------------------------------------------
 
     def show_alerts(self) -> None:
-        self.query_one(AlertLine).show(self.spark.alerts)
+        self.query_one(AlertLine).show(self.alerts)
 
     def action_ack(self) -> None:
         """Acknowledge the alert the alert line shows (the next one takes its place)."""
-        top = self.spark.alerts.top()
+        top = self.alerts.top()
         if top is None:
             self.notify("no unacknowledged alert")
             return
@@ -361,6 +364,8 @@ class MainScreen(Screen[None]):
         says why nothing happens (and the footer does not offer them)."""
         if action == "read_only":
             return self.spark.read_only
+        if action == "ack":
+            return self.spark.ACKS_ALERTS
         return not (self.spark.read_only and action in ACTION_NAMES)
 
     def action_read_only(self, action: str) -> None:

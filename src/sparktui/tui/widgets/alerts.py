@@ -42,6 +42,8 @@ class AlertLine(Static):
         text.append(f" {a.subject} ", style="bold")
         text.append(f"{clock_time(top.raised_at)} ")
         text.append("a:ack !:list ", style="bold")
+        if a.notified:
+            text.append("[notified] ", style="dim")
         text.append(f"{(a.evidence or ('no evidence recorded',))[0]}")
         if a.next_step:
             text.append(f" next: {a.next_step}")

@@ -1,0 +1,57 @@
+"""`sparktui bundle LANE|NODE [--since T]`: one incident bundle,
+``<state_dir>/bundles/<time>-<lane-or-node>.tar.gz`` (ops/bundle.py); prints
+its path and the summary's first lines."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from sparktui.adapters.endpoints import resolve_endpoints
+from sparktui.core.config import Config
+from sparktui.ops.bundle import DEFAULT_LINES, BundleSources, token_values, write_bundle
+from sparktui.ops.context import open_context
+from sparktui.service.night import held_from_recordings
+from sparktui.service.recording import night_path
+
+from .ops_common import EXIT_OK, run_async
+from .shiftlog_cmd import parse_since
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("bundle", help="write an incident bundle of a lane or a node",
+                       description="Collect every rank's last lines, the nodes' kernel "
+                                   "journals, poll snapshots, the plan and guard verdicts, "
+                                   "recipe, config (no token), commands and journal entries "
+                                   "into <state_dir>/bundles/<time>-<lane-or-node>.tar.gz "
+                                   "with SUMMARY.md on top. A node that does not answer "
+                                   "contributes what the console recorded.")
+    p.add_argument("subject", metavar="LANE|NODE")
+    p.add_argument("--since", type=parse_since, default=None, metavar="T",
+                   help="window start: 2h, 90m, 2026-11-29T22:00 (UTC); default: the "
+                        "lane's last serve, else the last hour")
+    p.add_argument("--lines", type=int, default=DEFAULT_LINES, metavar="N",
+                   help=f"last lines per rank (default {DEFAULT_LINES})")
+    p.set_defaults(func=lambda args: run_async("bundle", bundle, args))
+
+
+async def bundle(config: Config, args: argparse.Namespace) -> int:
+    endpoints = resolve_endpoints(config)
+    extra = [endpoints.ha_token_file] if endpoints.simulated else []
+    async with open_context(config, endpoints=endpoints) as ctx:
+        src = BundleSources(config=config, link=ctx.link, journal=ctx.journal, clock=ctx.clock,
+                            state_dir=config.state_dir(), secrets=token_values(config, extra),
+                            snapshot=ctx.snapshot)
+        now = ctx.clock.time()
+        nights = sorted({night_path(config.state_dir(), t) for t in (now - 86400, now)})
+        held = held_from_recordings([p for p in nights if p.is_file()], ctx.clock)
+        result = await write_bundle(src, args.subject, held=held, since=args.since,
+                                    lines=max(1, args.lines))
+    inc = result.incident
+    print(result.path)
+    if inc.failure is not None:
+        print(f"first fatal line: rank {inc.failure.rank}: {inc.failure.line}", file=sys.stderr)
+    for missing in inc.missing:
+        print(f"not collected: {missing}", file=sys.stderr)
+    return EXIT_OK
+

@@ -1,0 +1,62 @@
+"""`sparktui qualify LANE [--json] [--depth N]`: the post-boot quality gate on a
+serving lane (copy fidelity in two scripts, identifier echo, smoke bench),
+journaled. Exit 0 qualified, 1 garbled, slow or the gate could not run.
+
+``--json`` prints exactly: lane, state, cer, identifiers_ok,
+identifiers_total, ttft_ms, decode_tps, prefill_tps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ..core.config import Config
+from ..ops.context import open_context
+from ..ops.workflows.qualify import qualify
+from .ops_common import EXIT_FAILED, EXIT_OK, run_async, stderr_printer
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("qualify", help="quality gate on a serving lane: copy, identifiers, bench",
+                       description="Ask LANE (temperature 0) to copy ~300-word Russian and "
+                                   "English passages verbatim and to echo six identifiers as "
+                                   "JSON, then measure TTFT, decode and prefill tokens/s at "
+                                   "concurrency 1. Garbled above the recipe's qualify.max_cer "
+                                   "or with an identifier changed; slow below "
+                                   "qualify.decode_tps_min. Nothing is stopped.")
+    p.add_argument("lane")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object: lane, state, cer, identifiers_ok, "
+                        "identifiers_total, ttft_ms, decode_tps, prefill_tps")
+    p.add_argument("--depth", type=_depth, default=0, metavar="N",
+                   help="bench with ~N tokens of context before the prompt (default 0)")
+    p.set_defaults(func=lambda args: run_async("qualify", _main, args))
+
+
+def _depth(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a token count: {text!r}") from None
+    if not 0 <= value <= 1_000_000:
+        raise argparse.ArgumentTypeError("--depth must be between 0 and 1000000 tokens")
+    return value
+
+
+async def _main(config: Config, args: argparse.Namespace) -> int:
+    async with open_context(config, emit=stderr_printer()) as ctx:
+        result = await qualify(ctx, args.lane, depth=args.depth)
+    gate = result.detail.get("qualify", {})
+    if args.json:
+        keys = ("lane", "state", "cer", "identifiers_ok", "identifiers_total", "ttft_ms",
+                "decode_tps", "prefill_tps")
+        json.dump({k: gate.get(k) for k in keys}, sys.stdout)
+        sys.stdout.write("\n")
+    else:
+        print(result.message)
+        for reason in gate.get("reasons", []):
+            print(f"  {reason}")
+        if gate.get("comparison"):
+            print(f"  {gate['comparison']}")
+    return EXIT_OK if result.ok else EXIT_FAILED

@@ -1,0 +1,175 @@
+"""One plan per workflow: a pure function of what was observed.
+
+Every workflow (serve, stop, power cycle/on/off, cluster power, recover,
+resume, runlock close) is an object with ``needs(config)`` (what to observe),
+``plan(state) -> Plan`` (the exact steps and every guard verdict, from one
+`OpsState`) and ``run(run, plan)`` (the steps). The console's confirm modal,
+the CLI's preview and ``--dry-run --json``, and the run itself all go through
+``plan``: `ops/workflows/execute.py` observes, plans and, before the first step
+that changes anything, observes and plans again and stops if a verdict or a step
+changed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sparktui.core.config import Config
+from sparktui.core.state import ClusterSnapshot
+from sparktui.ops.guards import GuardReport, Verdict
+from sparktui.ops.journal import WorkflowRecord
+from sparktui.ops.runlocks import RunLock
+
+if TYPE_CHECKING:
+    from sparktui.ops.workflows.runner import WorkflowRun
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """One line of "what will happen"."""
+
+    step: str
+    target: str
+    action: str
+    """The exact command, Home Assistant call or wait."""
+
+    def to_json(self) -> dict[str, str]:
+        return {"step": self.step, "target": self.target, "action": self.action}
+
+    def describe(self) -> str:
+        return f"{self.step} [{self.target}]: {self.action}"
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a workflow's plan reads, besides the run locks and the journal (always)."""
+
+    nodes: tuple[str, ...] = ()
+    """Nodes to probe, all in one round."""
+    switches: tuple[str, ...] = ()
+    """Home Assistant entities whose state the guards read."""
+    fingerprints: tuple[str, ...] = ()
+    """Nodes whose SSH host-key fingerprints the guards compare."""
+    ports: tuple[tuple[str, int], ...] = ()
+    """(node, port) to try with a TCP connect (only on nodes that answered)."""
+
+
+@dataclass(frozen=True)
+class OpsState:
+    """Everything a plan is computed from: one fresh observation of the world."""
+
+    config: Config
+    snapshot: ClusterSnapshot
+    switch_states: Mapping[str, str | None] = field(default_factory=dict)
+    """entity -> on/off/unavailable; None when Home Assistant did not answer."""
+    power_error: str | None = None
+    """Why Home Assistant is unavailable; None when it is available."""
+    locks: tuple[RunLock, ...] = ()
+    owner_alive: Mapping[str, bool | None] = field(default_factory=dict)
+    """node -> is the process holding its lock alive (None: another host)."""
+    fingerprints: Mapping[str, str] = field(default_factory=dict)
+    ports: Mapping[tuple[str, int], bool] = field(default_factory=dict)
+    """(node, port) -> did it answer."""
+    unfinished: tuple[WorkflowRecord, ...] = ()
+
+    def holders(self) -> dict[str, str]:
+        """node -> who holds its run lock (the runlock guard)."""
+        return {lock.node: lock.describe() for lock in self.locks}
+
+    def lock(self, node: str) -> RunLock | None:
+        return next((lock for lock in self.locks if lock.node == node), None)
+
+
+class Workflow(Protocol):
+    @property
+    def kind(self) -> str:
+        """serve, stop, power-cycle, power-on, power-off, recover, cluster-power-on|off,
+        resume, runlock-close."""
+
+    @property
+    def target(self) -> str: ...
+
+    def needs(self, config: Config) -> Needs: ...
+
+    def plan(self, state: OpsState) -> Plan: ...
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        """The steps, inside an open run whose guards passed."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    workflow: str
+    target: str
+    report: GuardReport
+    steps: tuple[PlannedStep, ...]
+    source: Workflow = field(compare=False, repr=False)
+    """The workflow object that made this plan (and runs it)."""
+    nodes: tuple[str, ...] = ()
+    """Nodes the workflow locks or acts on."""
+    entities: tuple[str, ...] = ()
+    """Home Assistant entities it switches."""
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    """Journaled with ``begin``."""
+    data: Any = field(default=None, compare=False, repr=False)
+    """What the workflow's run needs beyond the steps (e.g. the serve's launch plan)."""
+
+    @property
+    def allowed(self) -> bool:
+        return self.report.allowed
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--dry-run --json`` object; scripts read these key names."""
+        return {"workflow": self.workflow, "target": self.target, "allowed": self.allowed,
+                "verdicts": [verdict_json(v) for v in self.report.verdicts],
+                "steps": [s.to_json() for s in self.steps]}
+
+    def changes(self, fresh: Plan) -> list[str]:
+        """What differs in ``fresh`` (the same workflow, observed again) that the
+        operator did not see: a verdict whose outcome changed, appeared or went away
+        refusing, and any step added or removed."""
+        out = []
+        was = {(v.guard, v.subject): v for v in self.report.verdicts}
+        now = {(v.guard, v.subject): v for v in fresh.report.verdicts}
+        for key, v in now.items():
+            old = was.get(key)
+            if old is None:
+                if v.refused or v.warning:
+                    out.append(f"new: {outcome(v)} {v.message}")
+            elif outcome(old) != outcome(v):
+                out.append(f"{v.guard} {v.subject}: was {outcome(old)}, now {outcome(v)}: "
+                           f"{v.message}")
+        for key, v in was.items():
+            if key not in now and (v.refused or v.warning):
+                out.append(f"gone: {outcome(v)} {v.message}")
+        before = {_step_key(s) for s in self.steps}
+        after = {_step_key(s) for s in fresh.steps}
+        out += [f"step added: {s.describe()}" for s in fresh.steps if _step_key(s) not in before]
+        out += [f"step removed: {s.describe()}" for s in self.steps if _step_key(s) not in after]
+        return out
+
+
+_NUMBER = re.compile(r"\b\d+(?:\.\d+)?\b")
+
+
+def _step_key(s: PlannedStep) -> tuple[str, str, str]:
+    """A step as the change check compares it: a figure that moves with the clock
+    (a resume's remaining off time) is not a different step; a node is."""
+    return s.step, s.target, _NUMBER.sub("#", s.action)
+
+
+def outcome(v: Verdict) -> str:
+    if v.refused:
+        return "REFUSED"
+    if v.overridden:
+        return "OVERRIDDEN"
+    return "WARNING" if v.warning else "ok"
+
+
+def verdict_json(v: Verdict) -> dict[str, object]:
+    """One verdict as ``--dry-run --json`` prints it."""
+    return {"guard": v.guard, "ok": not v.refused, "overridable": v.override is not None,
+            "message": v.message}

@@ -1,0 +1,219 @@
+"""The quality gate as workflow steps: ``sparktui qualify LANE`` runs it on a
+serving lane, and ``serve`` runs it right after readiness (``--no-qualify``
+opts out). Each request to the lane is a step, journaled before and after
+(``intent``/``outcome``) with its evidence; the verdict and the smoke-bench
+figures end the workflow (``detail["qualify"]``), where the shift log and the
+console find them.
+
+The gate only reads from the lane: a garbled lane is reported (alert, journal,
+exit 1), never stopped here. The operator decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sparktui.adapters.engine_http import ChatAnswer, EngineClient
+from sparktui.core.errors import InputError
+from sparktui.core.qualify import (
+    BENCH_MAX_TOKENS,
+    Bench,
+    CopyCheck,
+    GateResult,
+    GateState,
+    IdentifierCheck,
+    bench_from,
+    bench_prompt,
+    check_copy,
+    check_identifiers,
+    copy_prompt,
+    identifier_prompt,
+    identifiers,
+    judge,
+)
+from sparktui.core.qualify_text import PASSAGES
+from sparktui.core.recipe import QualifySpec
+from sparktui.core.recipe_load import load_recipe
+from sparktui.ops.context import OpsContext
+from sparktui.ops.events import StepProgressed, WorkflowEvent, WorkflowFinished
+from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
+from sparktui.watch.readiness import discover_lane
+
+COPY_TIMEOUT_S = 300.0
+"""~600 tokens at 19 tokens/s (the slowest shipped lane) plus a reasoning block."""
+IDS_TIMEOUT_S = 120.0
+BENCH_TIMEOUT_S = 300.0
+MODELS_TIMEOUT_S = 10.0
+REASONING_BUDGET = 1024
+"""Tokens a model may spend on a plan before its answer (the glm47 template)."""
+
+
+def _copy_step(lane: str, label: str, text: str) -> PlannedStep:
+    return PlannedStep(f"qualify copy {label}", lane,
+                       f"POST /v1/chat/completions: copy the {len(text.split())}-word "
+                       f"{label} passage verbatim (temperature 0)")
+
+
+def plan_gate(lane: str, depth: int = 0) -> list[PlannedStep]:
+    """What the gate sends, for the confirm modal and the journal's plan."""
+    steps = [_copy_step(lane, label, text) for label, text in PASSAGES.items()]
+    steps.append(PlannedStep("qualify identifiers", lane,
+                             "POST /v1/chat/completions: echo 6 identifiers as JSON"))
+    steps.append(PlannedStep("qualify bench", lane,
+                             f"POST /v1/chat/completions: d{depth} c1, {BENCH_MAX_TOKENS} tokens"))
+    return steps
+
+
+async def run_gate(run: WorkflowRun, lane: str, host: str, port: int, spec: QualifySpec,
+                   *, depth: int = 0) -> GateResult:
+    """The gate as steps of ``run`` (the serve's or the qualify workflow's)."""
+    ctx = run.ctx
+    clock = ctx.clock
+    run.progress("qualify", lane, f"{lane}: {GateState.QUALIFYING}")
+    copies: list[CopyCheck] = []
+    ids: IdentifierCheck | None = None
+    bench: Bench | None = None
+    async with EngineClient(host, port, timeout=MODELS_TIMEOUT_S) as client:
+        models = await client.models()
+        if not models:
+            return GateResult(lane, GateState.FAILED,
+                              reasons=(f"{host}:{port}/v1/models lists no model",))
+        model = models[0]
+
+        async def ask(prompt: str, max_tokens: int, timeout: float,
+                      fixed: bool = False) -> ChatAnswer:
+            answer = await client.chat(model, prompt, max_tokens=max_tokens, timeout=timeout,
+                                       clock=clock.monotonic, fixed_length=fixed)
+            if answer.error:
+                raise RuntimeError(answer.error)
+            return answer
+
+        try:
+            for label, passage in PASSAGES.items():
+                step = _copy_step(lane, label, passage)
+
+                async def copy(label: str = label, passage: str = passage) -> CopyCheck:
+                    answer = await ask(copy_prompt(passage),
+                                       len(passage) // 2 + REASONING_BUDGET, COPY_TIMEOUT_S)
+                    return check_copy(label, passage, answer.content)
+
+                copies.append(await run.step(
+                    step.step, lane, step.action, copy,
+                    describe=lambda c: "clean" if not c.edits else
+                    f"{c.edits} edits, CER {c.cer * 100:.2f} %: "
+                    + ", ".join(s.quote() for s in c.spans[:3]),
+                    detail=lambda c: c.to_json()))
+            expected = identifiers(int(clock.time()))
+
+            async def echo() -> IdentifierCheck:
+                answer = await ask(identifier_prompt(expected), 256 + REASONING_BUDGET,
+                                   IDS_TIMEOUT_S)
+                return check_identifiers(expected, answer.content)
+
+            ids = await run.step("qualify identifiers", lane,
+                                 "POST /v1/chat/completions: echo 6 identifiers as JSON", echo,
+                                 describe=lambda i: f"identifiers {i.ok}/{i.total}",
+                                 detail=lambda i: i.to_json())
+
+            async def measure() -> Bench:
+                prompt = bench_prompt(depth)
+                answer = await ask(prompt, BENCH_MAX_TOKENS, BENCH_TIMEOUT_S, fixed=True)
+                if answer.ttft_s is None:
+                    raise RuntimeError("the bench request streamed no token")
+                return bench_from(depth, answer.prompt_tokens or max(1, len(prompt) // 4),
+                                  answer.completion_tokens or 0, answer.ttft_s,
+                                  answer.decode_s or 0.0)
+
+            bench = await run.step("qualify bench", lane,
+                                   f"POST /v1/chat/completions: d{depth} c1, "
+                                   f"{BENCH_MAX_TOKENS} tokens", measure,
+                                   describe=Bench.describe, detail=Bench.to_json)
+        except StepFailed as exc:
+            return GateResult(lane, GateState.FAILED, tuple(copies), ids, bench,
+                              (f"{exc.step}: {exc.message}",))
+    result = judge(lane, tuple(copies), ids, bench, spec)
+    run.progress("qualify", lane, f"{lane}: {result.describe()}")
+    return result
+
+
+def recipe_gate_spec(ctx: OpsContext, lane: str) -> tuple[QualifySpec, str]:
+    """The lane's recipe thresholds (the lane name is the recipe name); the
+    defaults, with a note, when the recipe is missing or invalid."""
+    try:
+        return load_recipe(ctx.config, lane).qualify, ""
+    except InputError as exc:
+        return QualifySpec(), f"recipe {lane!r} not loaded ({exc.problems[0]}): default thresholds"
+
+
+async def qualify(ctx: OpsContext, lane: str, *, depth: int = 0,
+                  nodes: Sequence[str] | None = None) -> WorkflowResult:
+    """Qualify a serving lane: find its rank 0 (container labels), run the gate,
+    journal the verdict. ``ok`` is True only for a qualified lane."""
+    spec, note = recipe_gate_spec(ctx, lane)
+    names = list(nodes or ctx.config.nodes)
+    ranks = await discover_lane({n: ctx.link(n) for n in names}, lane)  # type: ignore[misc]
+    rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None), None)
+    where = f"{ctx.api_host(rank0.node)}:{rank0.port}" if rank0 else ""
+    async with WorkflowRun(ctx, "qualify", lane, plan=plan_gate(lane, depth),
+                           detail={"lane": lane, "endpoint": where, "depth": depth,
+                                   "note": note}) as run:
+        if rank0 is None or rank0.port is None:
+            result = GateResult(lane, GateState.FAILED, reasons=(
+                f"no running rank 0 of {lane} with a sparktui.port label",))
+        else:
+            result = await run_gate(run, lane, ctx.api_host(rank0.node), rank0.port, spec,
+                                    depth=depth)
+        run.finish(result.state is GateState.QUALIFIED, f"{lane}: {result.describe()}",
+                   {"lane": lane, "qualify": result.detail()})
+    return run.outcome()
+
+
+PREDICTED_OOM_STEP = "predicted oom"
+"""The progress step under which serve reports an OOM prediction (target: the node)."""
+
+
+@dataclass(frozen=True)
+class LaneNews:
+    """What a workflow event tells the console about a lane or a node: the gate's
+    state (``qualifying``, ``qualified``, ``garbled``, ``slow``, ``failed``) or a
+    predicted OOM, with the evidence and the next step for an alert."""
+
+    subject: str
+    """The lane (gate) or the node (predicted OOM)."""
+    kind: str
+    """``gate`` or ``predicted oom``."""
+    state: str
+    text: str
+    evidence: tuple[str, ...] = ()
+    next_step: str = ""
+
+    @property
+    def alarming(self) -> bool:
+        return self.kind == PREDICTED_OOM_STEP or self.state in (
+            GateState.GARBLED, GateState.SLOW, GateState.FAILED)
+
+
+def lane_news(event: WorkflowEvent) -> LaneNews | None:
+    """The gate or OOM news in a workflow event (serve's or qualify's), else None."""
+    if isinstance(event, StepProgressed):
+        if event.step == PREDICTED_OOM_STEP:
+            what, _, step = event.message.partition(" -> ")
+            return LaneNews(event.target, PREDICTED_OOM_STEP, "predicted", event.message,
+                            (what,), step)
+        if event.step == "qualify" and event.message.endswith(GateState.QUALIFYING):
+            return LaneNews(event.target, "gate", GateState.QUALIFYING, "quality gate running")
+        return None
+    if isinstance(event, WorkflowFinished) and isinstance(gate := event.detail.get("qualify"),
+                                                          dict):
+        state = str(gate.get("state", ""))
+        text = str(gate.get("summary", ""))
+        evidence = tuple(str(r) for r in gate.get("reasons") or ()) or (text,)
+        step = {"garbled": f"keep {event.target} off production; the quoted spans and every "
+                           "answer are in the journal",
+                "slow": f"compare with the recipe's figures: `sparktui qualify {event.target} "
+                        "--depth 4096`",
+                "failed": f"retry `sparktui qualify {event.target}` once the lane answers",
+                }.get(state, "")
+        return LaneNews(event.target, "gate", state, text, evidence, step)
+    return None

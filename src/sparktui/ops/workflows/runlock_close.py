@@ -1,0 +1,117 @@
+"""``runlock close NODE``: remove a node's run lock left by a workflow that died.
+
+Allowed when the lock is stale (its owner process is gone and none of its
+containers runs), or when forced (the CLI's ``--force``). The crashed workflow
+that left the lock is closed with it in the journal, unless it left a plug off:
+then it stays offered (`sparktui power resume`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sparktui.core.config import Config
+from sparktui.ops.guards import GuardReport, Verdict
+from sparktui.ops.journal import WorkflowRecord
+from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.resume import close
+from sparktui.ops.runlocks import RunLock, is_stale
+from sparktui.ops.workflows.power import plugs_left_off
+from sparktui.ops.workflows.runner import WorkflowRun
+
+
+def staleness(state: OpsState, lock: RunLock) -> bool | None:
+    """Is ``lock`` stale: its owner gone and none of its containers running on its
+    node (None: unknown, another host's lock or the node did not answer)."""
+    snap = state.snapshot.get(lock.node)
+    running = ({c.name for c in snap.probe.running_containers}
+               if snap is not None and snap.online and snap.probe else None)
+    return is_stale(lock, state.owner_alive.get(lock.node), running)
+
+
+@dataclass(frozen=True)
+class RunlockData:
+    lock: RunLock
+    stale: bool | None
+    record: WorkflowRecord | None
+    """The unfinished workflow closed with the lock (None: none, or it left a plug off)."""
+
+
+@dataclass(frozen=True)
+class RunlockClose:
+    node: str
+    force: bool = False
+    kind: str = field(default="runlock-close", init=False)
+
+    @property
+    def target(self) -> str:
+        return self.node
+
+    def needs(self, config: Config) -> Needs:
+        """The node's running containers tell a stale lock from a live one."""
+        return Needs(nodes=(self.node,) if self.node in config.nodes else ())
+
+    def plan(self, state: OpsState) -> Plan:
+        node = self.node
+        lock = state.lock(node)
+        if lock is None:
+            report = GuardReport((Verdict("runlock", node, False, f"{node} holds no lock"),))
+            return Plan(self.kind, node, report, (), self, nodes=(node,))
+        alive = state.owner_alive.get(node)
+        stale = staleness(state, lock)
+        held = f"{node}: {lock.describe()}"
+        if stale:
+            verdict = Verdict("runlock", node, True, f"{held} is stale (owner gone, none of its "
+                                                     f"containers runs)")
+        elif self.force:
+            verdict = Verdict("runlock", node, True,
+                              f"{held} is not known to be stale; closing it anyway (--force)",
+                              warning=True)
+        else:
+            why = ("its owner process is alive: let it finish" if alive
+                   else "its owner is on another host" if alive is None
+                   else "its containers still run" if stale is False
+                   else "its node did not answer")
+            verdict = Verdict("runlock", node, False,
+                              f"{held} is not known to be stale ({why}) -> wait for it, or "
+                              f"close it anyway (`sparktui runlock close {node} --force`)")
+        record = next((w for w in state.unfinished if w.wf == lock.wf), None)
+        steps = [PlannedStep("close lock", node, f"remove {node}'s lock file and journal it")]
+        others = [lk.node for lk in state.locks if lk.wf == lock.wf and lk.node != node]
+        if record is not None and (others or plugs_left_off(record, state.config)):
+            why = (f"it still locks {', '.join(others)}" if others else "it left a plug off: "
+                   f"complete it with `sparktui power resume {lock.wf}`")
+            steps.append(PlannedStep("keep workflow", lock.wf, f"{lock.wf} stays unfinished "
+                                                               f"({why})"))
+            record = None
+        elif record is not None:
+            steps.append(PlannedStep("close workflow", lock.wf,
+                                     f"end {record.workflow} {record.target} in the journal"))
+        return Plan(self.kind, node, GuardReport((verdict,)), tuple(steps), self, nodes=(node,),
+                    detail={"node": node, "lock": lock.to_json()},
+                    data=RunlockData(lock, stale, record))
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx = run.ctx
+        data: RunlockData = plan.data
+        lock = data.lock
+        how = "stale" if data.stale else "forced"
+
+        async def remove() -> str:
+            ctx.locks.close(self.node)
+            ctx.journal.append(lock.wf, "note", workflow=lock.workflow, target=lock.target,
+                               message=f"runlock on {self.node} closed by the operator ({how})")
+            return f"lock of {lock.describe()} closed ({how})"
+
+        message = await run.step("close lock", self.node, plan.steps[0].action, remove,
+                                 describe=lambda m: m)
+        if data.record is not None:
+            record = data.record
+
+            async def end() -> str:
+                close(ctx, record, f"its runlock on {self.node} was closed")
+                return f"unfinished {record.workflow} {record.target} closed with its lock"
+
+            message += "; " + await run.step("close workflow", lock.wf, plan.steps[1].action,
+                                             end, describe=lambda m: m)
+        run.finish(True, message)

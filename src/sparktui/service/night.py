@@ -1,0 +1,329 @@
+"""The console's memory of the night and its reach beyond the screen.
+
+`ClusterService` hands every event it reports to `NightDesk.on_event`; the
+desk keeps what a bundle needs when a node goes dark (`HeldMemory`: recent
+snapshots, followed log lines, alerts, guard verdicts), writes an incident
+bundle by itself when a lane fails or stalls or a node thrashes, and feeds
+the recorder and the phone notifier when they are configured.
+
+Nothing here decides what an incident says (core/incident.py) or how a bundle
+is collected (ops/bundle.py); the desk only composes them and owns the tasks
+it starts (`stop()` cancels them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from sparktui.core.clock import Clock
+from sparktui.core.config import Config
+from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
+from sparktui.core.notify import Happening, NotifyPolicy
+from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
+from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    LogLinesArrived,
+    NodeSampled,
+    ServiceEvent,
+    Sink,
+    WorkflowProgressed,
+)
+from sparktui.service.recording import Recorder, night_path, read_recording
+
+log = logging.getLogger(__name__)
+
+HELD_SNAPSHOTS = 1800
+"""Polls kept per node: an hour at the default 2 s interval."""
+HELD_LINES = 1000
+HELD_ALERTS = 500
+AUTO_BUNDLES_MAX = 24
+"""Automatic bundles per console run: a flapping node must not fill the disk."""
+SETTLE_POLLS = 2
+"""An automatic bundle waits this many polls so the incident's neighbours
+(the second node going dark, the fatal line of another rank) are in it."""
+
+
+class Phone(Protocol):
+    """What phone alerts need of Home Assistant (adapters/homeassistant.py)."""
+
+    async def notify(self, service: str, title: str, message: str) -> None: ...
+
+
+def _drop(event: ServiceEvent) -> None:
+    """Before `attach`: nothing to report to."""
+
+
+class HeldMemory:
+    """The service's event stream folded into what a bundle can use, bounded."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self.snapshots: dict[str, deque[SnapshotRow]] = {}
+        self.logs: dict[str, dict[int, deque[str]]] = {}
+        self.lane_nodes: dict[str, dict[int, str]] = {}
+        self.lane_cluster: dict[str, str] = {}
+        self.alerts: deque[HeldAlert] = deque(maxlen=HELD_ALERTS)
+        self.guards: deque[dict[str, object]] = deque(maxlen=HELD_ALERTS)
+
+    def fold(self, ev: ServiceEvent, t: float | None = None) -> None:
+        """One event, seen now (or at ``t``: a recording read back)."""
+        if isinstance(ev, NodeSampled):
+            level = ev.verdict.level.label if ev.verdict else ""
+            self.snapshots.setdefault(ev.snapshot.node, deque(maxlen=HELD_SNAPSHOTS)).append(
+                snapshot_row(ev.snapshot, level))
+        elif isinstance(ev, LogLinesArrived):
+            ranks = self.logs.setdefault(ev.lane, {})
+            ranks.setdefault(ev.rank, deque(maxlen=HELD_LINES)).extend(
+                line.raw for line in ev.lines)
+        elif isinstance(ev, LaneChanged):
+            self.lane_nodes[ev.lane.name] = {r.rank: r.node for r in ev.lane.ranks}
+            if ev.lane.cluster:
+                self.lane_cluster[ev.lane.name] = ev.lane.cluster
+        elif isinstance(ev, AlertRaised):
+            a = ev.alert
+            self.alerts.append(HeldAlert(self._clock.time() if t is None else t, a.key,
+                                         a.level, a.subject, a.evidence, a.next_step))
+        elif isinstance(ev, WorkflowProgressed) and isinstance(ev.event, GuardsEvaluated):
+            g = ev.event
+            self.guards.append({"wf": g.wf, "t": g.at, "passed": list(g.passed),
+                                "refused": list(g.refused), "overridden": list(g.overridden),
+                                "warnings": list(g.warnings)})
+
+    def held(self, kernel: dict[str, deque[str]] | None = None) -> Held:
+        """A copy, safe to read while events keep arriving."""
+        return Held(
+            logs={lane: {r: list(d) for r, d in ranks.items()}
+                  for lane, ranks in self.logs.items()},
+            lane_nodes={k: dict(v) for k, v in self.lane_nodes.items()},
+            lane_cluster=dict(self.lane_cluster),
+            kernel={n: list(d) for n, d in (kernel or {}).items()},
+            snapshots={n: list(d) for n, d in self.snapshots.items()},
+            alerts=list(self.alerts), guards=list(self.guards))
+
+
+@dataclass
+class _Pending:
+    subject: str
+    reasons: list[str]
+
+
+class NightDesk:
+    def __init__(self, config: Config, *, clock: Clock, state_dir: Path) -> None:
+        self.config = config
+        self.clock = clock
+        self.state_dir = state_dir
+        self.memory = HeldMemory(clock)
+        self.collect_timeout_s = COLLECT_TIMEOUT_S
+        self.auto_bundle = True
+        self.bundles: list[BundleResult] = []
+        """Bundles written by this console run, oldest first."""
+        self._sources: Callable[[], BundleSources] | None = None
+        self._kernel: Callable[[], dict[str, deque[str]]] = dict
+        self._pending: dict[str, _Pending] = {}
+        self._done_keys: set[str] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.policy = NotifyPolicy(config.notify)
+        self.sent: list[tuple[str, str]] = []
+        """(title, message) of every phone alert sent."""
+        self._phone: Phone | None = None
+        self._emit: Sink = _drop
+        self._alerts: dict[str, Alert] = {}
+        self._notified: set[str] = set()
+        self.recorder: Recorder | None = None
+
+    def attach(self, sources: Callable[[], BundleSources],
+               kernel: Callable[[], dict[str, deque[str]]], *, emit: Sink,
+               phone: Phone | None) -> None:
+        """Called by the service once connected: where bundles are collected
+        from, how to report an alert as notified, and Home Assistant."""
+        self._sources = sources
+        self._kernel = kernel
+        self._emit = emit
+        self._phone = phone
+        if self.config.record.enabled and self.recorder is None:
+            self.recorder = Recorder(night_path(self.state_dir, self.clock.time()),
+                                     max_bytes=int(self.config.record.max_mb * 1e6),
+                                     clock=self.clock)
+            try:
+                self.recorder.open()
+            except OSError as exc:  # a full or read-only disk must not stop the console
+                log.warning("the night is not recorded: %s", exc)
+                self.recorder = None
+        if self.policy.enabled and phone is None:
+            log.warning("[notify] service is set but Home Assistant is not available: "
+                        "no phone alerts")
+
+    def on_event(self, ev: ServiceEvent) -> ServiceEvent:
+        """Every event the service reports, synchronously; must not block.
+        Returns the event to report (an alert already sent marked notified)."""
+        if self.recorder is not None:
+            self.recorder.write(ev)
+        if isinstance(ev, AlertRaised) and ev.alert.notified:
+            return ev  # our own mark coming back through the service
+        self.memory.fold(ev)
+        self._notify(ev)
+        if isinstance(ev, AlertRaised):
+            self._alerts[ev.alert.key] = ev.alert
+            if ev.alert.key in self._notified and not ev.alert.notified:
+                ev = AlertRaised(replace(ev.alert, notified=True))
+        if isinstance(ev, AlertRaised):
+            a = ev.alert
+            if a.level in ("fatal", "thrash"):
+                self._trigger(a.key, self._subject_of(a.subject),
+                              f"{a.level} {a.subject}: {a.evidence[0] if a.evidence else ''}")
+        elif isinstance(ev, AlertCleared):
+            self._done_keys.discard(ev.key)
+            self._notified.discard(ev.key)
+        elif isinstance(ev, LaneChanged) and ev.lane.phase == "stalled":
+            self._trigger(f"stall:{ev.lane.name}", ev.lane.name,
+                          f"stall {ev.lane.name}: no progress for "
+                          f"{self.config.console.stall_after_s:g} s")
+        elif isinstance(ev, LaneGone):
+            self._done_keys = {k for k in self._done_keys if not k.endswith(f":{ev.name}")}
+        return ev
+
+    # -- phone alerts -----------------------------------------------------------
+
+    def _happening(self, ev: ServiceEvent) -> tuple[Happening, str | None] | None:
+        """What an event means for the phone, and the alert key it belongs to."""
+        if isinstance(ev, AlertRaised):
+            a = ev.alert
+            kind = {"fatal": "fatal", "thrash": "thrash"}.get(a.level)
+            if kind is None and "oom" in a.level:
+                kind = "predicted-oom"
+            if kind is None:
+                return None
+            return Happening(kind, a.subject, a.evidence[0] if a.evidence else a.level,
+                             a.next_step), a.key
+        if isinstance(ev, LaneChanged):
+            lane = ev.lane
+            if lane.phase == "stalled":
+                return Happening("stall", lane.name, f"no boot progress for "
+                                 f"{self.config.console.stall_after_s:g} s",
+                                 f"read the boot log of {lane.name}; stop it (x) if it is "
+                                 f"really stuck, then re-serve"), None
+            if lane.phase == "serving":
+                return Happening("lane-ready", lane.name, f"serving on {lane.cluster}",
+                                 ""), None
+        if isinstance(ev, WorkflowProgressed) and isinstance(ev.event, WorkflowFinished) \
+                and not ev.event.ok:
+            e = ev.event
+            return Happening("workflow-failed", e.target, f"{e.kind} failed: {e.message}",
+                             "read `sparktui shiftlog`; a plug left off is offered at the "
+                             "next start"), None
+        return None
+
+    def _notify(self, ev: ServiceEvent) -> None:
+        if self._phone is None or not self.policy.enabled:
+            return
+        self._close_incidents(ev)
+        found = self._happening(ev)
+        if found is None:
+            return
+        happening, key = found
+        message = self.policy.consider(happening, self.clock.time())
+        if happening.event == "workflow-failed":
+            self.policy.close(happening.event, happening.subject)  # each failure its own
+        if message is None:
+            return
+        secrets = self._sources().secrets if self._sources is not None else ()
+        title, text = scrub(message.title, secrets), scrub(message.message, secrets)
+        task = asyncio.create_task(self._send(title, text, key), name="notify")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _close_incidents(self, ev: ServiceEvent) -> None:
+        """Which open incidents this event ends."""
+        if isinstance(ev, AlertCleared):
+            kind, _, subject = ev.key.partition(":")
+            self.policy.close(kind, subject)
+        elif isinstance(ev, LaneChanged):
+            if ev.lane.phase != "stalled":
+                self.policy.close("stall", ev.lane.name)
+            if ev.lane.phase != "serving":
+                self.policy.close("lane-ready", ev.lane.name)
+        elif isinstance(ev, LaneGone):
+            for kind in ("fatal", "stall", "lane-ready", "predicted-oom"):
+                self.policy.close(kind, ev.name)
+
+    async def _send(self, title: str, text: str, key: str | None) -> None:
+        assert self._phone is not None
+        try:
+            await self._phone.notify(self.policy.config.service, title, text)
+        except Exception as exc:  # one lost message; the client never retries a refusal
+            log.warning("phone alert not sent (%s): %s", title, exc)
+            return
+        self.sent.append((title, text))
+        if key is not None and key in self._alerts:
+            self._notified.add(key)
+            self._emit(AlertRaised(replace(self._alerts[key], notified=True)))
+
+    def _subject_of(self, subject: str) -> str:
+        """A thrashing node's bundle is its lane's (every rank, both dark nodes)."""
+        for lane, ranks in self.memory.lane_nodes.items():
+            if subject in ranks.values():
+                return lane
+        return subject
+
+    def _trigger(self, key: str, subject: str, reason: str) -> None:
+        if not self.auto_bundle or self._sources is None or key in self._done_keys:
+            return
+        self._done_keys.add(key)
+        pending = self._pending.get(subject)
+        if pending is not None:  # not collected yet: this alert joins it
+            pending.reasons.append(reason)
+            return
+        if len(self.bundles) + len(self._pending) >= AUTO_BUNDLES_MAX:
+            log.warning("automatic bundle of %s skipped: %d written already", subject,
+                        AUTO_BUNDLES_MAX)
+            return
+        self._pending[subject] = _Pending(subject, [reason])
+        task = asyncio.create_task(self._bundle_later(subject), name=f"bundle:{subject}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _bundle_later(self, subject: str) -> None:
+        await self.clock.sleep(SETTLE_POLLS * self.config.console.poll_interval_s)
+        pending = self._pending.pop(subject)
+        assert self._sources is not None
+        src = self._sources()
+        src.timeout_s = self.collect_timeout_s
+        try:
+            result = await write_bundle(src, subject,
+                                        held=self.memory.held(self._kernel()),
+                                        reason="; ".join(pending.reasons))
+        except Exception:  # a bundle must never take the console down
+            log.exception("automatic bundle of %s failed", subject)
+            return
+        self.bundles.append(result)
+        log.info("incident bundle written: %s", result.path)
+
+    async def stop(self) -> None:
+        tasks, self._tasks = set(self._tasks), set()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
+
+def held_from_recordings(paths: list[Path], clock: Clock) -> Held:
+    """What the console recorded (``sparktui bundle`` run beside it, or after)."""
+    memory = HeldMemory(clock)
+    for path in paths:
+        for t, ev in read_recording(path):
+            if not (isinstance(ev, AlertRaised) and ev.alert.notified):
+                memory.fold(ev, t)
+    return memory.held()

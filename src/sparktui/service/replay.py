@@ -1,0 +1,203 @@
+"""A recorded night played back as if it were the cluster: `ReplaySource`
+answers what the console reads of `ClusterService` (snapshot, history, lanes,
+log tails, alerts, the detector's verdict) from the recording, and reports
+the recorded events to the console's sink when the replay clock reaches
+them. It changes nothing anywhere: there is no action to take on a past.
+
+The replay clock runs at ``speed`` times real time from ``start``; `pause`,
+`step` (seconds, either way) and `next_alert` move it. A seek folds the
+recording up to the new time and reports the state at that moment (the
+newest snapshot of each node with its recent history, the lanes, the active
+alerts) to a console that has started a fresh screen for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparktui.core.config import Config
+from sparktui.core.errors import Problem
+from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    LogLinesArrived,
+    NodeSampled,
+    ServiceEvent,
+    Sink,
+)
+from sparktui.service.lanes import LaneView
+from sparktui.watch.follower import LogLine
+
+TICK_S = 0.1
+"""Real seconds between two steps of the replay clock."""
+HISTORY = 600
+RESYNC_POINTS = 120
+"""Snapshots per node reported again after a seek (the memory pane's history)."""
+LOG_LINES = 5000
+
+
+@dataclass
+class _State:
+    """The world as the console knew it at one moment of the recording."""
+
+    snaps: dict[str, NodeSnapshot] = field(default_factory=dict)
+    verdicts: dict[str, ThrashVerdict] = field(default_factory=dict)
+    sampled: dict[str, deque[NodeSampled]] = field(default_factory=dict)
+    lanes: dict[str, LaneView] = field(default_factory=dict)
+    logs: dict[tuple[str, int], deque[LogLine]] = field(default_factory=dict)
+    delivered: dict[tuple[str, int], int] = field(default_factory=dict)
+    alerts: dict[str, Alert] = field(default_factory=dict)
+
+    def fold(self, ev: ServiceEvent) -> None:
+        if isinstance(ev, NodeSampled):
+            node = ev.snapshot.node
+            self.snaps[node] = ev.snapshot
+            if ev.verdict is not None:
+                self.verdicts[node] = ev.verdict
+            self.sampled.setdefault(node, deque(maxlen=HISTORY)).append(ev)
+        elif isinstance(ev, LaneChanged):
+            self.lanes[ev.lane.name] = ev.lane
+        elif isinstance(ev, LaneGone):
+            self.lanes.pop(ev.name, None)
+        elif isinstance(ev, LogLinesArrived):
+            key = (ev.lane, ev.rank)
+            self.logs.setdefault(key, deque(maxlen=LOG_LINES)).extend(ev.lines)
+            self.delivered[key] = ev.end
+        elif isinstance(ev, AlertRaised):
+            self.alerts[ev.alert.key] = ev.alert
+        elif isinstance(ev, AlertCleared):
+            self.alerts.pop(ev.key, None)
+
+
+class _Verdicts:
+    """The detector as the console reads it: the last recorded verdict."""
+
+    def __init__(self, source: ReplaySource) -> None:
+        self._source = source
+
+    def verdict(self, node: str) -> ThrashVerdict:
+        found = self._source._state.verdicts.get(node)
+        return found or ThrashVerdict(node, ThrashLevel.OK, (), "", 0)
+
+
+class ReplaySource:
+    """Looks like `ClusterService` to the console; plays a recording."""
+
+    def __init__(self, config: Config, events: Sequence[tuple[float, ServiceEvent]], *,
+                 speed: float = 1.0, start: float | None = None) -> None:
+        self.config = config
+        self.events = list(events)
+        self._times = [t for t, _ in self.events]
+        self.speed = speed
+        self.first = self._times[0] if self._times else time.time()
+        self.last = self._times[-1] if self._times else self.first
+        self.now = self.first if start is None else min(max(start, self.first), self.last)
+        self.paused = False
+        self.recipe_problems: list[Problem] = []
+        self.recipes: dict[str, Any] = {}
+        self.detector = _Verdicts(self)
+        self._state = _State()
+        self._next = 0
+        self._sink: Sink = _drop
+        self._task: asyncio.Task[None] | None = None
+
+    # -- the service's face --------------------------------------------------
+
+    async def start(self, sink: Sink) -> None:
+        self._sink = sink
+        self._seek_to(self.now)
+        self._task = asyncio.create_task(self._run(), name="replay")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def snapshot(self) -> ClusterSnapshot:
+        snaps = tuple(self._state.snaps[n] for n in self.config.nodes if n in self._state.snaps)
+        return ClusterSnapshot(self.now, snaps)
+
+    def history(self, node: str) -> tuple[HistoryPoint, ...]:
+        return tuple(e.last_point for e in self._state.sampled.get(node, ())
+                     if e.last_point is not None)
+
+    def lanes(self) -> dict[str, LaneView]:
+        return dict(self._state.lanes)
+
+    def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
+        key = (lane, rank)
+        return list(self._state.logs.get(key, ())), self._state.delivered.get(key, 0)
+
+    def alerts(self) -> list[Alert]:
+        return list(self._state.alerts.values())
+
+    def unfinished(self) -> list[object]:
+        return []  # a replay offers nothing to resume
+
+    # -- the replay clock ------------------------------------------------------
+
+    @property
+    def at_end(self) -> bool:
+        return self._next >= len(self.events)
+
+    def pause(self) -> None:
+        self.paused = not self.paused
+
+
+    def next_alert_time(self) -> float | None:
+        """When the next alert after now was raised (None: no more alerts)."""
+        for i in range(self._next, len(self.events)):
+            t, ev = self.events[i]
+            if isinstance(ev, AlertRaised) and not ev.alert.notified:
+                return t
+        return None
+
+    def seek(self, t: float) -> None:
+        self._seek_to(min(max(t, self.first), self.last))
+
+    def _seek_to(self, t: float) -> None:
+        self.now = t
+        self._state = _State()
+        self._next = bisect.bisect_right(self._times, t)
+        for _, ev in self.events[:self._next]:
+            self._state.fold(ev)
+        self._resync()
+
+    def _resync(self) -> None:
+        """Report the state at ``now`` to a fresh console."""
+        st = self._state
+        for node in self.config.nodes:
+            for ev in list(st.sampled.get(node, ()))[-RESYNC_POINTS:]:
+                self._sink(ev)
+        for lane in st.lanes.values():
+            self._sink(LaneChanged(lane))
+        for alert in st.alerts.values():
+            self._sink(AlertRaised(alert))
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_S)
+            if self.paused or self.at_end:
+                continue
+            self.now = min(self.now + TICK_S * self.speed, self.last)
+            while self._next < len(self.events) and self._times[self._next] <= self.now:
+                ev = self.events[self._next][1]
+                self._next += 1
+                self._state.fold(ev)
+                self._sink(ev)
+
+
+def _drop(event: ServiceEvent) -> None:
+    """Before `start`: nothing listens yet."""

@@ -1,0 +1,71 @@
+"""Predictive OOM for one booting lane: feeds core/oom_predict from what the
+readiness watch already gathers — per-rank shards from its PhaseTracker and
+MemAvailable from its memory reads (``LaneWatch.on_memory``) — and reports
+each new warning (``OomPredicted``) to ``on_warning``. No I/O of its own.
+
+    oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(...)), clock, on_warning)
+    watch.on_memory = oom.on_memory
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from sparktui.core.clock import Clock
+from sparktui.core.config import Config
+from sparktui.core.errors import InputError
+from sparktui.core.fit import fit
+from sparktui.core.logsig import Phase
+from sparktui.core.oom_predict import LoadPlan, OomPredicted, OomPredictor, load_plan
+from sparktui.core.phases import PhaseTracker
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.state import KIB_PER_GIB
+from sparktui.watch.readiness import RankContainer
+
+
+class OomWatch:
+    def __init__(self, lane: str, ranks: Sequence[RankContainer], tracker: PhaseTracker,
+                 plan: LoadPlan, clock: Clock,
+                 on_warning: Callable[[OomPredicted], None]) -> None:
+        self.lane = lane
+        self.ranks = list(ranks)
+        self.tracker = tracker
+        self.clock = clock
+        self.on_warning = on_warning
+        self.predictor = OomPredictor(lane, plan)
+
+    def on_memory(self, node: str, available_kib: int) -> None:
+        """One MemAvailable reading of ``node``: judge every rank on it that is
+        still loading. A rank that prints no shards (a worker rank of some
+        engines) is judged by the lane's slowest rank, which loads in step."""
+        if self.tracker.phase is not Phase.LOADING:
+            return
+        shards = self.tracker.rank_shards()
+        slowest = self.tracker.load_progress()
+        now = self.clock.monotonic()
+        for rc in self.ranks:
+            if rc.node != node:
+                continue
+            done_total = shards.get(rc.rank) or (
+                (slowest.done, slowest.total) if slowest is not None else None)
+            if done_total is None:
+                continue
+            warning = self.predictor.observe(rc.rank, node, now, *done_total,
+                                             available_kib / KIB_PER_GIB)
+            if warning is not None:
+                self.on_warning(warning)
+
+    def warnings(self) -> dict[int, OomPredicted]:
+        return self.predictor.warnings()
+
+
+def lane_load_plan(config: Config, lane: str, nodes: Sequence[str]) -> LoadPlan | None:
+    """The load plan of a running lane (the lane name is the recipe name) on the
+    cluster whose nodes it runs on; None when its recipe does not load."""
+    try:
+        recipe = load_recipe(config, lane)
+    except InputError:
+        return None
+    cluster = next((name for name, c in config.clusters.items()
+                    if list(c.nodes) == list(nodes)), recipe.cluster)
+    return load_plan(fit(config, recipe, cluster))

@@ -1,0 +1,57 @@
+"""`sparktui bundle` and `sparktui replay` as an operator runs them: a lane's
+bundle from the command line (a running lane, read live), a recording read
+for the console's held lines, and bad input named without a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+import tarfile
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location(
+    "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
+h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(h)  # type: ignore[union-attr]
+
+B = "4nodes-switch-b"
+LANE = "glm53-flash-eugr-2x"
+
+
+async def test_bundle_of_a_running_lane(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        assert await h.sparktui(cfg, "serve", LANE, "--cluster", B, "--detach", "--yes",
+                                monkeypatch=monkeypatch) == 0
+        await sim.clock.sleep(300)
+        capsys.readouterr()
+        code = await h.sparktui(cfg, "bundle", LANE, "--lines", "50", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+    assert code == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    assert path.parent == cfg.state_dir() / "bundles" and path.is_file()
+    with tarfile.open(path) as tar:
+        names = [m.name.split("/", 1)[1] for m in tar.getmembers()]
+        summary = tar.extractfile(tar.getmembers()[0]).read().decode()  # type: ignore[union-attr]
+        rank0 = tar.extractfile(  # type: ignore[union-attr]
+            next(m for m in tar.getmembers() if m.name.endswith(f"{LANE}-r0-dgx5.log"))).read()
+    assert names[0] == "SUMMARY.md" and f"# Incident: lane {LANE}" in summary
+    assert 0 < rank0.count(b"\n") <= 51  # --lines 50 (+ the trailing newline)
+    assert "none found in the ranks' logs" in summary  # a healthy boot: nothing fatal
+    assert {f"kernel/dgx{i}.log" for i in (5, 6, 7, 8)} <= set(names)
+
+
+async def test_bad_subjects_and_files_are_named(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg):
+        code = await h.sparktui(cfg, "bundle", "no-such-lane", monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+    assert code == 2 and "'no-such-lane' is neither a node" in err and "Traceback" not in err
+    code = await h.sparktui(cfg, "replay", str(tmp_path / "nothing.jsonl.gz"),
+                            monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 2 and "no such recording" in err
+    junk = tmp_path / "junk.jsonl.gz"
+    junk.write_bytes(b"not gzip at all")
+    code = await h.sparktui(cfg, "replay", str(junk), monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err

@@ -1,0 +1,227 @@
+"""Faults at every step of `sparktui power`, against the simulator: a refused
+token, a proxy echoing the token, a journal that cannot be written, a journal
+line with NaN. Each ends with the plug's true state known and nothing lost;
+none gets the machine banned by Home Assistant's ip_ban."""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from sparktui.ops import journal as journal_mod
+
+_spec = importlib.util.spec_from_file_location(
+    "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
+h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(h)  # type: ignore[union-attr]
+
+
+def _journal_text(cfg) -> str:  # type: ignore[no-untyped-def]
+    path = cfg.state_dir() / "journal.jsonl"
+    return path.read_text() if path.exists() else ""
+
+
+async def test_a_refused_token_is_one_request_and_ends_the_command(tmp_path, capsys,
+                                                                   monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        sim.token_file.write_text("revoked-token-0123456789")
+        before = sim.ha.requests
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes",
+                                monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code != 0
+        assert "401 Unauthorized" in out + err and "long-lived access token" in out + err
+        assert sim.ha.requests - before == 1, "a refused token was sent again"
+        assert not sim.ha.banned and sim.ha.calls == []
+        assert sim.nodes["dgx7"].power == "on"
+        assert "revoked-token-0123456789" not in out + err + _journal_text(cfg)
+
+
+async def test_a_502_echoing_the_token_never_shows_it(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        token = sim.token_file.read_text().strip()
+        sim.inject("ha-502-echo")
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes",
+                                monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code != 0 and "HTTP 502" in out + err
+        everything = out + err + _journal_text(cfg)
+        assert token not in everything and "Bearer" not in everything
+        assert sim.ha.calls == [] and sim.nodes["dgx7"].power == "on"
+        code = await h.sparktui(cfg, "shiftlog", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert token not in out + err
+
+
+@pytest.mark.parametrize(("err", "says"), [(errno.ENOSPC, "the disk is full"),
+                                          (errno.EROFS, "the filesystem is read-only"),
+                                          (errno.EACCES, "permission denied")])
+async def test_a_full_or_read_only_journal_refuses_before_anything_is_switched(
+        tmp_path, capsys, monkeypatch, err, says):
+    cfg = h.fleet(tmp_path)
+
+    def full(fd, data):  # type: ignore[no-untyped-def]
+        raise OSError(err, os.strerror(err))
+
+    async with h.published(cfg) as sim:
+        monkeypatch.setattr(journal_mod, "_write", full)
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes",
+                                monkeypatch=monkeypatch)
+        _, text = capsys.readouterr()
+        assert code == 1
+        assert "cannot write the journal" in text and says in text
+        assert "refusing to act without a durable record" in text and "Traceback" not in text
+        assert sim.ha.calls == [] and sim.nodes["dgx7"].power == "on"
+
+
+async def test_a_nan_journal_line_does_not_brick_power_or_the_shift_log(tmp_path, capsys,
+                                                                        monkeypatch):
+    cfg = h.fleet(tmp_path)
+    journal = cfg.state_dir() / "journal.jsonl"
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    journal.write_bytes(b'{"t": NaN, "wf": "x", "kind": "begin", "workflow": "power-cycle"}\n'
+                        b'{"t": 1e300, "wf": "y", "kind": "begin", "workflow": "stop"}\n')
+    async with h.published(cfg) as sim:
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
+                                monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert sim.ha.calls == [("turn_off", "switch.dgx7"), ("turn_on", "switch.dgx7")]
+        code = await h.sparktui(cfg, "shiftlog", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        assert "dgx7" in out
+        code = await h.sparktui(cfg, "power", "resume", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 0 and "no unfinished workflow" in out
+
+
+@pytest.mark.parametrize(("kind", "step"), [("outcome", "plug off"), ("intent", "wait off")])
+async def test_a_disk_full_after_the_plug_went_off_restores_power(tmp_path, capsys,
+                                                                  monkeypatch, kind, step):
+    cfg = h.fleet(tmp_path)
+    real = journal_mod._write
+
+    def full_from_the_off_wait(fd, data):  # type: ignore[no-untyped-def]
+        line = bytes(data)
+        if (f'"kind":"{kind}"'.encode() in line and f'"step":"{step}"'.encode() in line) \
+                or full_from_the_off_wait.full:
+            full_from_the_off_wait.full = True
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    full_from_the_off_wait.full = False
+    async with h.published(cfg) as sim:
+        monkeypatch.setattr(journal_mod, "_write", full_from_the_off_wait)
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 1 and "Traceback" not in err
+        assert "cannot write the journal" in err and "the disk is full" in err
+        assert "switch.dgx7 reads on (re-read now): power is back" in err
+        assert sim.ha.calls == [("turn_off", "switch.dgx7"), ("turn_on", "switch.dgx7")]
+        assert sim.spec.entities["switch.dgx7"].state == "on"
+        # nothing lost: the journal holds everything up to the plug going off
+        monkeypatch.setattr(journal_mod, "_write", real)
+        (rec,) = journal_mod.Journal.in_state_dir(cfg.state_dir()).unfinished()
+        # the plug off is on disk, as done or in doubt: its resume finds the plug on
+        assert [s.step for s in rec.steps] == ["plug off"]
+
+
+async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_path, capsys,
+                                                                           monkeypatch):
+    import asyncio
+    import signal
+    import subprocess
+    import sys
+
+    cfg = h.fleet(tmp_path)
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    async with h.published(cfg) as sim:
+        src = Path(__file__).resolve().parents[2] / "src"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cycle",
+             "dgx7", "--yes", "--off-seconds", "12"],
+            env={**env, "PYTHONPATH": str(src)}, stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(1200):
+                recs = journal.unfinished()
+                if recs and any(s.step == "wait off" for s in recs[0].steps):
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("the cycle never reached its off wait")
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        assert sim.nodes["dgx7"].power == "off"
+        (killed,) = journal.unfinished()
+        off_at = next(s.finished_at for s in killed.steps if s.step == "plug off")
+        code = await h.sparktui(cfg, "power", "resume", killed.wf, "--yes",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        assert "s more with the plug off (the cycle asked 12 s off), then turn switch.dgx7" \
+            in err
+        assert sim.nodes["dgx7"].power == "on"
+        resumed = next(w for w in journal.workflows() if w.workflow == "resume")
+        on_at = next(s.finished_at for s in resumed.steps if s.step == "plug on" and s.ok)
+        assert [s.step for s in resumed.steps][:2] == ["wait off", "plug on"]
+        assert on_at - off_at >= 12.0, f"off only {on_at - off_at:.1f} s"
+        assert not journal.unfinished()
+
+
+async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        sim.token_file.write_text("revoked-token-9876543210")
+        before = sim.ha.requests
+        await h.sparktui(cfg, "health", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert sim.ha.requests - before == 1 and not sim.ha.banned
+        assert "revoked-token-9876543210" not in out + err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_resume_command(
+        tmp_path, sig):
+    import asyncio
+    import signal
+    import sys
+
+    cfg = h.fleet(tmp_path)
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    async with h.published(cfg) as sim:
+        src = Path(__file__).resolve().parents[2] / "src"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cycle",
+            "dgx7", "--yes", "--off-seconds", "600", env={**env, "PYTHONPATH": str(src)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        try:
+            async with asyncio.timeout(60):
+                while not any(e.step == "wait off" for e in journal.entries()):
+                    await asyncio.sleep(0.05)
+            proc.send_signal(getattr(signal, sig))
+            async with asyncio.timeout(60):
+                _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        text = err.decode()
+        (record,) = journal.unfinished()
+        assert proc.returncode == (130 if sig == "SIGINT" else 143), text
+        assert ("switch.dgx7 reads off (re-read now): dgx7 may be left without power -> "
+                f"`sparktui power resume {record.wf}`") in text
+        assert "Traceback" not in text
+        assert sim.spec.entities["switch.dgx7"].state == "off"

@@ -1,0 +1,65 @@
+"""The phone-alert policy: selection, one message per incident per node/lane,
+the hourly rate limit, the next step in the text."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparktui.core.config import NotifyConfig
+from sparktui.core.notify import Happening, NotifyPolicy
+
+ON = NotifyConfig(service="notify.mobile_app_pixel", dedup_s=600.0, max_per_hour=3)
+
+
+def thrash(node: str) -> Happening:
+    return Happening("thrash", node, "ping answers, SSH probe failed 3x",
+                     "3 SSH retries ~30 s apart, then `sparktui recover " + node + "`")
+
+
+def test_off_without_a_service_and_for_unselected_events() -> None:
+    assert NotifyPolicy(NotifyConfig()).consider(thrash("dgx6"), 0.0) is None
+    ready = Happening("lane-ready", "lane", "serving", "")
+    assert NotifyPolicy(ON).consider(ready, 0.0) is None  # not in the default events
+
+
+def test_one_message_per_incident_per_node_with_the_next_step() -> None:
+    p = NotifyPolicy(ON)
+    first = p.consider(thrash("dgx6"), 0.0)
+    assert first is not None and first.title == "sparktui THRASH dgx6"
+    assert "Next: 3 SSH retries" in first.message and "sparktui recover dgx6" in first.message
+    assert p.consider(thrash("dgx6"), 10.0) is None  # the same incident, re-raised
+    assert p.consider(thrash("dgx7"), 10.0) is not None  # another node
+    assert p.consider(thrash("dgx6"), 7200.0) is None  # still the same incident, hours on
+    p.close("thrash", "dgx6")
+    assert p.consider(thrash("dgx6"), 7300.0) is not None  # a new one, past the window
+
+
+def test_a_flapping_node_is_one_message_within_the_window() -> None:
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    p.close("thrash", "dgx6")
+    assert p.consider(thrash("dgx6"), 60.0) is None  # cleared and back within dedup_s
+
+
+def test_rate_limit_holds_back_and_says_so() -> None:
+    p = NotifyPolicy(ON)
+    sent = [p.consider(thrash(f"dgx{i}"), float(i)) for i in range(1, 6)]
+    for i in range(1, 9):
+        p.close("thrash", f"dgx{i}")
+    assert [m is not None for m in sent] == [True, True, True, False, False]
+    later = p.consider(thrash("dgx8"), 3700.0)
+    assert later is not None and "(+2 held back by the rate limit)" in later.message
+
+
+@given(st.lists(st.tuples(st.sampled_from(["dgx5", "dgx6", "dgx7", "lane"]),
+                          st.floats(0, 20_000)), max_size=60))
+def test_never_more_than_the_limit_in_any_hour(events: list[tuple[str, float]]) -> None:
+    p = NotifyPolicy(ON)
+    times = []
+    for node, t in sorted(events, key=lambda e: e[1]):
+        if p.consider(thrash(node), t) is not None:
+            times.append(t)
+        p.close("thrash", node)
+    for t in times:
+        assert sum(1 for u in times if t <= u < t + 3600.0) <= ON.max_per_hour

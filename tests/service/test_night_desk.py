@@ -1,0 +1,108 @@
+"""The night desk without a cluster: which service events reach the phone,
+once per incident, the alert marked notified, the token never sent; and
+recording off when [record] says so."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from types import SimpleNamespace
+
+from sparktui.core.config import NotifyConfig, RecordConfig
+from sparktui.core.config_load import load_config
+from sparktui.ops.events import WorkflowFinished
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    ServiceEvent,
+    WorkflowProgressed,
+)
+from sparktui.service.lanes import LaneView
+from sparktui.service.night import NightDesk
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "secret-token-123456"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1_764_450_000.0
+
+    def time(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, s: float) -> None:
+        self.t += s
+
+
+class Phone:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str, str]] = []
+
+    async def notify(self, service: str, title: str, message: str) -> None:
+        self.sent.append((service, title, message))
+
+
+def desk(tmp_path: Path, *, events: tuple[str, ...], record: bool = True):  # type: ignore[no-untyped-def]
+    config = load_config(ROOT / "config.toml")
+    config = dataclasses.replace(
+        config, notify=NotifyConfig(service="notify.mobile_app_pixel", events=events),
+        record=RecordConfig(enabled=record))
+    clock = Clock()
+    d = NightDesk(config, clock=clock, state_dir=tmp_path)  # type: ignore[arg-type]
+    d.auto_bundle = False
+    phone = Phone()
+    emitted: list[ServiceEvent] = []
+    d.attach(lambda: SimpleNamespace(secrets=(TOKEN,)), dict,  # type: ignore[arg-type,return-value]
+             emit=lambda e: emitted.append(d.on_event(e)), phone=phone)
+    return d, phone, emitted, clock
+
+
+def lane(phase: str) -> LaneChanged:
+    return LaneChanged(LaneView("x", "4nodes-switch-b", "vllm", 8000, (), phase=phase))
+
+
+async def test_each_selected_event_reaches_the_phone_once(tmp_path: Path) -> None:
+    d, phone, emitted, clock = desk(tmp_path, events=("fatal", "stall", "lane-ready",
+                                                      "workflow-failed", "thrash"))
+    fatal = Alert("fatal:x", "fatal", "x", (f"rank 1: boom {TOKEN}",), "stop the lane (x)")
+    for ev in (lane("loading weights"), lane("serving"), lane("serving"), AlertRaised(fatal),
+               AlertRaised(fatal), lane("stalled"), lane("stalled"),
+               WorkflowProgressed(WorkflowFinished("wf", clock.t, "power-cycle", "dgx6",
+                                                   False, "plug unavailable")),
+               AlertRaised(Alert("pressure:dgx5", "pressure", "dgx5", ("PSI",), "watch"))):
+        emitted.append(d.on_event(ev))
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+    titles = [t for _, t, _ in phone.sent]
+    assert titles == ["sparktui LANE-READY x", "sparktui FATAL x", "sparktui STALL x",
+                      "sparktui WORKFLOW-FAILED dgx6"]
+    assert all(TOKEN not in m for _, _, m in phone.sent)
+    assert all("Next: " in m for _, t, m in phone.sent if "LANE-READY" not in t)
+    marked = {e.alert.key for e in emitted if isinstance(e, AlertRaised) and e.alert.notified}
+    assert marked == {"fatal:x"}
+    # a later re-raise of the same incident arrives already marked, and sends nothing
+    again = d.on_event(AlertRaised(dataclasses.replace(fatal, evidence=("rank 1: more",))))
+    assert isinstance(again, AlertRaised) and again.alert.notified
+    # the incident clears and returns within the dedup window: still one message
+    d.on_event(AlertCleared("fatal:x"))
+    d.on_event(AlertRaised(fatal))
+    await asyncio.sleep(0.05)
+    assert [t for _, t, _ in phone.sent].count("sparktui FATAL x") == 1
+    await d.stop()
+
+
+async def test_unselected_events_and_recording_off(tmp_path: Path) -> None:
+    d, phone, _, _ = desk(tmp_path, events=("thrash",), record=False)
+    d.on_event(AlertRaised(Alert("fatal:x", "fatal", "x", ("boom",), "stop")))
+    d.on_event(lane("serving"))
+    await asyncio.sleep(0.05)
+    assert phone.sent == [] and d.recorder is None
+    assert not (tmp_path / "recordings").exists()
+    await d.stop()

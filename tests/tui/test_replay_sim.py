@@ -1,0 +1,112 @@
+"""Record and replay a night: the console's service records the 22:45 long
+prompt against the simulator; `sparktui replay`'s app shows the recorded
+alerts at the same moment of the night (within one poll), read-only, and the
+seek keys move the replay clock."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import plan
+from sparktui.core.state import NodeState
+from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.service.recording import read_recording
+from sparktui.service.replay import ReplaySource
+from sparktui.sim.testing import connect
+from sparktui.tui.replay import ReplayApp
+
+from .simconsole import POLL_S, sim_console, until
+
+LANE = "glm53-mxfp4-fp8-4x-r39-196k"
+SPEED = 30.0
+"""Replay seconds per real second: a 0.1 s tick is 3 s of the night."""
+
+
+async def wait_for(predicate, timeout: float = 60.0, why=lambda: "") -> None:  # type: ignore[no-untyped-def]
+    end = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < end, f"condition not reached: {why()}"
+        await asyncio.sleep(0.05)
+
+
+async def record_long_prompt(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Run the incident with the console's service (recording on by default)."""
+    async with sim_console(tmp_path, "long-prompt") as c:
+        events: list[ServiceEvent] = []
+        c.service.night.auto_bundle = False
+        await c.service.start(events.append)
+        try:
+            await wait_for(lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
+            r = load_recipe(c.config, LANE)
+
+            async def one(rank) -> None:  # type: ignore[no-untyped-def]
+                async with connect(c.sim, rank.node) as conn:
+                    assert (await conn.run(rank.command(3), timeout=30)).exit_status == 0
+
+            await asyncio.gather(*(one(rank) for rank in plan(c.config, r, r.cluster).ranks))
+            await wait_for(lambda: LANE in c.service.lanes()
+                           and c.service.lanes()[LANE].phase == "serving", timeout=120)
+            c.sim.run_prompt(LANE, 150_000)
+            await wait_for(lambda: any(isinstance(e, AlertRaised) and e.alert.level == "thrash"
+                                       for e in events), timeout=90)
+            await asyncio.sleep(0.3)
+        finally:
+            await c.service.stop()
+        (path,) = (c.config.state_dir() / "recordings").glob("night-*.jsonl.gz")
+        return c.config, path
+
+
+async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) -> None:
+    config, path = await record_long_prompt(tmp_path)
+    recorded = list(read_recording(path))
+    kinds = {type(e).__name__ for _, e in recorded}
+    assert {"NodeSampled", "LaneChanged", "LogLinesArrived", "AlertRaised"} <= kinds
+    alerts = [(t, e.alert) for t, e in recorded if isinstance(e, AlertRaised)]
+    t_fatal = next(t for t, a in alerts if a.key == f"fatal:{LANE}")
+    t_thrash, thrash = next((t, a) for t, a in alerts if a.level == "thrash")
+
+    source = ReplaySource(config, recorded, speed=SPEED, start=t_fatal - 4 * POLL_S)
+    app = ReplayApp(config, source)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        assert f"fatal:{LANE}" not in app.alerts.active
+        await until(pilot, lambda: f"fatal:{LANE}" in app.alerts.active,
+                    timeout=30)
+        # shown at the moment it was raised live, within one poll
+        assert t_fatal <= source.now <= t_fatal + POLL_S, (source.now - t_fatal)
+        assert "REPLAY" in str(app.title)
+
+        await pilot.press("space")  # pause
+        await pilot.pause(0.1)
+        frozen = source.now
+        await pilot.pause(0.4)
+        assert source.paused and source.now == frozen and "PAUSED" in str(app.title)
+
+        await pilot.press("full_stop")  # +1 min
+        await pilot.pause(0.2)
+        assert source.now == min(frozen + 60, source.last)
+        await pilot.press("comma", "comma")  # -2 min
+        await pilot.pause(0.2)
+        assert source.now == frozen - 60
+        await pilot.press("left_square_bracket")  # -10 min: before the fatal line
+        await pilot.pause(0.3)
+        assert source.now == max(frozen - 660, source.first)
+        assert f"fatal:{LANE}" not in app.alerts.active
+        await pilot.press("a")  # the next alert: the fatal one, exactly when it was raised
+        await pilot.pause(0.3)
+        assert source.now == t_fatal
+        assert f"fatal:{LANE}" in app.alerts.active
+        while source.now < t_thrash:
+            await pilot.press("a")
+            await pilot.pause(0.2)
+        assert source.now == t_thrash
+        assert thrash.key in app.alerts.active
+        await pilot.press("right_square_bracket")  # +10 min
+        await pilot.pause(0.3)
+        assert source.now == min(t_thrash + 600, source.last)
+        # read-only: the action keys do nothing
+        await pilot.press("P", "x", "s")
+        await pilot.pause(0.1)
+        assert app.screen is app.main_screen
