@@ -94,6 +94,7 @@ def starved(screen: str) -> list[str]:
             if line.startswith("│ dgx") and "STARVED" in line]
 
 
+@pytest.mark.timeout(1500)
 def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t = terminal
     t.wait("eight nodes online", lambda s: "8/8 online" in s, timeout=180)
@@ -110,7 +111,7 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     screen = t.wait("the fit refusal", lambda s: "REFUSED: Serve" in s, timeout=60)
     assert "o: override fit" in screen, screen
     t.keys("o")
-    t.wait("the typed confirm", lambda s: f"type {LANE}" in s, timeout=60)
+    t.wait("the typed confirm", lambda s: f"type {LANE} to confirm" in s, timeout=90)
     t.type(LANE)
     t.keys("Enter")
     t.wait("the serve started", lambda s: "serve" in s and "started" in s)

@@ -16,6 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from sparktui.ops.guards import GuardReport, Verdict
+from sparktui.ops.plan import PlannedStep
 from sparktui.service.actions import ActionPreview, verdict_word
 
 VERDICT_STYLES = {"PASS": "green", "WARN": "bold yellow", "OVERRIDDEN": "bold yellow",
@@ -98,10 +99,17 @@ def verdict_summary(report: GuardReport, *, refusals_shown: bool = False) -> Tex
     return text
 
 
+def plan_parts(preview: ActionPreview) -> tuple[tuple[PlannedStep, ...], GuardReport]:
+    """The steps and verdicts of the ops `Plan` behind the preview (the object
+    the CLI prints and the run re-checks); the preview's copy when it has none."""
+    plan = preview.plan
+    return (plan.steps, plan.report) if plan is not None else (preview.steps, preview.report)
+
+
 def steps_summary(preview: ActionPreview) -> Text:
     """One line per step: what and where, not the command."""
     text = Text()
-    for i, step in enumerate(preview.steps, 1):
+    for i, step in enumerate(plan_parts(preview)[0], 1):
         text.append(f"{i:2}. {step.step}", style="bold")
         text.append(f" [{step.target}]\n")
     text.append("nodes: ", style="bold")
@@ -113,11 +121,12 @@ def steps_summary(preview: ActionPreview) -> Text:
 
 
 def plan_text(preview: ActionPreview) -> Text:
-    """Every step with its exact command, Home Assistant call or wait."""
+    """Every step with its exact command, Home Assistant call or wait: the
+    CLI's "what will happen" lines (PlannedStep.describe)."""
     text = Text()
-    for i, step in enumerate(preview.steps, 1):
-        text.append(f"{i:2}. {step.step} ", style="bold")
-        text.append(f"[{step.target}]: {step.action}\n")
+    for i, step in enumerate(plan_parts(preview)[0], 1):
+        text.append(f"{i:2}. ", style="bold")
+        text.append(f"{step.describe()}\n")
     text.rstrip()
     return text
 
@@ -145,7 +154,7 @@ class ActionModal(ModalScreen[bool]):
         yield Label(f"Commands ({DETAILS_HINT} hides)", classes="section details")
         yield Static(plan_text(self.preview), id="plan", classes="details")
         yield Label("Every guard", classes="section details")
-        yield Static(verdict_text(self.preview.report.verdicts), id="all-verdicts",
+        yield Static(verdict_text(plan_parts(self.preview)[1].verdicts), id="all-verdicts",
                      classes="details")
 
     def on_mount(self) -> None:
@@ -181,7 +190,7 @@ class ConfirmActionScreen(ActionModal):
             yield Label(p.title, id="dialog-title")
             with VerticalScroll(id="dialog-body", can_focus=False):
                 yield Label("Guards", classes="section first")
-                yield Static(verdict_summary(p.report), id="verdicts")
+                yield Static(verdict_summary(plan_parts(p)[1]), id="verdicts")
                 yield Label("Plan", classes="section")
                 yield Static(steps_summary(p), id="steps")
                 yield from self.details()
@@ -258,7 +267,8 @@ class RefusalScreen(ActionModal):
                 yield Label(f"Why: {grouped(p.refusals)}", classes="section first")
                 yield Static(grouped_verdict_text(p.refusals), id="reasons")
                 yield Label("Guards", classes="section")
-                yield Static(verdict_summary(p.report, refusals_shown=True), id="verdicts")
+                yield Static(verdict_summary(plan_parts(p)[1], refusals_shown=True),
+                             id="verdicts")
                 yield Label("Would have run", classes="section")
                 yield Static(steps_summary(p), id="steps")
                 yield from self.details()
