@@ -96,18 +96,20 @@ async def main_screen(pilot: Pilot, c: Console) -> None:
 
 async def confirm_modal(pilot: Pilot, c: Console) -> None:
     await settled(pilot, c)
+    await hold_still(c)
     await select_node(pilot, c, "dgx7")
     await pilot.press("P")
-    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
     c.app.screen.query_one("#typed", Input).value = "dgx7"
     await pilot.pause(0.2)
 
 
 async def refusal_modal(pilot: Pilot, c: Console) -> None:
     await settled(pilot, c)
+    await hold_still(c)
     await select_node(pilot, c, "dgx2")
     await pilot.press("P")
-    await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen), timeout=15)
     await pilot.pause(0.2)
 
 
@@ -157,17 +159,19 @@ async def incident_alerts(pilot: Pilot, c: Console) -> None:
 
 async def typed_confirm(pilot: Pilot, c: Console, kind: str, target: str) -> None:
     await settled(pilot, c)
+    await hold_still(c)
     c.app.propose_named(kind, target)
-    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
     await pilot.press(*target)
     await pilot.pause(0.2)
 
 
 async def recover_modal(pilot: Pilot, c: Console) -> None:
     await incident(pilot, c)
+    await hold_still(c)
     await select_node(pilot, c, "dgx6")
     await pilot.press("R")
-    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
     await pilot.press(*"dgx6")
     await pilot.pause(0.2)
 
@@ -183,6 +187,7 @@ async def hold_still(c: Console) -> None:
     await c.service.poller.stop()
     for node in c.fleet.nodes.values():
         node.series = []
+        node.stalls = None  # a starving node fails that probe at once
         node.wake.set()
 
 

@@ -124,9 +124,9 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
 
     # the trigger from the palette
     t.keys(":")
-    t.type("demo: send the 150K")
+    t.type(f"demo: send the 150K prompt to {LANE}")
     t.wait("the demo trigger offered", lambda s: "send the 150K prompt" in s)
-    t.keys("Enter")
+    t.keys("Down", "Enter")  # the best match first: highlight it, run it
     t.wait("the prompt sent", lambda s: "150,000-token prompt" in s)
 
     # the alert line: the thrash, in its own row under the header, nothing covered

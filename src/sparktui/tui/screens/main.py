@@ -120,7 +120,7 @@ class MainScreen(Screen[None]):
             self.query_one(f"#{name}-pane").border_title = PANE_TITLES[name]
         self.query_one("#log-input", Input).display = False
         self.query_one("#log-input", Input).cursor_blink = False
-        self.query_one(AlertLine).show(self.alerts)
+        self.query_one(AlertLine).show(self.alerts, ack_key=self.spark.ACKS_ALERTS)
         self._show_tabs()
         self._update_banner()
         self.query_one(NodesTable).focus()
@@ -346,7 +346,7 @@ class MainScreen(Screen[None]):
     # -- actions -------------------------------------------------------------
 
     def show_alerts(self) -> None:
-        self.query_one(AlertLine).show(self.alerts)
+        self.query_one(AlertLine).show(self.alerts, ack_key=self.spark.ACKS_ALERTS)
 
     def action_ack(self) -> None:
         """Acknowledge the alert the alert line shows (the next one takes its place)."""

@@ -23,7 +23,8 @@ def one_line(text: Text) -> Text:
 class AlertLine(Static):
     """Exactly one row: empty-calm, or ``THRASH dgx6 22:47:03Z: evidence …``."""
 
-    def show(self, book: AlertBook) -> None:
+    def show(self, book: AlertBook, *, ack_key: bool = True) -> None:
+        """``ack_key``: ``a`` acknowledges here (a replay uses it to seek)."""
         top = book.top()
         pending = len(book.unacked())
         acked = len(book.active) - pending
@@ -41,7 +42,7 @@ class AlertLine(Static):
             text.append(f" 1/{pending}", style="bold")
         text.append(f" {a.subject} ", style="bold")
         text.append(f"{clock_time(top.raised_at)} ")
-        text.append("a:ack !:list ", style="bold")
+        text.append("a:ack !:list " if ack_key else "!:list ", style="bold")
         if a.notified:
             text.append("[notified] ", style="dim")
         text.append(f"{(a.evidence or ('no evidence recorded',))[0]}")
