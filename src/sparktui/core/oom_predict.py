@@ -135,13 +135,14 @@ class OomPredictor:
                 available_gib: float) -> OomPredicted | None:
         """One reading of ``rank``: shards ``done``/``total`` and its node's
         MemAvailable at monotonic time ``t``. Returns a warning when this reading
-        raises one (first time, or a changed verdict), else None."""
+        raises one (the first for this rank, or the first certain one), else None;
+        ``warnings()`` holds each rank's latest."""
         st = self._ranks.setdefault(rank, _Rank(node))
         if total <= 0 or done < 1 or done >= total:
             st.agreeing = 0
             return None
-        if st.readings and done < st.readings[-1][1]:
-            st.readings.clear()  # a new load (restart)
+        if st.readings and done + MIN_SHARDS_SEEN < st.readings[-1][1]:
+            st.readings.clear()  # a new load (a restart), not a late log line
         st.readings.append((t, done, available_gib))
         pred = self._predict(rank, st, total)
         if pred is None:
@@ -150,10 +151,9 @@ class OomPredictor:
         st.agreeing += 1
         if st.agreeing < CONFIRMATIONS:
             return None
-        changed = st.warned is None or st.warned.out_at_shard != pred.out_at_shard \
-            or st.warned.hard != pred.hard
+        news = st.warned is None or (pred.hard and not st.warned.hard)
         st.warned = pred
-        return pred if changed else None
+        return pred if news else None
 
     def warnings(self) -> dict[int, OomPredicted]:
         """The current warning of each rank that has one."""
@@ -194,13 +194,15 @@ class OomPredictor:
 
 
 def _growth(readings: deque[tuple[float, int, float]]) -> float:
-    """GiB per shard: the least-squares slope of MemAvailable against shards done
-    (one reading whose log line lagged its memory moves it little), >= 0."""
+    """GiB per shard, >= 0: shards done regressed on MemAvailable, inverted. The
+    noise is in the shard count (a log line late by a shard), so it is the
+    dependent variable: regressing the other way would shrink the slope early in
+    the load, when few shards are in."""
     n = len(readings)
     mean_d = sum(r[1] for r in readings) / n
     mean_a = sum(r[2] for r in readings) / n
-    var = sum((r[1] - mean_d) ** 2 for r in readings)
-    if var <= 0:
-        return 0.0
+    var = sum((r[2] - mean_a) ** 2 for r in readings)
     cov = sum((r[1] - mean_d) * (r[2] - mean_a) for r in readings)
-    return max(0.0, -cov / var)
+    if var <= 0 or cov >= 0:
+        return 0.0
+    return -var / cov
