@@ -27,7 +27,10 @@ def test_unknown_sim_scenario_is_named(config_copy, capsys):
 
 @pytest.mark.parametrize("argv", [["sim", "--speed", "-1"], ["sim", "--speed", "nan"],
                                   ["power", "cycle", "dgx7", "--off-seconds", "-5"],
-                                  ["recover", "dgx7", "--off-seconds", "inf"]])
+                                  ["recover", "dgx7", "--off-seconds", "inf"],
+                                  ["logs", "lane", "--tail", "-5"],
+                                  ["bundle", "lane", "--lines", "0"],
+                                  ["replay", "night.jsonl.gz", "--speed", "nan"]])
 def test_flags_have_the_config_domains(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)

@@ -179,7 +179,8 @@ async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_p
         assert not journal.unfinished()
 
 
-async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch):
+async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch,
+                                                             caplog):
     cfg = h.fleet(tmp_path)
     async with h.published(cfg) as sim:
         sim.token_file.write_text("revoked-token-9876543210")
@@ -188,6 +189,9 @@ async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, m
         out, err = capsys.readouterr()
         assert sim.ha.requests - before == 1 and not sim.ha.banned
         assert "revoked-token-9876543210" not in out + err and "Traceback" not in err
+        said = [r.getMessage() for r in caplog.records if "401" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("plug states unknown: GET")
+        assert "long-lived access token" in said[0]
 
 
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])

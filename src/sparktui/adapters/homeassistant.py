@@ -141,11 +141,6 @@ class HomeAssistant:
     def __repr__(self) -> str:
         return f"HomeAssistant({self.url!r})"
 
-    @property
-    def refused(self) -> str:
-        """Why Home Assistant refused the token, with the fix ('' while it has not)."""
-        return self._refused
-
     async def __aenter__(self) -> HomeAssistant:
         return self
 

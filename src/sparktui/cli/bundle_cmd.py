@@ -9,6 +9,7 @@ import sys
 
 from sparktui.adapters.endpoints import resolve_endpoints
 from sparktui.core.config import Config
+from sparktui.core.tomlschema import Range, number
 from sparktui.ops.bundle import DEFAULT_LINES, BundleSources, token_values, write_bundle
 from sparktui.ops.context import open_context
 from sparktui.service.night import held_from_recordings
@@ -30,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--since", type=parse_since, default=None, metavar="T",
                    help="window start: 2h, 90m, 2026-11-29T22:00 (UTC); default: the "
                         "lane's last serve, else the last hour")
-    p.add_argument("--lines", type=int, default=DEFAULT_LINES, metavar="N",
+    p.add_argument("--lines", type=number(int, Range(1, 1_000_000)), default=DEFAULT_LINES,
+                   metavar="N",
                    help=f"last lines per rank (default {DEFAULT_LINES})")
     p.set_defaults(func=lambda args: run_async("bundle", bundle, args))
 

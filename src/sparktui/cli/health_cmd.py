@@ -28,12 +28,14 @@ from rich.text import Text
 
 from ..adapters.endpoints import EndpointError
 from ..core import nodehealth
+from ..core.canary import describe_age, stale_age
 from ..core.config import Config
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
 from ..core.nodehealth import Finding
 from ..core.state import KIB_PER_GIB, ClusterSnapshot, NodeSnapshot, NodeState
 from ..core.thrash import ThrashLevel, ThrashVerdict
+from ..ops import sentinel_state
 from ..ops.context import open_runtime
 from ..ops.health import fleet_findings, health_needs
 from ..ops.observe import observe
@@ -233,6 +235,21 @@ def columns(config: Config, verdicts: Mapping[str, ThrashVerdict]) -> list[Colum
     ]
 
 
+def last_good_ages(config: Config, cluster: ClusterSnapshot) -> dict[str, float]:
+    """Nodes whose last good sample is older than two poll intervals: this
+    run has no history, a running sentinel (ops/sentinel_state.py) has."""
+    seen = sentinel_state.read(config.state_dir())
+    out: dict[str, float] = {}
+    for snap in cluster.nodes:
+        last = snap.last_ok_at
+        if last is None and seen is not None:
+            last = seen.nodes.get(snap.node)
+        age = stale_age(last, snap.taken_at, config.console.poll_interval_s)
+        if age is not None:
+            out[snap.node] = age
+    return out
+
+
 # -- the report ----------------------------------------------------------------
 
 
@@ -249,6 +266,9 @@ class HealthReport:
                          for s in cluster.nodes}
         self.issues = {n: [f.summary for f in fs] for n, fs in self.findings.items()}
         self.fleet = list(fleet)
+        self.stale = last_good_ages(config, cluster)
+        for node, age in self.stale.items():
+            self.issues[node].append(describe_age(age) + " (sentinel)")
 
     @property
     def healthy(self) -> bool:
@@ -319,6 +339,7 @@ class HealthReport:
                     **{col.key: col.value(snap) for col in self.columns},
                     "issues": self.issues[snap.node],
                     "findings": [f.to_json() for f in self.findings[snap.node]],
+                    "last_good_age_s": self.stale.get(snap.node),
                     "error": snap.error,
                     "liveness": snap.liveness,
                     "probe_latency_s": snap.probe_latency_s,

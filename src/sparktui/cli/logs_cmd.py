@@ -14,6 +14,7 @@ from ..core.clock import Clock, SystemClock
 from ..core.config import Config
 from ..core.logsig import Kind, Phase, Severity, clean, split_timestamp
 from ..core.phases import PhaseTracker
+from ..core.tomlschema import Range, number
 from ..watch.follower import LogFollower, running_check
 from ..watch.readiness import discover_lane
 from .common import load
@@ -29,9 +30,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "with phase markers, progress and ETA; fatal lines are "
                                    f"marked {FATAL_MARK}.")
     p.add_argument("lane")
-    p.add_argument("--rank", type=int, default=0, help="which rank (default 0)")
+    p.add_argument("--rank", type=number(int, Range(0, 1023)), default=0,
+                   help="which rank (default 0)")
     p.add_argument("-f", "--follow", action="store_true", help="keep following the log")
-    p.add_argument("--tail", type=int, default=None, metavar="N",
+    p.add_argument("--tail", type=number(int, Range(0, 1_000_000)), default=None, metavar="N",
                    help="start from the last N lines (default: the whole boot)")
     p.set_defaults(func=run)
 

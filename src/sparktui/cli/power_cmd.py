@@ -36,18 +36,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     acts = p.add_subparsers(dest="power_action", metavar="ACTION", required=True)
     for name, text in (("cycle", "plug off, wait, plug on, wait for the node, re-check"),
                        ("on", "plug on, wait for the node, re-check"),
-                       ("off", "plug off")):
+                       ("off", "systemctl poweroff over SSH, wait until dark, then plug off "
+                               "(a starved or unreachable node: plug off at once)")):
         a = acts.add_parser(name, help=text, description=text)
         a.add_argument("node")
         if name == "cycle":
             a.add_argument("--off-seconds", default=None,
                            type=flag(PowerConfig, "off_seconds"),
                            help="how long the plug stays off (default: [power] off_seconds)")
+        if name == "off":
+            a.add_argument("--hard", action="store_true",
+                           help="cut the plug at once, without systemctl poweroff")
         _common(a)
     c = acts.add_parser("cluster", help="power a cluster on (switch first) or off (switch "
                                         "last); protected nodes skipped")
     c.add_argument("state", choices=("on", "off"))
     c.add_argument("cluster")
+    c.add_argument("--hard", action="store_true",
+                   help="off: cut every plug at once (default: nodes that answer SSH are "
+                        "shut down with systemctl poweroff first)")
     _common(c)
     r = acts.add_parser("resume", help="list unfinished workflows, or complete/close one")
     r.add_argument("wf", nargs="?", help="workflow id (from the list)")
@@ -74,7 +81,8 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
                 print(f"sparktui power: unknown cluster {args.cluster!r} (known: "
                       f"{', '.join(config.clusters)})", file=sys.stderr)
                 return EXIT_INPUT
-            return await drive(ctx, ClusterPower(args.cluster, args.state == "on"), args)
+            return await drive(ctx, ClusterPower(args.cluster, args.state == "on",
+                                                 hard=args.hard), args)
         node = args.node
         if node not in config.nodes:
             print(f"sparktui power: unknown node {node!r} (known: {', '.join(config.nodes)})",
@@ -82,7 +90,8 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
             return EXIT_INPUT
         if args.power_action == "cycle":
             return await drive(ctx, PowerCycle(node, args.off_seconds), args)
-        return await drive(ctx, PowerSwitch(node, args.power_action == "on"), args)
+        return await drive(ctx, PowerSwitch(node, args.power_action == "on",
+                                            hard=getattr(args, "hard", False)), args)
 
 
 async def _resume(ctx: OpsContext, args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+from ..core.tomlschema import Range, number
 from .common import load
 from .shiftlog_cmd import parse_since
 
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file", type=Path, metavar="FILE")
-    p.add_argument("--speed", type=float, default=1.0, metavar="X",
+    p.add_argument("--speed", type=number(float, Range(0, 10_000, lo_open=True)), default=1.0,
+                   metavar="X",
                    help="replay seconds per real second (default 1)")
     p.add_argument("--from", dest="start", default=None, metavar="TIME",
                    help="start at TIME: 2026-11-29T22:40 (UTC) or +90m after the start")

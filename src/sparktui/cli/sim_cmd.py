@@ -80,9 +80,16 @@ async def _serve(config: Config, args: argparse.Namespace) -> None:
 
 
 async def _report_changes(sim: Sim) -> None:
-    """One human line whenever a node's power or memory state changes."""
+    """One human line whenever a node's power or memory state changes, or its
+    Home Assistant bans a client (ip_ban, after failed logins)."""
     last: dict[str, str] = {}
+    banned: set[str] = set()
     while True:
+        if sim.ha is not None and (new := sim.ha.banned - banned):
+            banned |= new
+            print(f"sim: Home Assistant banned {', '.join(sorted(new))} after "
+                  f"{sim.ha.ip_ban_threshold} failed logins (a refused token was retried)",
+                  flush=True)
         for name, node in sim.nodes.items():
             state = node.power if not node.thrashing else "THRASHING"
             if last.get(name, state) != state:

@@ -106,6 +106,9 @@ class PowerConfig:
     off_seconds: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 35.0
     boot_timeout_s: Seconds = 600.0
     auto_recover: bool = False
+    poweroff_timeout_s: Seconds = 180.0
+    """Graceful power-off: how long a node may take to stop answering after
+    ``systemctl poweroff`` before its plug is cut anyway."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,9 @@ class ConsoleConfig:
     state_dir: str = "~/.local/state/sparktui"
     stall_after_s: Seconds = 900.0
     """A boot is stalled only after this long without any progress."""
+    canary_interval_s: Annotated[float, Range(0, 86_400, unit="s")] = 60.0
+    """Seconds between serving canaries (a 1-token completion) per serving
+    lane; 0 turns the canary off (a recipe can opt out: [readiness] canary)."""
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,9 @@ class ReadinessSpec:
     """Override of [console] stall_after_s for this recipe."""
     first_token: bool = True
     """Readiness includes one short completion (port → health → first token)."""
+    canary: bool = True
+    """While serving, a 1-token completion every [console] canary_interval_s
+    (false: the lane may not be sent extra requests)."""
     stop_on_predicted_oom: bool = False
     """Stop the lane when the load is predicted to run a rank out of memory
     (core/oom_predict.py) with certainty; off: warn only."""

@@ -90,6 +90,7 @@ class ThrashRules:
         default_factory=lambda: deque(maxlen=512), init=False)
     _failed_probes: int = field(default=0, init=False)
     _first_failed_at: float | None = field(default=None, init=False)
+    _engine_stall: tuple[float, str] | None = field(default=None, init=False)
 
     def add_sample(self, s: NodeSample) -> None:
         self._samples.append(s)
@@ -105,6 +106,11 @@ class ThrashRules:
         if ev.kind in _KERNEL or ev.kind in _ENGINE or _stalled_stats(ev):
             self._events.append((at, ev))
 
+    def add_engine_stall(self, at: float, text: str) -> None:
+        """The serving canary saw throughput collapse with requests running
+        (``/metrics``): engine evidence like the zero-throughput stats lines."""
+        self._engine_stall = (at, text)
+
     def verdict(self, now: float) -> ThrashVerdict:
         evidence: list[str] = []
         level = ThrashLevel.OK
@@ -115,6 +121,8 @@ class ThrashRules:
         since = min(now, good.at if good is not None else now) - EVIDENCE_WINDOW_S
         kernel = self._counts(since, _KERNEL)
         engine = self._counts(since, _ENGINE) + self._stalled_stats_count(since)
+        if self._engine_stall is not None and self._engine_stall[0] >= since:
+            engine.append((self._engine_stall[1], 1))
         for text, n in kernel:
             evidence.append(f"kernel: {text} ({n}x)")
         for text, n in engine:

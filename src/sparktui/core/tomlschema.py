@@ -46,8 +46,8 @@ class Range:
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
-        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {self.lo:g}"
-        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {self.hi:g}"
+        lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
+        hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {_num(self.hi)}"
         return " and ".join(p for p in (lo, hi) if p) + unit
 
     def check(self, value: float) -> str | None:
@@ -59,6 +59,10 @@ class Range:
         if low or high:
             return f"{value:g} is out of range: must be {self.describe()}"
         return None
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() and abs(x) >= 100_000 else f"{x:g}"
 
 
 FINITE = Range()
@@ -86,13 +90,19 @@ def flag(cls: type, name: str) -> Any:
     """An argparse ``type=`` that parses a number and checks it against the
     domain of field `name` of dataclass `cls` (one truth with the config file)."""
     base, rng = domain_of(typing.get_type_hints(cls, include_extras=True)[name])
+    return number(base, rng or FINITE)
+
+
+def number(base: type, rng: Range) -> Any:
+    """An argparse ``type=`` for a number flag of its own: `base` (int or float)
+    within `rng` (never non-finite)."""
 
     def parse(text: str) -> Any:
         try:
             value = base(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if rng is not None and (why := rng.check(value)) is not None:
+        if (why := rng.check(value)) is not None:
             raise argparse.ArgumentTypeError(why)
         return value
 

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
+from sparktui.core.canary import CanaryVerdict
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
@@ -55,6 +56,7 @@ from sparktui.service.events import (
 from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk
+from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.oom import OomWatch, lane_load_plan
 from sparktui.watch.poller import Poller
@@ -82,6 +84,7 @@ class ClusterService:
         liveness: LivenessCheck = check_liveness,
         power: Power | None = None,
         engine_probe: EngineProbe | None = None,
+        canary: Completer | None = None,
         recipes: Mapping[str, Recipe] | None = None,
         state_dir: Path | None = None,
         follow_journals: bool = True,
@@ -97,6 +100,7 @@ class ClusterService:
         self._liveness = liveness
         self._power = power
         self._engine_probe = engine_probe
+        self._canary = canary
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self.recipe_problems: list[Problem] = []
@@ -130,6 +134,7 @@ class ClusterService:
         endpoints = rt.endpoints
         if self._engine_probe is None:
             self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
+            self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
         self.night.attach(lambda: self._bundle_sources(endpoints),
@@ -322,7 +327,8 @@ class ClusterService:
                     sink=self._emit, stall_after_s=self.config.console.stall_after_s,
                     detector=self.detector, engine_probe=self._engine_probe,
                     protected=name in self.config.guards.protected_lanes,
-                    uptime=lambda n=name: lane_uptime(self.snapshot(), n))
+                    uptime=lambda n=name: lane_uptime(self.snapshot(), n),
+                    canary=self._serving_canary(name))
                 if (load := lane_load_plan(self.config, self.recipes.get(name),
                                            [r.node for r in ranks])):
                     watch.on_memory = OomWatch(
@@ -338,6 +344,28 @@ class ClusterService:
                 watch = self._lanes.pop(name)
                 self._tasks.append(asyncio.create_task(watch.stop(), name=f"stop:{name}"))
                 self._emit(LaneGone(name))
+
+
+    def _serving_canary(self, lane: str) -> ServingCanary:
+        """The lane's canary: rounds every [console] canary_interval_s unless
+        that is 0 or the lane's recipe says ``[readiness] canary = false``."""
+        recipe = self.recipes.get(lane)
+        interval = self.config.console.canary_interval_s
+        off = interval <= 0 or (recipe is not None and not recipe.readiness.canary)
+        return ServingCanary(lane, clock=self.clock, interval_s=None if off else interval,
+                             complete=self._canary, detector=self.detector,
+                             on_verdict=lambda v: self._canary_alert(lane, v))
+
+    def _canary_alert(self, lane: str, verdict: CanaryVerdict | None) -> None:
+        key = f"canary:{lane}"
+        if verdict is not None and verdict.unresponsive:
+            self._alerts[key] = alert = Alert(
+                key, "unresponsive", lane, verdict.evidence,
+                "the engine no longer generates while its API answers /health: stop the "
+                "lane (x) and re-serve; read rank 0's log for its last lines first")
+            self._emit(AlertRaised(alert))
+        elif self._alerts.pop(key, None) is not None:
+            self._emit(AlertCleared(key))
 
 
 def _drop(event: ServiceEvent) -> None:

@@ -19,6 +19,7 @@ from sparktui.core.phases import MemoryProgress, PhaseTracker
 from sparktui.core.state import NodeSnapshot
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
+from sparktui.watch.canary import ServingCanary
 from sparktui.watch.follower import LogFollower, LogLine, running_check
 from sparktui.watch.readiness import NodeLink, RankContainer
 from sparktui.watch.thrash import ThrashDetector
@@ -52,6 +53,7 @@ class LaneWatch:
         engine_probe: EngineProbe | None = None,
         protected: bool = False,
         uptime: Callable[[], float | None] = lambda: None,
+        canary: ServingCanary | None = None,
     ) -> None:
         self.name = name
         self.cluster = cluster
@@ -63,6 +65,7 @@ class LaneWatch:
         self._engine_probe = engine_probe
         self._protected = protected
         self._uptime = uptime
+        self._canary = canary
         self.tracker = PhaseTracker(name, stall_after_s, clock.monotonic())
         self._memory = MemoryProgress()
         self.buffers: dict[int, deque[LogLine]] = {}
@@ -86,6 +89,16 @@ class LaneWatch:
             self._follow(rc)
         if "ticker" not in self._tasks:
             self._tasks["ticker"] = asyncio.create_task(self._tick(), name=f"lane:{self.name}")
+        if self._canary is not None and "canary" not in self._tasks:
+            self._tasks["canary"] = asyncio.create_task(
+                self._canary.run(self._serving_endpoint), name=f"canary:{self.name}")
+
+    def _serving_endpoint(self) -> tuple[str, int] | None:
+        """Rank 0's (node, port) while the lane serves: the canary's target."""
+        first = self.ranks[0] if self.ranks else None
+        if self.tracker.phase is not Phase.SERVING or first is None or not first.port:
+            return None
+        return first.node, first.port
 
     def update_ranks(self, ranks: tuple[RankContainer, ...]) -> None:
         """Ranks seen in a newer snapshot; followers start for new containers."""
@@ -127,13 +140,15 @@ class LaneWatch:
         t = self.tracker
         lp = t.load_progress() if t.phase is Phase.LOADING else None
         first = self.ranks[0] if self.ranks else None
+        canary = self._canary.verdict if self._canary is not None else None
+        unresponsive = canary is not None and canary.unresponsive and t.phase is Phase.SERVING
         return LaneView(
             name=self.name,
             cluster=self.cluster,
             engine=first.engine if first else "",
             port=first.port if first else None,
             ranks=self.ranks,
-            phase=t.phase.value,
+            phase="unresponsive" if unresponsive else t.phase.value,
             progress=lp.fraction if lp else None,
             progress_text=lp.describe() if lp else "",
             kv_tokens=t.kv.tokens,
@@ -143,6 +158,8 @@ class LaneWatch:
             uptime_s=self._uptime(),
             protected=self._protected,
             failure=t.failure.describe() if t.failure else "",
+            canary=canary.evidence if canary is not None else (),
+            stale_s=self._canary.stale_s(ENDPOINT_EVERY_S) if self._canary else None,
             gate=self.gate[0],
             gate_text=self.gate[1],
         )
@@ -204,6 +221,8 @@ class LaneWatch:
             log.warning("endpoint of %s: %r", self.name, exc)
             self._health = "error"
             return
+        if self._canary is not None:
+            self._canary.observe(self._health, metrics, [r.node for r in self.ranks])
         tokens = metrics.get("vllm:generation_tokens_total",
                              metrics.get("sglang:generation_tokens_total"))
         if tokens is None:

@@ -33,6 +33,10 @@ class LaneView:
     """Quality gate: qualifying, qualified, garbled, slow, failed ("" before any)."""
     gate_text: str = ""
     """The first fatal line of any rank, with its rank."""
+    canary: tuple[str, ...] = ()
+    """Evidence of the serving canary's last verdict (watch/canary.py)."""
+    stale_s: float | None = None
+    """Age of the last good endpoint answer when older than two checks."""
 
     @property
     def nodes(self) -> tuple[str, ...]:

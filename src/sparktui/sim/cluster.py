@@ -476,6 +476,8 @@ class Sim:
             if not ent.node:
                 self.spec.entities[entity].state = ent.state
         self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
+        self.spec.engine_core_dies_after_s = fresh.engine_core_dies_after_s
+        self.spec.reclaim_stall_s = fresh.reclaim_stall_s
         self.spec.garbling = fresh.garbling
         self.spec.stale_containers = fresh.stale_containers
         self.spec.scenario = name

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 CUDA_CONTEXT_GIB = 1.2
 PREFILL_GIB_TOKENS_PER_S = 90_000.0
 DECODE_GIB_TOKENS_PER_S = 2_150.0
+RECLAIM_HOLD_GIB = 1.0
+"""With ``reclaim_stall_s``, how far short of its limit a node's prefill scratch
+stops while the host reclaims (MemAvailable ~1 GiB, PSI some rising)."""
 STORE_TIMEOUT_S = 600.0
 """How long the ranks wait for each other at distributed init (torch's TCPStore)."""
 
@@ -96,6 +99,8 @@ class Engine:
         self.env = env
         self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
         self.joined = False
+        self.core_dead = False
+        """The engine core died silently; the API server still answers (vllm#39863)."""
         """All ranks were present once (a rank missing after that has died)."""
 
     # --- identity -----------------------------------------------------------
@@ -203,6 +208,9 @@ class Engine:
             self.health_status = 200
             self.sim.schedule_http_start(self)
             style.serving(self)
+            if self.sim.spec.engine_core_dies_after_s is not None:
+                self.sim.sched.spawn(f"{self.node.name}/{self.container.name}/core",
+                                     self._core_death(self.sim.spec.engine_core_dies_after_s))
         yield from self._serve()
 
     def _model_reachable(self) -> bool:
@@ -343,12 +351,22 @@ class Engine:
 
     def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
         req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)
-        if self.phase != "ready":
+        if self.core_dead and self.phase == "ready":
+            self.requests.append(req)  # accepted by the API server, never answered
+            self.stats.waiting += 1
+        elif self.phase != "ready":
             req.done, req.error = True, "EngineDeadError" if self.phase == "dead" else "not ready"
         else:
             self.requests.append(req)
             self.stats.waiting += 1
         return req
+
+    def _core_death(self, after_s: float) -> Process:
+        """The engine core dies without a word; /health keeps answering 200."""
+        yield after_s
+        if self.phase == "ready":
+            self.sim.sched.cancel(self.proc)
+            self.core_dead = True
 
     def _serve(self) -> Process:
         while True:
@@ -369,6 +387,15 @@ class Engine:
         assert m is not None
         scratch = m.scratch_base_gib + req.prompt_tokens * m.scratch_gib_per_token
         lane = self.peers() or [self]
+        stall_s = self.sim.spec.reclaim_stall_s
+        if stall_s > 0 and any(p.node.memory.headroom_gib() < scratch for p in lane):
+            # the hosts reclaim before they give up: scratch stops a GiB short of each
+            # node's limit, no token is processed, sshd still answers; then they wedge
+            for p in lane:
+                room = p.node.memory.headroom_gib() - RECLAIM_HOLD_GIB
+                p.node.memory.set(p.container.id + ":scratch",
+                                  max(0.0, min(scratch, room)) * GIB)
+            yield stall_s
         for p in lane:
             p.node.memory.set(p.container.id + ":scratch", scratch * GIB)
         prefill_s = req.prompt_tokens / self.prefill_tps() + 0.05
@@ -380,7 +407,14 @@ class Engine:
         if self.proc is not None:
             self.proc.gate = None
         self.kv_in_use = req.prompt_tokens
-        yield prefill_s
+        left = req.prompt_tokens
+        while left > 0:  # chunked prefill: the prompt counter moves with each step
+            n = min(left, max(1, self.args.max_num_batched_tokens))
+            yield n / self.prefill_tps()
+            left -= n
+            if not stalled():
+                self.stats.prompt_tokens += n
+        yield 0.05
         if stalled():
             # what rank 0 still logs while its workers hang: zero-throughput stats
             # every 10 s and shm_broadcast's 60 s notice
@@ -401,13 +435,16 @@ class Engine:
             self.proc.gate = gate
         req.first_token_t = self.sim.sched.t
         decode_s = req.max_tokens / self.decode_tps()
-        yield decode_s
+        st = self.stats
+        left = req.max_tokens
+        while left > 0:  # the generation counter moves as tokens come
+            n = min(left, max(1, int(self.decode_tps() * 5)))
+            yield n / self.decode_tps()
+            left -= n
+            st.generation_tokens += n
         req.completion_tokens = req.max_tokens
         req.done = True
         self.kv_in_use = 0
-        st = self.stats
-        st.prompt_tokens += req.prompt_tokens
-        st.generation_tokens += req.max_tokens
         st.success += 1
         st.ttft.append(req.first_token_t - req.started_t)
         st.e2e.append(self.sim.sched.t - req.started_t)

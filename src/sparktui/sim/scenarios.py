@@ -43,6 +43,11 @@ SCENARIOS: dict[str, str] = {
                    "with dgx2 answer correctly but decode at ~35 % of their rate.",
     "gid-drift": "dgx6's RoCE v2 IPv4 GID sits at index 4, not 3: a pinned NCCL_IB_GID_INDEX=3 "
                  "fails NCCL, detection at serve time works.",
+    "engine-dead": "Rank 0's engine core dies silently 10 min into serving: the API server "
+                   "keeps answering /health 200, completions never come back.",
+    "throughput-collapse": "The 22:45 lane's long prompt on hosts that reclaim ~90 s before "
+                           "they wedge: zero tokens with the request running, SSH still "
+                           "answering, then dgx6/dgx7 thrash.",
 }
 
 STALE_LANE = "glm53-full-native-8x-dspark8"
@@ -59,6 +64,12 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
         return [nodes[n] for n in names if n in nodes]
 
     if name == "long-prompt":
+        for n in each("dgx8"):
+            n.oom_kill_after_s = 1500.0
+    elif name == "engine-dead":
+        spec.engine_core_dies_after_s = 600.0
+    elif name == "throughput-collapse":
+        spec.reclaim_stall_s = 90.0
         for n in each("dgx8"):
             n.oom_kill_after_s = 1500.0
     elif name == "cache-not-symlink":

@@ -52,6 +52,12 @@ class SimSpec:
     garbling: tuple[tuple[str, str], ...] = ()
     """(image, model repo) pairs whose engines garble copied text (r37-garble)."""
     """``""``, ``500`` or ``hang``."""
+    engine_core_dies_after_s: float | None = None
+    """Seconds after a lane starts serving that rank 0's engine core dies without a
+    word while its API server keeps answering /health 200 (vllm#39863, #7633)."""
+    reclaim_stall_s: float = 0.0
+    """Seconds a prefill that overruns its nodes' memory spends in reclaim (no token
+    processed, SSH still answering) before the hosts thrash; 0: at once (22:45)."""
 
 
 def default_image(tag: str = "nightly-20260913", repo: str = "vllm-node") -> Image:

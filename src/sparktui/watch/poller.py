@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
+from sparktui.adapters.homeassistant import AuthRefused
 from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
@@ -74,6 +75,7 @@ class Poller:
         self._clock = clock or SystemClock()
         self._liveness = liveness
         self._power = power
+        self._refusal_said = False
         self.names: tuple[str, ...] = tuple(nodes if nodes is not None else config.nodes)
         self.interval_s = config.console.poll_interval_s
         self.probe_timeout_s = config.console.probe_timeout_s
@@ -221,6 +223,11 @@ class Poller:
         try:
             async with asyncio.timeout(self.probe_timeout_s):
                 return await self._power(name)
+        except AuthRefused as exc:  # the same for every plug: said once, never retried
+            if not self._refusal_said:
+                self._refusal_said = True
+                log.warning("plug states unknown: %s", describe_error(exc))
+            return None
         except Exception as exc:  # an unreachable HA says nothing about the node
             log.warning("power state of %s unknown: %s", name, describe_error(exc))
             return None

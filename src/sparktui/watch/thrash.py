@@ -87,6 +87,10 @@ class ThrashDetector:
     def on_event(self, node: str, ev: LogEvent) -> None:
         self.rules(node).add_event(self.clock.time(), ev)
 
+    def on_engine_stall(self, node: str, text: str) -> None:
+        """Throughput collapse of a lane with a rank on ``node`` (watch/canary.py)."""
+        self.rules(node).add_engine_stall(self.clock.time(), text)
+
     def verdict(self, node: str) -> ThrashVerdict:
         return self.rules(node).verdict(self.clock.time())
 

@@ -6,25 +6,47 @@ On: the cluster's shared switches first (the fabric is invisible without
 node's plug, then the shared switches last, and only a switch no node outside
 this cluster depends on. Protected nodes are skipped; a node still running
 containers refuses the power-off (stop its lanes first).
+
+Off is graceful for a node that answers (issue 15): ``systemctl poweroff``
+over SSH, wait until SSH and liveness are gone (``[power]
+poweroff_timeout_s``), then cut its plug, so filesystems and NAS mounts are
+not lost mid-write. A node that is starved or unreachable is hard-cut and the
+plan says why; ``--hard`` cuts every plug at once, as before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 
 from sparktui.core.config import Config
 from sparktui.ops import guards
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
-from sparktui.ops.workflows.power import _power, plug_action, wait_back
+from sparktui.ops.workflows.power import (
+    GRACEFUL,
+    _power,
+    graceful_off_steps,
+    plug_action,
+    power_off_modes,
+    poweroff,
+    wait_back,
+    wait_dark,
+)
 from sparktui.ops.workflows.runner import WorkflowRun, together
 
 
-def plan_steps(config: Config, p: guards.ClusterPowerPlan) -> list[PlannedStep]:
+def plan_steps(config: Config, p: guards.ClusterPowerPlan,
+               modes: Mapping[str, str] | None = None) -> list[PlannedStep]:
+    modes = modes or {}
     steps = [PlannedStep("switch on", e, plug_action(e, True)) for e in p.switches_before]
+    graceful = [n for n in p.nodes if not p.on and modes.get(n) == GRACEFUL]
+    steps += graceful_off_steps(config, graceful)
     for n in p.nodes:
         e = config.nodes[n].switch
-        steps.append(PlannedStep("plug on" if p.on else "plug off", e, plug_action(e, p.on)))
+        why = modes.get(n, GRACEFUL)
+        steps.append(PlannedStep("plug on" if p.on else "plug off", e, plug_action(e, p.on)
+                                 + (f"  (hard cut: {why})" if not p.on and why else "")))
     if p.on:
         steps += [PlannedStep("back", n, "wait for liveness, SSH, re-check") for n in p.nodes]
     steps += [PlannedStep("switch off", e, plug_action(e, False)) for e in p.switches_after]
@@ -37,6 +59,8 @@ class ClusterPower:
 
     cluster: str
     on: bool
+    hard: bool = False
+    """Off: cut every plug at once, no graceful shutdown."""
 
     @property
     def kind(self) -> str:
@@ -57,17 +81,24 @@ class ClusterPower:
                                       state.power_error, state.snapshot)
         entities = (*p.switches_before, *(config.nodes[n].switch for n in p.nodes),
                     *p.switches_after)
-        return Plan(self.kind, self.cluster, p.report, tuple(plan_steps(config, p)), self,
-                    nodes=p.nodes, entities=entities,
+        modes = {} if self.on else power_off_modes(config, p.nodes, state.snapshot, self.hard)
+        return Plan(self.kind, self.cluster, p.report, tuple(plan_steps(config, p, modes)),
+                    self, nodes=p.nodes, entities=entities,
                     detail={"nodes": list(p.nodes),
-                            "switches": [*p.switches_before, *p.switches_after]}, data=p)
+                            "switches": [*p.switches_before, *p.switches_after],
+                            "hard_cut": {n: why for n, why in modes.items() if why}},
+                    data=(p, modes))
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx, on, cluster = run.ctx, self.on, self.cluster
-        p: guards.ClusterPowerPlan = plan.data
+        p: guards.ClusterPowerPlan = plan.data[0]
+        modes: dict[str, str] = dict(plan.data[1])
         report = p.report
         run.lock(list(p.nodes))
         power = _power(ctx)
+        graceful = [n for n in p.nodes if not on and modes.get(n) == GRACEFUL]
+        await together(*(poweroff(run, n, modes) for n in graceful))
+        await together(*(wait_dark(run, n, modes) for n in graceful if modes[n] == GRACEFUL))
         for entity in p.switches_before:
             await run.step("switch on", entity, plug_action(entity, True),
                            partial(power.turn, entity, True),
@@ -87,8 +118,14 @@ class ClusterPower:
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
         skipped = [v.subject for v in report.warnings if v.guard == "protected-node"]
         kept = [v.subject for v in report.warnings if v.guard == "shared-switch"]
+        hard = {n: why for n, why in modes.items() if why}
+        shut = [n for n in graceful if not modes[n]]
         message = (f"{cluster} powered {'on' if on else 'off'}: {', '.join(p.nodes) or 'no node'}"
+                   + (f"; shut down first: {', '.join(shut)}" if shut else "")
+                   + (f"; hard cut: {'; '.join(f'{n} ({w})' for n, w in hard.items())}"
+                      if hard else "")
                    + (f"; skipped (protected): {', '.join(skipped)}" if skipped else "")
                    + (f"; kept on (shared): {', '.join(kept)}" if kept else ""))
         run.finish(True, message, {"nodes": list(p.nodes), "skipped": skipped,
-                                   "kept_on": kept, "back": found})
+                                   "kept_on": kept, "back": found, "hard_cut": hard})
+

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError, describe_error
+from sparktui.core.state import ClusterSnapshot, NodeState
 from sparktui.ops import guards
 from sparktui.ops.context import OpsContext, Power
 from sparktui.ops.journal import JournalError, WorkflowRecord
@@ -67,6 +68,88 @@ def _power(ctx: OpsContext) -> Power:
     if ctx.power is None:
         raise HomeAssistantError(f"Home Assistant is not available: {ctx.power_error}")
     return ctx.power
+
+
+POWEROFF = ": sparktui-poweroff; systemctl poweroff"
+POWEROFF_TIMEOUT_S = 30.0
+GRACEFUL = ""
+"""A node's mode when it is powered off gracefully (else: why it is hard-cut)."""
+
+
+def power_off_modes(config: Config, nodes: Sequence[str], snapshot: ClusterSnapshot | None,
+                    hard: bool) -> dict[str, str]:
+    """node -> GRACEFUL, or the reason its plug is cut without a shutdown."""
+    modes = {}
+    for n in nodes:
+        snap = snapshot.get(n) if snapshot else None
+        if hard:
+            modes[n] = "--hard"
+        elif snap is None:
+            modes[n] = "not observed"
+        elif snap.state is NodeState.ONLINE:
+            modes[n] = GRACEFUL
+        elif snap.state is NodeState.STARVED:
+            modes[n] = "starved (ping answers, SSH does not): it cannot shut itself down"
+        elif snap.state is NodeState.POWERED_OFF:
+            modes[n] = "already off"
+        else:
+            modes[n] = f"{snap.state.value}: SSH does not answer"
+    return modes
+
+
+def graceful_off_steps(config: Config, nodes: Sequence[str]) -> list[PlannedStep]:
+    """The shutdown before the plugs of ``nodes`` are cut (graceful power-off)."""
+    timeout = config.power.poweroff_timeout_s
+    return [*(PlannedStep("poweroff", n, POWEROFF) for n in nodes),
+            *(PlannedStep("wait dark", n, f"until SSH and liveness stop answering (at most "
+                                         f"{timeout:g} s, then cut anyway)") for n in nodes)]
+
+
+async def poweroff(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
+    """``systemctl poweroff``; a refusal (no right to power off) turns the node
+    into a hard cut with the reason, a dropped connection is the shutdown."""
+    ctx = run.ctx
+
+    async def go() -> str:
+        try:
+            res = await ctx.link(node).run(POWEROFF, POWEROFF_TIMEOUT_S)
+        except RemoteError as exc:
+            return f"connection closed ({exc.message})"
+        if res.exit_status not in (0, None):
+            why = (res.stderr or res.stdout).strip()[:160]
+            modes[node] = f"systemctl poweroff refused (exit {res.exit_status}: {why})"
+            return modes[node]
+        return "shutting down"
+
+    await run.step("poweroff", node, POWEROFF, go, describe=lambda s: s)
+
+
+async def wait_dark(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
+    """Until neither SSH nor liveness answers, bounded: past the bound the plug
+    is cut anyway and the result says so."""
+    ctx = run.ctx
+    clock = ctx.clock
+    timeout = ctx.config.power.poweroff_timeout_s
+
+    async def ssh_answers() -> bool:
+        try:
+            return (await ctx.link(node).run(SSH_CHECK, SSH_CHECK_TIMEOUT_S)).exit_status == 0
+        except RemoteError:
+            return False
+
+    async def go() -> str:
+        start = clock.monotonic()
+        while True:
+            if not await ctx.alive(node) and not await ssh_answers():
+                return f"dark after {clock.monotonic() - start:.0f} s"
+            if clock.monotonic() - start >= timeout:
+                modes[node] = f"still answering {timeout:g} s after systemctl poweroff"
+                return modes[node] + ": cutting anyway"
+            await clock.sleep(WAIT_POLL_S)
+
+    await run.step("wait dark", node, f"until SSH and liveness stop answering (at most "
+                                      f"{timeout:g} s)", go, describe=lambda s: s)
+
 
 
 async def plug_off(run: WorkflowRun, node: str, entity: str) -> None:
@@ -329,10 +412,15 @@ class PowerCycle(NodeCycle):
 
 @dataclass(frozen=True)
 class PowerSwitch:
-    """``power on|off NODE`` (an off node runs nothing: power on probes nothing)."""
+    """``power on|off NODE`` (an off node runs nothing: power on probes nothing).
+    Off is graceful for a node that answers: ``systemctl poweroff``, wait until
+    dark, then the plug; a starved or unreachable node (or ``--hard``) is cut
+    at once and the plan says why."""
 
     node: str
     on: bool
+    hard: bool = False
+    """Off: cut the plug at once, no ``systemctl poweroff`` first."""
 
     @property
     def kind(self) -> str:
@@ -347,9 +435,20 @@ class PowerSwitch:
 
     def plan(self, state: OpsState) -> Plan:
         action = "on" if self.on else "off"
-        steps = (plan_power(state.config, self.node, action)
-                 if self.node in state.config.nodes else [])
-        return _power_plan(self.kind, self.node, f"power {action}", state, steps, self, {})
+        config, node = state.config, self.node
+        if node not in config.nodes:
+            return _power_plan(self.kind, node, f"power {action}", state, [], self, {})
+        steps = plan_power(config, node, action)
+        why = GRACEFUL
+        if not self.on:  # graceful unless the node cannot shut itself down, or --hard
+            why = power_off_modes(config, (node,), state.snapshot, self.hard)[node]
+            if why == GRACEFUL:
+                steps = [*graceful_off_steps(config, [node]), *steps]
+            else:
+                steps = [replace(s, action=f"{s.action}  (hard cut: {why})") for s in steps]
+        plan = _power_plan(self.kind, node, f"power {action}", state, steps, self,
+                           {"hard_cut": why} if why else {})
+        return replace(plan, data={node: why})
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx, node = run.ctx, self.node
@@ -360,10 +459,16 @@ class PowerSwitch:
             found = await wait_back(run, node)
             run.finish(True, str(found["summary"]), found)
         else:
+            modes: dict[str, str] = dict(plan.data or {node: GRACEFUL})
+            if modes[node] == GRACEFUL:
+                await poweroff(run, node, modes)
+            if modes[node] == GRACEFUL:
+                await wait_dark(run, node, modes)
             await run.step("plug off", entity, plug_action(entity, False),
                            lambda: _power(ctx).turn(entity, False),
                            describe=lambda s: f"{entity} confirmed {s.state}")
-            run.finish(True, f"{node} powered off ({entity} off)")
+            how = "shut down first" if not modes[node] else f"hard cut: {modes[node]}"
+            run.finish(True, f"{node} powered off ({entity} off; {how})", {"hard_cut": modes[node]})
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from rich.text import Text
 from textual.widgets import DataTable
 
+from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
 from sparktui.core.kernel import known_bad, off_pin
 from sparktui.core.phases import format_duration
@@ -106,6 +107,9 @@ class NodesTable(KeyedTable):
             if probe.psi and probe.psi.full:
                 psi = f"{probe.psi.full.avg10:4.1f}"
         state = Text(STATE_WORDS[snap.state], style=STATE_STYLES[snap.state])
+        age = stale_age(snap.last_ok_at, snap.taken_at, self.config.console.poll_interval_s)
+        if age is not None:  # the age of the last good sample (issue 17)
+            state.append(f" {format_duration(age)}", style="dim")
         self.put_row(snap.node, (snap.node, state, role, kernel, mem, psi,
                                  risk_cell(verdict), busy or "free"))
 
@@ -140,9 +144,10 @@ class LanesTable(KeyedTable):
     def show(self, lane: LaneView, activity: str = "") -> None:
         name = lane.name + (" *" if lane.protected else "")
         phase_style = {"serving": "green", "failed": "bold red reverse",
+                       "unresponsive": "bold red reverse",
                        "stalled": "bold yellow"}.get(lane.phase, "")
-        phase = Text(lane.phase.upper() if lane.phase in ("failed", "stalled") else lane.phase,
-                     style=phase_style)
+        loud = lane.phase in ("failed", "stalled", "unresponsive")
+        phase = Text(lane.phase.upper() if loud else lane.phase, style=phase_style)
         if activity:
             progress = activity
         elif lane.progress is not None:
@@ -154,7 +159,7 @@ class LanesTable(KeyedTable):
             name, lane.cluster, phase, progress,
             f"{lane.kv_tokens:,}" if lane.kv_tokens else "—",
             f"{lane.concurrency:.2f}x" if lane.concurrency else "—",
-            lane.health,
+            lane.health + (f" {format_duration(lane.stale_s)}" if lane.stale_s else ""),
             f"{lane.decode_tps:.1f}" if lane.decode_tps is not None else "—",
             format_duration(lane.uptime_s) if lane.uptime_s is not None else "—",
         ))

@@ -1,0 +1,158 @@
+"""The serving canary's rules (pure): is a lane that answers ``/health``
+really serving, and has its engine stopped making tokens?
+
+vLLM's API server can keep answering ``/health`` 200 after its engine core
+died (vllm-project/vllm#39863, #7633), so ``/health`` alone says nothing
+about generation. Two signals do:
+
+- the canary: one tiny completion (1 token, temperature 0, bounded timeout)
+  every few tens of seconds. It failing while ``/health`` answers and the
+  engine's token counters stand still is ``unresponsive``; it failing while
+  the counters move is a busy engine (a sim engine serves one request at a
+  time; a real one behind a huge prefill can be slow), not a dead one.
+- the engine's own ``/metrics``: requests running while no token (prompt or
+  generation) is processed for :data:`COLLAPSE_AFTER_S` is a throughput
+  collapse. On GB10 throughput drops to zero a few seconds before a host
+  wedges (NVIDIA/open-gpu-kernel-modules#1358): thrash evidence for the
+  lane's nodes that comes before a starved SSH does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from sparktui.core.phases import format_duration
+
+COLLAPSE_AFTER_S = 20.0
+"""Requests running with no token processed for this long is a collapse. A
+chunked-prefill step (8192 tokens) takes ~9 s at the slowest lane's ~900
+prompt tokens/s, so a healthy engine always moves within it."""
+DEFAULT_INTERVAL_S = 60.0
+"""``[console] canary_interval_s`` default."""
+
+_TOKENS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total",
+           "sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+_RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
+_WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
+
+
+@dataclass(frozen=True)
+class EngineCounters:
+    """What one ``/metrics`` answer says about the engine's work."""
+
+    at: float
+    """Monotonic seconds on the watcher's clock."""
+    tokens: float | None
+    """Prompt + generation tokens processed since the engine started; None
+    when the engine exports neither counter."""
+    running: int | None
+    waiting: int | None
+
+
+def counters_from_metrics(at: float, metrics: Mapping[str, float]) -> EngineCounters:
+    """vLLM or SGLang metric names (``parse_metrics`` output) -> counters."""
+    tokens = [metrics[k] for k in _TOKENS if k in metrics]
+    running = next((metrics[k] for k in _RUNNING if k in metrics), None)
+    waiting = next((metrics[k] for k in _WAITING if k in metrics), None)
+    return EngineCounters(at, sum(tokens) if tokens else None,
+                          None if running is None else int(running),
+                          None if waiting is None else int(waiting))
+
+
+@dataclass(frozen=True)
+class Collapse:
+    """Requests running and no token processed since ``since``."""
+
+    since: float
+    seconds: float
+    running: int
+
+    def describe(self) -> str:
+        return (f"engine /metrics: no token processed for {self.seconds:.0f} s with "
+                f"{self.running} request(s) running (throughput collapsed to 0)")
+
+
+class ThroughputWatch:
+    """Fed every ``/metrics`` sample of one lane; says when throughput collapsed."""
+
+    def __init__(self, after_s: float = COLLAPSE_AFTER_S) -> None:
+        self.after_s = after_s
+        self._tokens: float | None = None
+        self._flat_since: float | None = None
+        self.last: EngineCounters | None = None
+
+    def observe(self, c: EngineCounters) -> Collapse | None:
+        previous, self.last = self._tokens, c
+        if c.tokens is None or c.running is None:
+            self._tokens = self._flat_since = None
+            return None
+        self._tokens = c.tokens
+        if c.running <= 0 or previous is None or c.tokens > previous:
+            self._flat_since = None if c.running <= 0 else c.at
+            return None
+        if self._flat_since is None:
+            self._flat_since = c.at
+        flat = c.at - self._flat_since
+        return Collapse(self._flat_since, flat, c.running) if flat >= self.after_s else None
+
+
+@dataclass(frozen=True)
+class CanaryAnswer:
+    """One canary round: the lane's last health answer, the engine's counters
+    before and after the tiny completion, and the completion itself."""
+
+    health: str
+    """``ok``, an HTTP status, ``refused`` (engine_http's wording)."""
+    ok: bool
+    """The completion came back with a token within its timeout."""
+    latency_s: float | None = None
+    error: str = ""
+    """Why the completion failed (``no answer in 10 s``, ``HTTP 500: ...``)."""
+    before: EngineCounters | None = None
+    after: EngineCounters | None = None
+
+
+@dataclass(frozen=True)
+class CanaryVerdict:
+    state: str
+    """``serving``, ``busy`` (slow, but the engine makes tokens) or ``unresponsive``."""
+    evidence: tuple[str, ...] = ()
+
+    @property
+    def unresponsive(self) -> bool:
+        return self.state == "unresponsive"
+
+
+def judge_canary(answer: CanaryAnswer) -> CanaryVerdict | None:
+    """The lane's serving state from one canary round. None when ``/health``
+    itself does not answer 200 (the lane's health column says that)."""
+    if answer.health != "ok":
+        return None
+    if answer.ok:
+        lat = f" in {answer.latency_s:.2f} s" if answer.latency_s is not None else ""
+        return CanaryVerdict("serving", (f"1-token completion answered{lat}",))
+    failed = f"/health answers 200 but a 1-token completion failed: {answer.error}"
+    b, a = answer.before, answer.after
+    if b is None or a is None or b.tokens is None or a.tokens is None or a.at <= b.at:
+        return CanaryVerdict("unresponsive", (failed,))
+    if a.tokens > b.tokens:
+        return CanaryVerdict("busy", (failed, f"the engine processed {a.tokens - b.tokens:.0f}"
+                                      " tokens meanwhile: busy, not dead"))
+    queue = f"{a.running or 0} running, {a.waiting or 0} waiting"
+    return CanaryVerdict("unresponsive", (failed, f"no token processed in {a.at - b.at:.0f} s "
+                                          f"({queue}, /metrics)"))
+
+
+def stale_age(last_good: float | None, now: float, interval_s: float) -> float | None:
+    """Age of a node's or lane's last good sample when older than two
+    intervals (monitoring that hides staleness misleads: glances#564)."""
+    if last_good is None:
+        return None
+    age = now - last_good
+    return age if age > 2 * interval_s else None
+
+
+def describe_age(age_s: float) -> str:
+    """``last good sample 7s ago`` / ``4m12s ago`` / ``2h05m ago``."""
+    return f"last good sample {format_duration(age_s)} ago"

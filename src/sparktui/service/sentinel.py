@@ -1,0 +1,230 @@
+"""The sentinel: the console's service without the UI, as a long-running,
+read-only process, so the night stays watched when nobody has the console
+open (Glances' alert actions never fire without a client: nicolargo/glances#2240).
+
+It holds ``<state_dir>/sentinel.pid`` (an exclusive ``flock``) so only one
+runs per state directory, writes one line per event (journald reads its
+stdout under systemd, with ``<N>`` priority prefixes), and stops on SIGTERM:
+the service's tasks cancelled, connections closed, the lock released.
+It never previews or runs a workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from sparktui.core.canary import describe_age, stale_age
+from sparktui.core.clock import Clock, SystemClock
+from sparktui.core.config import Config
+from sparktui.core.state import NodeState
+from sparktui.core.thrash import ThrashLevel
+from sparktui.ops import sentinel_state
+from sparktui.service.cluster import ClusterService
+from sparktui.service.events import (
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    NodeSampled,
+    ServiceEvent,
+)
+
+PID_FILE = "sentinel.pid"
+
+INFO, WARNING, ERR = 6, 4, 3
+"""syslog priorities (sd-daemon(3) ``<N>`` prefixes)."""
+
+
+class SentinelRunning(Exception):
+    """Another sentinel holds this state directory's pid lock."""
+
+
+class PidLock:
+    """``<state_dir>/sentinel.pid``: an exclusive flock held for the life of
+    the process (the kernel drops it if the process dies), holding the pid."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            other = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise SentinelRunning(f"a sentinel (pid {other}) already watches from "
+                                  f"{self.path.parent} (lock {self.path})") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        os.close(self._fd)
+        self._fd = None
+
+
+class EventLines:
+    """Service events -> one human line per change worth a line: node state,
+    memory level, staleness, lane phase/health/canary, alerts (again only when
+    their level changes). Samples that change nothing write nothing."""
+
+    def __init__(self, poll_interval_s: float) -> None:
+        self.poll_interval_s = poll_interval_s
+        self._nodes: dict[str, tuple[str, str, bool]] = {}
+        self._lanes: dict[str, tuple[str, str, str, bool]] = {}
+        self._alerts: dict[str, str] = {}
+
+    def lines(self, event: ServiceEvent) -> list[tuple[int, str]]:
+        if isinstance(event, NodeSampled):
+            return self._node(event)
+        if isinstance(event, LaneChanged):
+            return self._lane(event)
+        if isinstance(event, LaneGone):
+            self._lanes.pop(event.name, None)
+            return [(INFO, f"lane {event.name}: gone (no container left)")]
+        if isinstance(event, AlertRaised):
+            a = event.alert
+            if self._alerts.get(a.key) == a.level:
+                return []  # the same alert with fresher numbers
+            self._alerts[a.key] = a.level
+            level = ERR if a.level in ("thrash", "fatal") else WARNING
+            return [(level, f"ALERT {a.level} {a.subject}: {'; '.join(a.evidence)}"
+                            + (f" -> {a.next_step}" if a.next_step else ""))]
+        if isinstance(event, AlertCleared):
+            self._alerts.pop(event.key, None)
+            return [(INFO, f"cleared {event.key}")]
+        return []
+
+    def _node(self, e: NodeSampled) -> list[tuple[int, str]]:
+        snap, name = e.snapshot, e.snapshot.node
+        state = snap.state.value
+        level = e.verdict.level if e.verdict is not None else ThrashLevel.OK
+        age = stale_age(snap.last_ok_at, snap.taken_at, self.poll_interval_s)
+        stale = age is not None
+        before = self._nodes.get(name)
+        self._nodes[name] = (state, level.label, stale)
+        out: list[tuple[int, str]] = []
+        if before is None or before[0] != state:
+            why = f" ({snap.error})" if snap.error and snap.state is not NodeState.ONLINE else ""
+            was = f"{before[0]} -> " if before is not None else ""
+            out.append((INFO if snap.online else WARNING, f"node {name}: {was}{state}{why}"))
+        # suspected and thrash arrive as alerts; their evidence is there
+        if before is not None and before[1] != level.label and level < ThrashLevel.SUSPECTED:
+            evidence = f" ({'; '.join(e.verdict.evidence)})" if e.verdict and \
+                e.verdict.evidence else ""
+            out.append((INFO, f"memory {name}: {before[1]} -> {level.label}{evidence}"))
+        if stale and (before is None or not before[2]):
+            assert age is not None
+            out.append((WARNING, f"node {name}: stale, {describe_age(age)}"))
+        elif not stale and before is not None and before[2]:
+            out.append((INFO, f"node {name}: fresh again"))
+        return out
+
+    def _lane(self, e: LaneChanged) -> list[tuple[int, str]]:
+        v = e.lane
+        canary = v.canary[0] if v.canary else ""
+        stale = v.stale_s is not None
+        before = self._lanes.get(v.name)
+        self._lanes[v.name] = (v.phase, v.health, canary, stale)
+        out: list[tuple[int, str]] = []
+        if before is None:
+            out.append((INFO, f"lane {v.name} on {v.cluster}: {v.phase} "
+                              f"(ranks on {', '.join(v.nodes)})"))
+        elif before[0] != v.phase:
+            level = WARNING if v.phase in ("failed", "unresponsive", "stalled") else INFO
+            fail = f": {v.failure}" if v.failure and v.phase == "failed" else ""
+            out.append((level, f"lane {v.name}: {before[0]} -> {v.phase}, health "
+                               f"{v.health}{fail}"))
+        elif before[1] != v.health:
+            level = INFO if v.health == "ok" else WARNING
+            out.append((level, f"lane {v.name}: health {before[1]} -> {v.health}"))
+        if before is not None and canary and canary != before[2]:
+            out.append((INFO, f"lane {v.name} canary: {'; '.join(v.canary)}"))
+        if stale and (before is None or not before[3]):
+            assert v.stale_s is not None
+            out.append((WARNING, f"lane {v.name}: endpoint stale, {describe_age(v.stale_s)}"))
+        elif not stale and before is not None and before[3]:
+            out.append((INFO, f"lane {v.name}: endpoint fresh again"))
+        return out
+
+
+def line_writer(journal: bool, clock: Clock,
+                write: Callable[[str], None]) -> Callable[[int, str], None]:
+    """Under systemd (``JOURNAL_STREAM`` set) a ``<N>`` prefix gives journald
+    the priority and its own timestamp; on a terminal, a UTC time instead."""
+
+    def emit(priority: int, text: str) -> None:
+        if journal:
+            write(f"<{priority}>{text}")
+        else:
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(clock.time()))
+            write(f"{stamp} {text}")
+
+    return emit
+
+
+class Sentinel:
+    """Runs a `ClusterService` until ``stop`` is set; never acts on the cluster."""
+
+    def __init__(self, config: Config, service: ClusterService, *,
+                 emit: Callable[[int, str], None], clock: Clock | None = None) -> None:
+        self.config = config
+        self.service = service
+        self.clock = clock or SystemClock()
+        self._emit = emit
+        self._lines = EventLines(config.console.poll_interval_s)
+        self.lock = PidLock(config.state_dir() / PID_FILE)
+        self._good_nodes: dict[str, float] = {}
+        self._written_at = 0.0
+
+    def on_event(self, event: ServiceEvent) -> None:
+        for priority, text in self._lines.lines(event):
+            self._emit(priority, text)
+        if isinstance(event, NodeSampled):
+            self._remember(event)
+
+    def _remember(self, event: NodeSampled) -> None:
+        """Keep ``sentinel/last_good.json`` current, once a poll interval at most."""
+        snap = event.snapshot
+        if snap.last_ok_at is not None:
+            self._good_nodes[snap.node] = snap.last_ok_at
+        now = self.clock.time()
+        if now - self._written_at < self.config.console.poll_interval_s:
+            return
+        self._written_at = now
+        lanes = {name: now - (v.stale_s or 0.0) for name, v in self.service.lanes().items()
+                 if v.health == "ok" or v.stale_s is not None}
+        try:
+            sentinel_state.write(self.config.state_dir(), sentinel_state.LastGood(
+                os.getpid(), now, dict(self._good_nodes), lanes))
+        except OSError as exc:  # a full disk must not stop the watch
+            self._emit(WARNING, f"sentinel: cannot write {sentinel_state.FILE}: {exc}")
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Take the lock (raises `SentinelRunning`), watch until ``stop``,
+        then stop every task and release the lock, whatever happened."""
+        self.lock.acquire()
+        try:
+            self._emit(INFO, f"sentinel: watching {len(self.config.nodes)} nodes "
+                             f"(pid {os.getpid()}, state {self.config.state_dir()})")
+            await self.service.start(self.on_event)
+            await stop.wait()
+            self._emit(INFO, "sentinel: stopping")
+        finally:
+            await self.service.stop()
+            sentinel_state.remove(self.config.state_dir())
+            self.lock.release()
+        self._emit(INFO, "sentinel: stopped")

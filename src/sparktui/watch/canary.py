@@ -1,0 +1,151 @@
+"""The serving canary of one lane: a tiny completion every ``interval_s``
+while the lane serves, and every endpoint check's ``/metrics`` through the
+throughput-collapse rule (rules in core/canary.py).
+
+A collapse is handed to the thrash detector as engine evidence for every
+node of the lane (it escalates memory pressure there to *suspected*, the
+same way vLLM's zero-throughput stats lines do), so it is raised while the
+node still answers SSH. A canary verdict change goes to ``on_verdict``.
+The lane's watch owns the task that runs `ServingCanary.run`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
+
+from sparktui.adapters.engine_http import ChatAnswer, EngineClient
+from sparktui.core.canary import (
+    CanaryAnswer,
+    CanaryVerdict,
+    Collapse,
+    ThroughputWatch,
+    counters_from_metrics,
+    judge_canary,
+    stale_age,
+)
+from sparktui.core.clock import Clock
+from sparktui.watch.thrash import ThrashDetector
+
+log = logging.getLogger(__name__)
+
+CANARY_TIMEOUT_S = 10.0
+"""Bound of one canary round's completion (a dead engine core never answers)."""
+
+
+PROMPT = "Say OK."
+
+
+class Completer(Protocol):
+    async def __call__(self, node: str, port: int) -> ChatAnswer: ...
+
+
+class ServingCanary:
+    def __init__(
+        self,
+        lane: str,
+        *,
+        clock: Clock,
+        interval_s: float | None,
+        complete: Completer | None,
+        detector: ThrashDetector | None = None,
+        on_verdict: Callable[[CanaryVerdict | None], None] = lambda v: None,
+        timeout_s: float = CANARY_TIMEOUT_S,
+    ) -> None:
+        """``interval_s`` None (the recipe opted out, or ``[console]
+        canary_interval_s = 0``) or no ``complete``: no completion rounds;
+        metrics and staleness are still followed."""
+        self.lane = lane
+        self._clock = clock
+        self.interval_s = interval_s if complete is not None else None
+        self.timeout_s = timeout_s
+        self._complete = complete
+        self._detector = detector
+        self._on_verdict = on_verdict
+        self._throughput = ThroughputWatch()
+        self._health = ""
+        self.verdict: CanaryVerdict | None = None
+        self.collapse: Collapse | None = None
+        self.last_good: float | None = None
+        """Monotonic time of the last endpoint check that answered ``/health`` 200."""
+
+    def observe(self, health: str, metrics: Mapping[str, float], nodes: Iterable[str]) -> None:
+        """One endpoint check of the lane (health and ``/metrics``)."""
+        now = self._clock.monotonic()
+        self._health = health
+        if health == "ok":
+            self.last_good = now
+        self.collapse = self._throughput.observe(counters_from_metrics(now, metrics))
+        if self.collapse is not None and self._detector is not None:
+            text = f"lane {self.lane}: {self.collapse.describe()}"
+            for node in nodes:
+                self._detector.on_engine_stall(node, text)
+
+    def stale_s(self, interval_s: float) -> float | None:
+        """Age of the last good endpoint answer when older than two intervals."""
+        return stale_age(self.last_good, self._clock.monotonic(), interval_s)
+
+    async def run(self, target: Callable[[], tuple[str, int] | None]) -> None:
+        """Rounds until cancelled; ``target()`` is rank 0's (node, port) while
+        the lane serves, None otherwise (no round then)."""
+        if self.interval_s is None:
+            return
+        while True:
+            await self._clock.sleep(self.interval_s)
+            where = target()
+            if where is None:
+                if self.verdict is not None:
+                    self._set(None)
+                continue
+            before = self._throughput.last
+            try:
+                done = await self._bounded(*where)
+            except Exception as exc:  # a bad answer must not end the canary
+                log.warning("canary of %s: %r", self.lane, exc)
+                continue
+            ok = not done.error and bool(done.content or done.reasoning)
+            error = done.error or ("" if ok else "the answer carried no token")
+            self._set(judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
+                                                self._throughput.last)))
+
+    async def _bounded(self, node: str, port: int) -> ChatAnswer:
+        """The completion, bounded on the watcher's clock as well as by the
+        adapter's own timeout (so a simulated night keeps simulated time)."""
+        assert self._complete is not None
+        call = asyncio.create_task(self._complete(node, port))
+        timer = asyncio.create_task(self._clock.sleep(self.timeout_s))
+        try:
+            await asyncio.wait({call, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (call, timer):
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(call, timer, return_exceptions=True)
+        if call.done() and not call.cancelled():
+            return call.result()
+        return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
+
+    def _set(self, verdict: CanaryVerdict | None) -> None:
+        changed = (verdict is None) != (self.verdict is None) or (
+            verdict is not None and self.verdict is not None
+            and verdict.state != self.verdict.state)
+        self.verdict = verdict
+        if changed:
+            self._on_verdict(verdict)
+
+
+def completer_for(api_host: Callable[[str], str],
+                  timeout_s: float = CANARY_TIMEOUT_S) -> Completer:
+    """One tiny completion (1 token, temperature 0) through the engine HTTP
+    adapter's chat client, to the first model the engine lists."""
+
+    async def complete(node: str, port: int) -> ChatAnswer:
+        async with EngineClient(api_host(node), port, timeout=timeout_s) as client:
+            models = await client.models()
+            if not models:
+                return ChatAnswer(error="/v1/models lists no model")
+            return await client.chat(models[0], PROMPT, max_tokens=1, timeout=timeout_s)
+
+    return complete

@@ -1,0 +1,110 @@
+"""The serving canary's pure rules: metric names, the throughput-collapse
+rule, the canary verdict and staleness."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sparktui.core.canary import (
+    COLLAPSE_AFTER_S,
+    CanaryAnswer,
+    EngineCounters,
+    ThroughputWatch,
+    counters_from_metrics,
+    describe_age,
+    judge_canary,
+    stale_age,
+)
+
+
+def c(at: float, tokens: float | None, running: int | None = 1, waiting: int = 0
+      ) -> EngineCounters:
+    return EngineCounters(at, tokens, running, waiting)
+
+
+def test_counters_from_vllm_and_sglang_names() -> None:
+    v = counters_from_metrics(5.0, {"vllm:prompt_tokens_total": 100.0,
+                                    "vllm:generation_tokens_total": 20.0,
+                                    "vllm:num_requests_running": 2.0,
+                                    "vllm:num_requests_waiting": 1.0})
+    assert v == EngineCounters(5.0, 120.0, 2, 1)
+    s = counters_from_metrics(1.0, {"sglang:generation_tokens_total": 7.0,
+                                    "sglang:num_running_reqs": 0.0,
+                                    "sglang:num_queue_reqs": 3.0})
+    assert s == EngineCounters(1.0, 7.0, 0, 3)
+    assert counters_from_metrics(0.0, {}) == EngineCounters(0.0, None, None, None)
+
+
+def test_collapse_needs_requests_running_and_flat_counters_for_the_window() -> None:
+    w = ThroughputWatch()
+    assert w.observe(c(0, 90)) is None
+    assert w.observe(c(5, 100)) is None  # a token between 0 and 5
+    assert w.observe(c(20, 100)) is None  # 15 s flat
+    got = w.observe(c(25, 100))
+    assert got is not None and got.seconds == COLLAPSE_AFTER_S and got.running == 1
+    assert "no token processed for 20 s with 1 request(s) running" in got.describe()
+    assert w.observe(c(30, 101)) is None  # a token: not collapsed any more
+
+
+def test_idle_engine_is_no_collapse() -> None:
+    w = ThroughputWatch()
+    for t in range(0, 200, 5):
+        assert w.observe(c(t, 500, running=0)) is None
+
+
+def test_unknown_counters_reset_the_rule() -> None:
+    w = ThroughputWatch()
+    w.observe(c(0, 10))
+    w.observe(c(10, 10))
+    w.observe(c(15, None))
+    assert w.observe(c(30, 10)) is None and w.observe(c(45, 10)) is None
+    assert w.observe(c(60, 10)) is not None
+
+
+@given(st.lists(st.tuples(st.floats(0.1, 30), st.integers(0, 3), st.integers(0, 50)),
+                min_size=1, max_size=60))
+def test_collapse_only_when_flat_with_running_for_the_window(steps) -> None:  # type: ignore[no-untyped-def]
+    """Whatever the sequence: a collapse is reported only when the last
+    COLLAPSE_AFTER_S seconds of samples all had requests running and no token."""
+    w = ThroughputWatch()
+    t, tokens = 0.0, 0.0
+    seen: list[EngineCounters] = []
+    for dt, running, more in steps:
+        t += dt
+        tokens += more
+        sample = c(t, tokens, running)
+        seen.append(sample)
+        got = w.observe(sample)
+        if got is None:
+            continue
+        window = [s for s in seen if s.at >= got.since]
+        assert got.seconds >= COLLAPSE_AFTER_S
+        assert all(s.running and s.running > 0 for s in window)
+        assert len({s.tokens for s in window}) == 1
+
+
+def test_canary_verdicts() -> None:
+    assert judge_canary(CanaryAnswer("503", False, error="x")) is None
+    ok = judge_canary(CanaryAnswer("ok", True, 0.25))
+    assert ok is not None and ok.state == "serving" and "0.25 s" in ok.evidence[0]
+    dead = judge_canary(CanaryAnswer("ok", False, None, "timed out after 10 s",
+                                     c(0, 50, 0, 0), c(10, 50, 0, 2)))
+    assert dead is not None and dead.unresponsive
+    assert dead.evidence == ("/health answers 200 but a 1-token completion failed: timed out "
+                             "after 10 s", "no token processed in 10 s (0 running, 2 waiting, "
+                             "/metrics)")
+    busy = judge_canary(CanaryAnswer("ok", False, None, "timed out after 10 s",
+                                     c(0, 50), c(10, 8242)))
+    assert busy is not None and busy.state == "busy" and "8192 tokens" in busy.evidence[1]
+    fast_fail = judge_canary(CanaryAnswer("ok", False, 0.1, "HTTP 500: EngineDeadError",
+                                          c(0, 50), c(0, 50)))
+    assert fast_fail is not None and fast_fail.unresponsive and len(fast_fail.evidence) == 1
+
+
+def test_staleness_shows_past_two_intervals() -> None:
+    assert stale_age(None, 100.0, 2.0) is None
+    assert stale_age(96.0, 100.0, 2.0) is None
+    assert stale_age(95.0, 100.0, 2.0) == 5.0
+    assert describe_age(7.2) == "last good sample 7s ago"
+    assert describe_age(252) == "last good sample 4m12s ago"

@@ -1,0 +1,134 @@
+"""A night on the simulator for service-level tests: the shipped config cut
+to one cluster (half the SSH traffic per simulated step), a manual clock,
+the console's `ClusterService` reached as production reaches it, every
+event kept with the simulated time it arrived at."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sparktui.adapters.endpoints import resolve_endpoints, sim_endpoints_path
+from sparktui.adapters.engine_http import ChatAnswer
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import plan
+from sparktui.service.cluster import ClusterService
+from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.sim.cluster import Sim
+from sparktui.sim.testing import connect, running_sim
+from sparktui.watch.canary import Completer, completer_for
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Tracked:
+    """The production completer, counting the rounds in flight: the test lets
+    a round's real HTTP finish before it moves simulated time on (bounded, so
+    a dead engine's round still times out on the simulated clock)."""
+
+    def __init__(self, complete: Completer) -> None:
+        self.complete = complete
+        self.in_flight = 0
+
+    async def __call__(self, node: str, port: int) -> ChatAnswer:
+        self.in_flight += 1
+        try:
+            return await self.complete(node, port)
+        finally:
+            self.in_flight -= 1
+
+
+@dataclass
+class Night:
+    sim: Sim
+    config: Config
+    service: ClusterService
+    canary: Tracked
+    events: list[tuple[float, ServiceEvent]] = field(default_factory=list)
+
+    def record(self, event: ServiceEvent) -> None:
+        self.events.append((self.sim.clock.monotonic(), event))
+
+    def alerts(self, prefix: str) -> list[tuple[float, AlertRaised]]:
+        return [(t, e) for t, e in self.events
+                if isinstance(e, AlertRaised) and e.alert.key.startswith(prefix)]
+
+
+def night_config(tmp_path: Path, cluster: str, **console: object) -> Config:
+    """The shipped config with only ``cluster``'s nodes, its state in tmp_path."""
+    config = load_config(ROOT / "config.toml")
+    keep = config.clusters[cluster].nodes
+    return dataclasses.replace(
+        config, nodes={n: c for n, c in config.nodes.items() if n in keep},
+        clusters={cluster: config.clusters[cluster]},
+        console=dataclasses.replace(config.console, state_dir=str(tmp_path / "state"),
+                                    **console))
+
+
+@asynccontextmanager
+async def night(tmp_path: Path, scenario: str, cluster: str, *, start: bool = True,
+                **console: object) -> AsyncIterator[Night]:
+    """The night; ``start=False`` leaves starting the service to the test."""
+    config = night_config(tmp_path, cluster, **console)
+    async with running_sim(config, scenario=scenario, workdir=tmp_path / "sim") as sim:
+        path = sim_endpoints_path(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(sim.endpoints()))
+        endpoints = resolve_endpoints(config)
+        canary = Tracked(completer_for(lambda node: endpoints.node(node).api_host))
+        service = ClusterService(config, clock=sim.clock, endpoints=endpoints, canary=canary)
+        n = Night(sim, config, service, canary)
+        if start:
+            await service.start(n.record)
+        try:
+            yield n
+        finally:
+            await service.stop()
+
+
+async def start_lane(n: Night, recipe: str) -> None:
+    r = load_recipe(n.config, recipe)
+    for rank in plan(n.config, r, r.cluster).ranks:
+        async with connect(n.sim, rank.node) as conn:
+            result = await conn.run(rank.command(3), timeout=30)
+            assert result.exit_status == 0, result.stderr
+
+
+async def advance_until(n: Night, pred: Callable[[], bool], *, step: float, max_sim_s: float,
+                        why: Callable[[], str] = lambda: "") -> None:
+    start = n.sim.clock.monotonic()
+    while not pred():
+        assert n.sim.clock.monotonic() - start < max_sim_s, why()
+        await n.sim.clock.advance(step, step=step)  # coarse through quiet stretches
+        await asyncio.sleep(0.01)  # real I/O (SSH polls, HTTP checks) between steps
+        for _ in range(50):  # a canary round's HTTP, up to 0.5 s real
+            if not n.canary.in_flight:
+                break
+            await asyncio.sleep(0.01)
+
+
+async def boot_unwatched(n: Night, recipe: str) -> None:
+    """Start the lane and let it boot to serving before anything watches it
+    (the simulator alone runs an hour of loading in a few seconds); a
+    service started afterwards finds it by its labels and reads its log."""
+    await start_lane(n, recipe)
+    while True:
+        try:
+            if n.sim.lane_rank0(recipe).phase == "ready":
+                return
+        except KeyError:
+            pass
+        assert n.sim.clock.monotonic() < 6 * 3600, "the lane never became ready"
+        await n.sim.advance(300)
+
+
+def phase(n: Night, lane: str) -> str:
+    view = n.service.lanes().get(lane)
+    return view.phase if view else "-"
