@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +16,7 @@ from adapters.openssh_server import OpenSshServer, SshdUnavailable, openssh_serv
 from sparktui.adapters.endpoints import NodeEndpoint
 from sparktui.adapters.ssh import NodeConnection, ProbeStalled
 from sparktui.core.config import NodeConfig, SshConfig
-from sparktui.core.probe import parse_probe, probe_script
+from sparktui.core.probe import FAST_SECTIONS, parse_probe, probe_script
 
 SSH = SshConfig(connect_timeout_s=5.0, keepalive_interval_s=5.0)
 
@@ -90,5 +93,56 @@ async def test_stall_then_stream_over_real_sshd(sshd: OpenSshServer) -> None:
         await asyncio.sleep(0.2)
         result = await conn.run("pgrep -fc 'echo [t]ick' || true", timeout=10)
         assert result.stdout.strip() in ("0", "")
+    finally:
+        await conn.close()
+
+
+async def test_the_fast_tick_starts_no_process_on_the_node(sshd: OpenSshServer,
+                                                           tmp_path: Path) -> None:
+    """0 forks on the fast tick, counted: strace follows the long-lived shell
+    while it answers fast probes; only the control command (/bin/true, run
+    until the tracer sees it) may start processes. Without strace, the weaker
+    check still holds: the fast probe works with PATH pointing nowhere."""
+    conn = NodeConnection(endpoint(sshd), SSH)
+    node = NodeConfig("spark", 0, "h", "u", "10.0.0.1", "switch.x", "test")
+    fast = probe_script(node, FAST_SECTIONS)
+    try:
+        shell_pid = int((await conn.probe("echo $$", timeout=10)).strip())
+        await conn.probe("PATH=/nonexistent", timeout=10)
+        result = parse_probe(await conn.probe(fast, timeout=10), FAST_SECTIONS)
+        assert result.meminfo is not None and result.loadavg is not None, result.problems
+        assert result.uptime_s is not None and result.problems == ()
+        await conn.probe("PATH=/usr/bin:/bin", timeout=10)
+        strace = shutil.which("strace")
+        if strace is None:
+            pytest.skip("strace not installed: forks not counted (PATH check passed)")
+        trace = tmp_path / "trace"
+        tracer = subprocess.Popen(
+            [strace, "-f", "-qq", "-e", "trace=clone,clone3,fork,vfork,execve",
+             "-o", str(trace), "-p", str(shell_pid)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 20
+            while "/bin/true" not in (trace.read_text() if trace.exists() else ""):
+                assert time.monotonic() < deadline, "strace never saw the control command"
+                await conn.probe("/bin/true", timeout=10)
+                await asyncio.sleep(0.1)
+            seen = trace.read_text().count('execve("/bin/true"')
+            for _ in range(10):
+                out = parse_probe(await conn.probe(fast, timeout=10), FAST_SECTIONS)
+                assert out.meminfo is not None
+            await conn.probe("/bin/true", timeout=10)  # the trace reaches past the ticks
+            deadline = time.monotonic() + 20
+            while trace.read_text().count('execve("/bin/true"') <= seen:
+                assert time.monotonic() < deadline, trace.read_text()[-2000:]
+                await asyncio.sleep(0.1)
+        finally:
+            tracer.terminate()
+            tracer.wait(timeout=10)
+        lines = trace.read_text().splitlines()
+        forks = [ln for ln in lines if re.search(r"\b(clone3?|v?fork)\(", ln)]
+        execs = [ln for ln in lines if "execve(" in ln]
+        assert execs and all('execve("/bin/true"' in ln for ln in execs), execs
+        assert len(forks) == len(execs), forks   # one per control, none per fast tick
     finally:
         await conn.close()

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
 import asyncssh
 import pytest
 
-from adapters.ssh_test_server import SshTestServer
+from adapters.ssh_test_server import SshTestServer, run_locally
 from sparktui.adapters.ssh import (
     AuthError,
     HostKeyError,
+    LoginStalled,
     NodeConnection,
     ProbeStalled,
 )
@@ -260,14 +262,34 @@ async def test_shell_that_never_answers_from_the_start_drops_the_connection(
         await asyncio.sleep(30)
 
     ssh_server.handler = silent
+    conn = NodeConnection(ssh_server.endpoint(), replace(SSH, connect_timeout_s=0.5))
+    try:
+        # a shell that never started stalled the login, not a probe: its
+        # budget is connect_timeout_s, not the probe's
+        with pytest.raises(LoginStalled) as first:
+            await conn.probe("true", timeout=0.1)
+        assert "login shell did not start within 0.5 s" in str(first.value)
+        assert not conn.connected  # even a fresh shell stalled: start over next time
+        with pytest.raises(LoginStalled):
+            await conn.probe("true", timeout=0.1)
+        assert conn.connects == 2
+    finally:
+        await conn.close()
+
+
+async def test_slow_login_shell_is_not_probe_time(ssh_server: SshTestServer) -> None:
+    """A .bashrc that takes seconds (pyenv init) is login time: the first probe
+    of a healthy node still answers within a probe timeout shorter than it."""
+
+    async def slow_bashrc(process: asyncssh.SSHServerProcess) -> None:
+        await asyncio.sleep(0.8)
+        await run_locally(process)
+
+    ssh_server.handler = slow_bashrc
     conn = NodeConnection(ssh_server.endpoint(), SSH)
     try:
-        with pytest.raises(ProbeStalled):
-            await conn.probe("true", timeout=0.3)
-        assert not conn.connected  # even a fresh shell stalled: start over next time
-        with pytest.raises(ProbeStalled):
-            await conn.probe("true", timeout=0.3)
-        assert conn.connects == 2
+        assert await conn.probe("echo fine", timeout=0.3) == "fine\n"
+        assert await conn.probe("echo again", timeout=0.3) == "again\n"
     finally:
         await conn.close()
 

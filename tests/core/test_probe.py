@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.config import NodeConfig
-from sparktui.core.probe import parse_probe, parse_up_for, probe_script
+from sparktui.core.probe import (
+    FAST_SECTIONS,
+    SLOW_SECTIONS,
+    builtin_cat,
+    parse_probe,
+    parse_up_for,
+    probe_script,
+)
 from sparktui.core.state import MemInfo, Psi, PsiLine
 
 
@@ -118,9 +125,28 @@ def test_script_quotes_paths_and_uses_only_the_vocabulary() -> None:
     assert _commands(df)[1] == ["df", "-Pk", "/", "/mnt/$(x)", "2", ">&", "1"]
     allowed = {"echo", "cat", "uname", "stat", "df", "docker", ":"}
     for line in lines:
+        if line.split(";")[0] in {f"echo @@{s}" for s in FAST_SECTIONS}:
+            continue  # the fork-free reads: see the next test
         for command in _commands(line):
             assert command[0] in allowed, command
     assert lines[-1] == "echo @@end"
+
+
+def test_fast_tier_reads_proc_with_shell_builtins_only() -> None:
+    """No command of the fast tick is a program: echo, while, read, printf
+    and a `<` redirection are all sh builtins (nothing is forked)."""
+    script = probe_script(node(hf_cache="/x"), FAST_SECTIONS)
+    lines = script.splitlines()
+    assert lines[0] == ": sparktui-probe" and lines[-1] == "echo @@end"
+    assert [ln.split(";")[0] for ln in lines[1:-1]] == [f"echo @@{s}" for s in FAST_SECTIONS]
+    for cmd in (c for ln in lines for c in _commands(ln)):
+        assert cmd[0] in {":", "echo", "while", "do", "done"}, cmd
+        assert cmd[0] != "while" or cmd[1:3] == ["IFS=", "read"], cmd
+        assert cmd[0] != "do" or cmd[1] == "printf", cmd
+    for path in ("/proc/meminfo", "/proc/pressure/memory", "/proc/loadavg", "/proc/uptime"):
+        assert builtin_cat(path) in script
+    slow = probe_script(node(hf_cache="/x"), SLOW_SECTIONS)
+    assert "/proc/meminfo" not in slow and "docker ps" in slow
 
 
 def test_script_leaves_out_hfcache_when_not_configured() -> None:

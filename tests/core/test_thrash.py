@@ -138,6 +138,26 @@ def test_seed_signature_ping_alive_ssh_dead_after_memory_exhaustion_is_thrash() 
     assert "plug-cycle dgx6 only" in v.next_step and "re-check" in v.next_step
 
 
+def test_runbook_retries_are_counted_in_time_not_in_polls() -> None:
+    """3 s polls failing for 14 s are one runbook retry, not "3 retries failed":
+    the runbook (and `recover`) means retries ~30 s apart."""
+    r = ThrashRules("dgx6")
+    r.add_sample(sample(0, some=35.0, full=22.0, avail_gib=0.4))
+    for t in range(3, 18, 3):                      # 5 failed polls, 12 s after onset
+        r.add_sample(sample(float(t), ok=False, ping=True))
+    v = r.verdict(15.0)
+    assert v.failed_probes == 5
+    assert "SSH retry 1/3" in v.next_step and "retries failed" not in v.next_step
+    for t in range(18, 34, 3):
+        r.add_sample(sample(float(t), ok=False, ping=True))
+    assert "SSH retry 2/3" in r.verdict(33.0).next_step       # onset + 30 s
+    for t in range(36, 63, 3):
+        r.add_sample(sample(float(t), ok=False, ping=True))
+    assert "SSH retry 2/3" in r.verdict(60.0).next_step       # onset + 57 s
+    r.add_sample(sample(63.0, ok=False, ping=True))
+    assert "3 SSH retries failed: plug-cycle dgx6 only" in r.verdict(63.0).next_step
+
+
 def test_ssh_failure_without_memory_evidence_is_only_suspected() -> None:
     r = ThrashRules("dgx1")
     r.add_sample(sample(0))

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
-from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.config import (
     ClusterConfig,
     Config,
@@ -17,9 +17,11 @@ from sparktui.core.config import (
     NodeConfig,
 )
 from sparktui.core.errors import RemoteError
-from sparktui.core.state import NodeSnapshot, NodeState
+from sparktui.core.state import NodeSnapshot, NodeState, ProbeTier
+from sparktui.core.thrash import ThrashLevel, ThrashRules
 from sparktui.sim.clock import SimClock
 from sparktui.watch.poller import Poller
+from sparktui.watch.thrash import node_verdict, sample_of
 
 
 def probe_output(avail_kib: int, full_avg10: float = 0.0) -> str:
@@ -29,6 +31,11 @@ def probe_output(avail_kib: int, full_avg10: float = 0.0) -> str:
         "@@psi\nsome avg10=1.00 avg60=0.00 avg300=0.00 total=5\n"
         f"full avg10={full_avg10:.2f} avg60=0.00 avg300=0.00 total=3\n@@rc 0\n@@end\n"
     )
+
+
+SLOW_OUTPUT = ("@@kernel\n6.17.0-1031-nvidia\n@@rc 0\n@@mounts\n@@rc 0\n@@df\n@@rc 0\n"
+               '@@containers\n{"Names":"vllm_x","State":"running","Status":"Up 5 minutes"}\n'
+               "@@rc 0\n@@images\n@@rc 0\n@@end\n")
 
 
 def make_config(names: list[str], interval: float = 2.0) -> Config:
@@ -71,16 +78,22 @@ class FakeNode:
         self.duration = 0.1
         self.avail_kib = 60_000_000
         self.calls = 0
+        """Fast-tier probes (one per tick)."""
+        self.slow_calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
 
     async def probe(self, script: str, timeout: float) -> str:
         assert script.startswith(": sparktui-probe")
-        self.calls += 1
+        slow = "@@containers" in script
+        if slow:
+            self.slow_calls += 1
+        else:
+            self.calls += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            if self.mode == "stall":
+            if self.mode == "stall" or (slow and self.mode == "docker-hangs"):
                 await self.clock.sleep(timeout)
                 raise ProbeStalled(self.name, "probe", f"shell did not answer within {timeout} s")
             await self.clock.sleep(self.duration)
@@ -88,9 +101,11 @@ class FakeNode:
                 raise RemoteError(self.name, "connect", "ConnectionRefusedError")
             if self.mode == "hostkey":
                 raise HostKeyError(self.name, "changed", "HOST KEY CHANGED")
+            if self.mode == "login-stalls":
+                raise LoginStalled(self.name, "connect", "the login shell did not start")
             if self.mode == "auth":
                 raise AuthError(self.name, "connect", "authentication refused")
-            return probe_output(self.avail_kib)
+            return SLOW_OUTPUT if slow else probe_output(self.avail_kib)
         finally:
             self.in_flight -= 1
 
@@ -159,6 +174,25 @@ async def test_each_state_is_classified() -> None:
     assert all(s.taken_at >= w.clock.epoch for s in snaps.values())
 
 
+async def test_one_failed_login_with_ping_is_not_starved_two_are() -> None:
+    """Starved means a stalled established shell, or failures in a row: a
+    single connect/login failure (a slow .bashrc, a refused connect) is not."""
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].mode = "refused"
+    first = (await w.round())["dgx1"]
+    assert first.state is NodeState.UNKNOWN and not first.stalled
+    assert "ConnectionRefusedError" in first.error
+    second = (await w.round())["dgx1"]
+    assert second.state is NodeState.STARVED and second.consecutive_failures == 2
+
+
+async def test_a_session_whose_login_shell_never_answers_is_starved() -> None:
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].mode = "login-stalls"
+    snap = (await w.round())["dgx1"]
+    assert snap.state is NodeState.STARVED and "login shell" in snap.error
+
+
 async def test_auth_failure_is_unknown_not_starved() -> None:
     w = World(["dgx1"])
     w.fleet.nodes["dgx1"].mode = "auth"
@@ -208,9 +242,12 @@ async def test_loops_never_overlap_and_a_slow_node_delays_only_itself() -> None:
         await w.poller.stop()
     fast, slow = w.fleet.nodes["fast"], w.fleet.nodes["slow"]
     assert fast.max_in_flight == 1 and slow.max_in_flight == 1
-    # each poll schedules the next when it ends: 20 s / 2 s and 20 s / 5 s
+    # each poll schedules the next when it ends: 20 s / 2 s ticks, and probes
+    # of 5 s each (a tick that reads the slow tier too makes two)
     assert 10 <= fast.calls <= 11
-    assert 4 <= slow.calls <= 5
+    assert 4 <= slow.calls + slow.slow_calls <= 5
+    # the slow tier: on the first tick, then every slow_probe_interval_s (15 s)
+    assert fast.slow_calls == 2 and slow.slow_calls >= 1
 
 
 async def test_stop_cancels_every_loop() -> None:
@@ -247,9 +284,6 @@ async def test_subscribers_get_every_snapshot_and_a_full_queue_keeps_the_newest(
     assert sorted(s.node for s in got) == ["dgx1", "dgx1", "dgx2", "dgx2"]
     newest = [small.get_nowait() for _ in range(small.qsize())]
     assert newest == got[-2:]
-    w.poller.unsubscribe(q)
-    await w.round()
-    assert q.empty()
 
 
 async def test_snapshot_before_first_poll_is_unknown() -> None:
@@ -285,3 +319,56 @@ async def test_liveness_that_cannot_run_is_unknown_and_says_why() -> None:
     assert snap.error.endswith("liveness check failed: cannot run 'ping': install iputils-ping")
     w.fleet.nodes["dgx1"].mode = "ok"
     assert (await w.round())["dgx1"].state is NodeState.ONLINE  # SSH answering is enough
+
+
+async def test_fast_ticks_carry_the_slow_tier_read_every_interval() -> None:
+    w = World(["dgx1"])
+    w.poller.start()
+    snaps: list[NodeSnapshot] = []
+    queue = w.poller.subscribe()
+    try:
+        await w.clock.advance(17.0, step=0.25)
+    finally:
+        await w.poller.stop()
+    while not queue.empty():
+        snaps.append(queue.get_nowait())
+    tiers = [s.probe.tier for s in snaps if s.probe]
+    assert tiers[0] is ProbeTier.FULL and tiers.count(ProbeTier.FULL) == 2
+    assert all(s.probe and [c.name for c in s.probe.containers] == ["vllm_x"] for s in snaps)
+    assert all(s.probe and s.probe.kernel == "6.17.0-1031-nvidia" for s in snaps)
+    assert all(s.probe and not any(p.startswith(("slow tier", "kernel", "containers"))
+                                   for p in s.probe.problems) for s in snaps)
+
+
+async def test_a_hanging_docker_is_not_a_starved_node() -> None:
+    """The slow tier runs as its own script after the fast one answered: a
+    docker that hangs keeps the node online with the last slow fields."""
+    w = World(["dgx1"])
+    first = (await w.round())["dgx1"]
+    w.fleet.nodes["dgx1"].mode = "docker-hangs"
+    snap = (await w.round())["dgx1"]
+    assert snap.state is NodeState.ONLINE and not snap.stalled
+    assert snap.probe is not None and snap.probe.tier is ProbeTier.FAST
+    assert snap.probe.containers == first.probe.containers  # type: ignore[union-attr]
+    assert any(p.startswith("slow tier: shell did not answer") for p in snap.probe.problems)
+    verdict = node_verdict(snap)
+    assert verdict.level is ThrashLevel.OK and verdict.failed_probes == 0
+    rules = ThrashRules("dgx1")
+    sample = sample_of(snap)
+    assert sample is not None and sample.probe_ok and sample.slow_tier_error
+    rules.add_sample(sample)
+    assert any("not an SSH stall" in e for e in rules.verdict(snap.taken_at).evidence)
+
+
+async def test_refresh_reads_the_slow_tier_on_the_next_tick() -> None:
+    w = World(["dgx1"])
+    w.poller.start()
+    try:
+        await w.clock.advance(5.0, step=0.25)
+        assert w.fleet.nodes["dgx1"].slow_calls == 1
+        w.poller.refresh("dgx1")
+        w.poller.refresh("not-a-node")
+        await w.clock.advance(2.5, step=0.25)
+    finally:
+        await w.poller.stop()
+    assert w.fleet.nodes["dgx1"].slow_calls == 2

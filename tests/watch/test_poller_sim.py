@@ -192,7 +192,7 @@ async def test_health_cli_shows_a_plug_switched_off_and_a_starved_node(
     nodes = {n["node"]: n for n in data["nodes"]}
     assert code == 1
     assert nodes["dgx7"]["state"] == "powered_off"
-    assert nodes["dgx6"]["state"] == "starved"
+    assert nodes["dgx6"]["state"] == "starved", nodes["dgx6"]
     assert nodes["dgx6"]["thrash"]["level"] in ("thrash suspected", "thrash")
     assert "plug cycle of dgx6 only" in nodes["dgx6"]["thrash"]["next_step"]
     assert "dgx7 powered_off" in data["summary"]

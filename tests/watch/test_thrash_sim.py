@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sparktui.core.logsig import Kind
+from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.watch.poller import Poller
 from sparktui.watch.thrash import ThrashDetector
@@ -36,11 +37,16 @@ class Watchers:
         queue = self.poller.subscribe()
         self.poller.start()
         self.tasks = [
-            asyncio.create_task(self.detector.follow_snapshots(queue)),
+            asyncio.create_task(self._judge(queue)),
             asyncio.create_task(self.detector.follow_journals(
                 {n: self.w.fleet.get(n) for n in self.nodes})),
         ]
         return self
+
+    async def _judge(self, queue: asyncio.Queue[NodeSnapshot]) -> None:
+        """What service.cluster does with the poller's snapshots."""
+        while True:
+            self.detector.on_snapshot(await queue.get())
 
     async def __aexit__(self, *exc: object) -> None:
         await self.poller.stop()

@@ -72,6 +72,13 @@ class ProbeStalled(RemoteError):
     """
 
 
+class LoginStalled(RemoteError):
+    """Connecting, logging in or starting the login shell did not finish
+    within the whole login budget (``connect_timeout_s``, several times a
+    slow ``.bashrc``): with liveness answering, a starved node, like a
+    stalled probe. A refused connection is not this (it fails at once)."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     exit_status: int | None
@@ -190,7 +197,7 @@ class NodeConnection:
         if isinstance(exc, asyncssh.PermissionDenied):
             return AuthError(self.name, "connect", f"{where}: authentication refused: {exc}")
         if isinstance(exc, TimeoutError | asyncio.CancelledError):
-            return RemoteError(self.name, "connect", f"{where}: connect timed out")
+            return LoginStalled(self.name, "connect", f"{where}: connect timed out")
         return RemoteError(self.name, "connect", f"{where}: {type(exc).__name__}: {exc}")
 
     async def _host_key_error(self) -> HostKeyError:
@@ -323,46 +330,60 @@ class NodeConnection:
     async def probe(self, script: str, timeout: float) -> str:
         """Run ``script`` in the node's long-lived ``sh`` and return its output.
 
-        Raises ProbeStalled when the shell does not answer within ``timeout``
-        (it is torn down; the next call opens a new one), RemoteError when the
-        node cannot be reached or the shell died.
+        ``timeout`` is the script's budget on a shell that already answered:
+        connecting, logging in and the login shell's start (a slow ``.bashrc``)
+        are bounded by ``connect_timeout_s`` instead and fail as "connect"
+        errors. Raises ProbeStalled only when a working shell does not answer
+        within ``timeout`` (it is torn down; the next call opens a new one),
+        RemoteError when the node cannot be reached or the shell died.
         """
         async with self._probe_lock:
-            had_shell = self._shell is not None
+            shell = await self._working_shell()
             nonce = secrets.token_hex(8)
-            done = re.compile(rf"{SENTINEL} {nonce} (\d+)\n")
             try:
                 async with asyncio.timeout(timeout):
-                    shell = await self._open_shell()
                     shell.stdin.write(f'{script}\necho "{SENTINEL} {nonce} $?"\n')
-                    out = await shell.stdout.readuntil(done, max_separator_len=64)
-            except RemoteError:
-                raise
+                    out = await _read_to_sentinel(shell, nonce)
             except TimeoutError:
-                was_connected = self.connected
                 self._discard_shell()
-                if not had_shell:
-                    # not even a fresh shell answered: the connection itself is
-                    # suspect (dead peer, starved sshd), so the next probe starts
-                    # on a new one
-                    self._drop()
-                if was_connected:
-                    raise ProbeStalled(
-                        self.name, "probe", f"shell did not answer within {timeout:g} s"
-                    ) from None
-                raise RemoteError(
-                    self.name, "connect", f"no SSH answer within {timeout:g} s"
+                raise ProbeStalled(
+                    self.name, "probe", f"shell did not answer within {timeout:g} s"
                 ) from None
             except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
                 self._discard_shell()
                 raise self._transport_error("probe", exc) from None
-            return out[: out.rindex(f"{SENTINEL} {nonce} ")]
+            return out
 
-    async def _open_shell(self) -> asyncssh.SSHClientProcess[str]:
-        if self._shell is None or self._shell.is_closing():
-            conn = await self.connection()
-            self._shell = await conn.create_process("sh", errors="replace", stderr=asyncssh.STDOUT)
-        return self._shell
+    async def _working_shell(self) -> asyncssh.SSHClientProcess[str]:
+        """The long-lived shell, opened if needed and proven to answer (one
+        ``echo``) within ``connect_timeout_s``. A fresh shell that does not
+        answer drops the connection too: it is suspect (dead peer, starved
+        sshd), so the next probe starts on a new one."""
+        if self._shell is not None and not self._shell.is_closing():
+            return self._shell
+        self._discard_shell()
+        conn = await self.connection()
+        budget = self._ssh.connect_timeout_s
+        shell: asyncssh.SSHClientProcess[str] | None = None
+        try:
+            async with asyncio.timeout(budget):
+                shell = await conn.create_process("sh", errors="replace",
+                                                  stderr=asyncssh.STDOUT)
+                nonce = secrets.token_hex(8)
+                shell.stdin.write(f'echo "{SENTINEL} {nonce} 0"\n')
+                await _read_to_sentinel(shell, nonce)
+        except BaseException as exc:
+            if shell is not None:
+                shell.close()
+            if isinstance(exc, TimeoutError):
+                self._drop()
+                raise LoginStalled(self.name, "connect", "the login shell did not start "
+                                   f"within {budget:g} s") from None
+            if isinstance(exc, OSError | asyncssh.Error | asyncio.IncompleteReadError):
+                raise self._transport_error("shell", exc) from None
+            raise
+        self._shell = shell
+        return shell
 
     def _discard_shell(self) -> None:
         if self._shell is not None:
@@ -379,6 +400,13 @@ class NodeConnection:
                     await conn.wait_closed()
             except TimeoutError:
                 pass
+
+
+async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str) -> str:
+    """The shell's output up to (without) the ``SENTINEL nonce status`` line."""
+    out = await shell.stdout.readuntil(re.compile(rf"{SENTINEL} {nonce} (\d+)\n"),
+                                       max_separator_len=64)
+    return out[: out.rindex(f"{SENTINEL} {nonce} ")]
 
 
 async def _close_process(proc: asyncssh.SSHClientProcess[bytes], *, terminate: bool) -> None:

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
-
-from rich.console import Console
+from typing import TYPE_CHECKING, Any
 
 from ..core.config import Config
 from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
 from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def load(args: argparse.Namespace) -> Config:
@@ -39,4 +40,6 @@ def print_json(data: Any) -> None:
 
 
 def console() -> Console:
+    from rich.console import Console  # only the commands that draw pay for rich
+
     return Console(highlight=False, soft_wrap=False)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from rich.table import Table
-
 from ..core.fit import FitReport, fit
 from .common import console, print_json, recipe_and_cluster
 
@@ -36,6 +34,8 @@ def _gib(value: float | None) -> str:
 
 
 def render(r: FitReport) -> None:
+    from rich.table import Table  # not imported for --json
+
     out = console()
     t = Table(title=f"{r.recipe} on {r.cluster}: {r.ranks} ranks, TP{r.tp}", show_header=False)
     t.add_column("what")

@@ -118,6 +118,9 @@ class ConsoleConfig:
     state_dir: str = "~/.local/state/sparktui"
     stall_after_s: Seconds = 900.0
     """A boot is stalled only after this long without any progress."""
+    slow_probe_interval_s: Annotated[float, Range(0.1, 3600, unit="s")] = 15.0
+    """How often a node's loop also reads the probe's slow tier (uname, mounts,
+    HF cache, df, docker); every tick reads /proc without forking."""
     canary_interval_s: Annotated[float, Range(0, 86_400, unit="s")] = 60.0
     """Seconds between serving canaries (a 1-token completion) per serving
     lane; 0 turns the canary off (a recipe can opt out: [readiness] canary)."""

@@ -258,12 +258,69 @@ _SGLANG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z]+\d+)
 _UVICORN = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
 _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\[[^\]]*\] ")
 
-_PREFILTER = re.compile(
-    "|".join(re.escape(s.needle) for s in SIGNATURES if s.needle)
-    + r"|^\S*(?:Error|Exception|Interrupt|Exit)\b"
-)
-"""One scan that rejects most lines (access logs, chatter) before the table."""
-_TABLE = tuple((s.needle, s.pattern.search, s) for s in SIGNATURES)
+def _overlapping(a: str, b: str) -> bool:
+    """Can occurrences of needles ``a`` and ``b`` overlap in some text?"""
+    if a in b or b in a:
+        return True
+    return any(a.endswith(b[:i]) or b.endswith(a[:i]) for i in range(1, min(len(a), len(b))))
+
+
+def _trie_regex(words: list[str]) -> str:
+    """One regex matching exactly ``words``, factored as a trie (``Load
+    weight (?:begin|end)``): Python's re tries every top-level alternative
+    at every position, so sharing prefixes makes the scan several times cheaper."""
+    trie: dict[str, dict] = {}
+    for word in words:
+        node = trie
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict]) -> str:
+        branches = [re.escape(ch) + build(sub) for ch, sub in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(trie)
+
+
+_NEEDLES = sorted({s.needle for s in SIGNATURES if s.needle})
+_PREFILTER = re.compile(_trie_regex(_NEEDLES))
+"""One scan over the signatures' literal needles. What it finds names the
+signatures worth trying; a line without any (access logs, chatter) skips the
+table, unless it may be a bare ``SomeError: ...`` line (``_EXCEPTION_HINT``)."""
+_EXCEPTION_HINT = re.compile(r"^\S*(?:Error|Exception|Interrupt|Exit)\b")
+_OVERLAPS: dict[str, tuple[str, ...]] = {
+    n: tuple(o for o in _NEEDLES if o != n and _overlapping(n, o)) for n in _NEEDLES}
+"""Needles whose occurrences can overlap an occurrence of the key: the scan
+(non-overlapping, leftmost) may report only the key, so these are tested
+with ``in`` whenever the key is found."""
+_BY_NEEDLE: dict[str, tuple[int, ...]] = {
+    n: tuple(i for i, s in enumerate(SIGNATURES) if s.needle == n) for n in _NEEDLES}
+_NO_NEEDLE = tuple(i for i, s in enumerate(SIGNATURES) if not s.needle)
+_PLAN = {n: tuple(sorted(_BY_NEEDLE[n] + _NO_NEEDLE)) for n in _NEEDLES}
+"""The signatures to try, in table order, when ``n`` is the only needle found."""
+_TABLE = tuple((s.pattern.search, s) for s in SIGNATURES)
+
+
+def _candidates(msg: str) -> tuple[int, ...]:
+    """Table indexes, in table order, of every signature whose needle is in
+    ``msg`` (plus the needle-less ones when the line may be an exception).
+
+    Exact: a needle occurrence the scan skipped overlaps an occurrence it
+    reported, and every needle that can overlap a reported one is tested."""
+    hits = _PREFILTER.findall(msg)
+    if not hits:
+        return _NO_NEEDLE if _EXCEPTION_HINT.search(msg) else ()
+    first = hits[0]
+    if len(hits) == 1 and not _OVERLAPS[first]:
+        return _PLAN[first]
+    found = set(hits)
+    for needle in hits:
+        found.update(o for o in _OVERLAPS[needle] if o not in found and o in msg)
+    return tuple(sorted({i for n in found for i in _BY_NEEDLE[n]}.union(_NO_NEEDLE)))
 
 
 def split_timestamp(line: str) -> tuple[str | None, str]:
@@ -312,6 +369,20 @@ def strip_prefixes(text: str) -> str:
     return text
 
 
+def message_of(line: str) -> str:
+    """The message the signatures are matched against: the line without its
+    timestamp, ANSI codes, progress-bar redraws and logger prefixes."""
+    if line[:1].isdigit():
+        _, line = split_timestamp(line)
+    text = clean(line)
+    return strip_prefixes(text) if text else ""
+
+
+def event_of(sig: Signature, found: re.Match[str], msg: str) -> LogEvent:
+    fields = {k: v for k, v in found.groupdict().items() if v is not None}
+    return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+
+
 def classify(line: str) -> LogEvent | None:
     """Classify one log line (docker timestamp already split off or not).
 
@@ -320,21 +391,14 @@ def classify(line: str) -> LogEvent | None:
     try:
         if not isinstance(line, str):
             return None
-        if line[:1].isdigit():
-            _, line = split_timestamp(line)
-        text = clean(line)
-        if not text:
+        msg = message_of(line)
+        if not msg:
             return None
-        msg = strip_prefixes(text)
-        if _PREFILTER.search(msg) is None:
-            return None
-        for needle, search, sig in _TABLE:
-            if needle not in msg:
-                continue
+        for i in _candidates(msg):
+            search, sig = _TABLE[i]
             found = search(msg)
             if found is not None:
-                fields = {k: v for k, v in found.groupdict().items() if v is not None}
-                return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+                return event_of(sig, found, msg)
         return None
     except (RecursionError, MemoryError):  # pragma: no cover - pathological input
         return None

@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import TypeVar
 
@@ -28,6 +28,7 @@ from sparktui.core.state import (
     Mount,
     PathKind,
     ProbeResult,
+    ProbeTier,
     Psi,
     PsiLine,
 )
@@ -35,18 +36,13 @@ from sparktui.core.state import (
 PROBE_TAG = ": sparktui-probe"
 """First line of the script, so the probe is recognisable in a node's process list."""
 
-SECTIONS = (
-    "meminfo",
-    "psi",
-    "loadavg",
-    "uptime",
-    "kernel",
-    "mounts",
-    "hfcache",
-    "df",
-    "containers",
-    "images",
-)
+FAST_SECTIONS = ("meminfo", "psi", "loadavg", "uptime")
+"""Read every tick with shell builtins only: nothing is forked on the node."""
+SLOW_SECTIONS = ("kernel", "mounts", "hfcache", "df", "containers", "images")
+"""Commands (uname, cat, stat, df, docker): run every few ticks and after a
+workflow step, as their own script, so a stalled ``docker`` is not taken for
+a starved node."""
+SECTIONS = FAST_SECTIONS + SLOW_SECTIONS
 OPTIONAL_SECTIONS = frozenset({"hfcache"})
 """Sections the script leaves out when the node config does not ask for them."""
 PARTIAL_SECTIONS = frozenset({"df"})
@@ -56,25 +52,34 @@ END = "end"
 T = TypeVar("T")
 
 
-def probe_script(node: NodeConfig) -> str:
-    """The probe for ``node``; every configured path is shell-quoted."""
+def builtin_cat(path: str) -> str:
+    """Print the text file ``path`` with sh builtins only (``read``, ``printf``):
+    no process is started. A missing file fails like ``cat`` would (the
+    shell's "cannot open" message on stdout, status 2)."""
+    return f"while IFS= read -r l; do printf '%s\\n' \"$l\"; done 2>&1 <{shlex.quote(path)}"
+
+
+def probe_script(node: NodeConfig, sections: tuple[str, ...] = SECTIONS) -> str:
+    """The probe for ``node`` reading ``sections`` (FAST_SECTIONS for the
+    fork-free tick, SLOW_SECTIONS for the commands); every configured path is
+    shell-quoted."""
     q = shlex.quote
     commands: dict[str, str] = {
-        "meminfo": "cat /proc/meminfo",
-        "psi": "cat /proc/pressure/memory",
-        "loadavg": "cat /proc/loadavg",
-        "uptime": "cat /proc/uptime",
-        "kernel": "uname -r",
-        "mounts": "cat /proc/mounts",
-        "hfcache": f"stat -c '%F|%N' {q(node.hf_cache)}" if node.hf_cache else "",
-        "df": f"df -Pk / {q(node.nas_mount)}",
-        "containers": "docker ps -a --no-trunc --format '{{json .}}'",
-        "images": "docker images --format '{{json .}}'",
+        "meminfo": builtin_cat("/proc/meminfo"),
+        "psi": builtin_cat("/proc/pressure/memory"),
+        "loadavg": builtin_cat("/proc/loadavg"),
+        "uptime": builtin_cat("/proc/uptime"),
+        "kernel": "uname -r 2>&1",
+        "mounts": "cat /proc/mounts 2>&1",
+        "hfcache": f"stat -c '%F|%N' {q(node.hf_cache)} 2>&1" if node.hf_cache else "",
+        "df": f"df -Pk / {q(node.nas_mount)} 2>&1",
+        "containers": "docker ps -a --no-trunc --format '{{json .}}' 2>&1",
+        "images": "docker images --format '{{json .}}' 2>&1",
     }
     lines = [PROBE_TAG]
-    for name in SECTIONS:
+    for name in sections:
         if commands[name]:
-            lines.append(f'echo @@{name}; {commands[name]} 2>&1; echo "@@rc $?"')
+            lines.append(f'echo @@{name}; {commands[name]}; echo "@@rc $?"')
     lines.append(f"echo @@{END}")
     return "\n".join(lines) + "\n"
 
@@ -333,6 +338,10 @@ def _parse_images(lines: list[str]) -> tuple[tuple[ImageInfo, ...], str]:
     return images, (f"{bad} unreadable line(s)" if bad else "")
 
 
+_NOT_READ = _Section()
+"""A section the probe did not ask for (the other tier): no value, no problem."""
+
+
 def _read(
     sections: dict[str, _Section],
     name: str,
@@ -341,6 +350,8 @@ def _read(
 ) -> T | None:
     """Parse one section, or record why it could not be read."""
     section = sections.get(name)
+    if section is _NOT_READ:
+        return None
     if section is None:
         if name not in OPTIONAL_SECTIONS:
             problems.append(f"{name}: section missing")
@@ -354,12 +365,16 @@ def _read(
     return value
 
 
-def parse_probe(text: str) -> ProbeResult:
-    """Parse the output of `probe_script`. Never raises; see ``problems``."""
+def parse_probe(text: str, expected: tuple[str, ...] = SECTIONS) -> ProbeResult:
+    """Parse the output of `probe_script`. Never raises; see ``problems``
+    (a section of ``expected`` that is missing is one)."""
     sections, ended = _split_sections(text)
     problems: list[str] = []
     if not ended:
         problems.append("output ended before @@end (truncated)")
+    for name in SECTIONS:
+        if name not in expected and name not in sections:
+            sections[name] = _NOT_READ
     meminfo = _read(sections, "meminfo", _parse_meminfo, problems)
     psi = _read(sections, "psi", _parse_psi, problems)
     loadavg = _read(sections, "loadavg", _parse_loadavg, problems)
@@ -383,4 +398,31 @@ def parse_probe(text: str) -> ProbeResult:
         images=images,
         docker_ok=containers is not None,
         problems=tuple(problems),
+        tier=ProbeTier.FULL if set(SLOW_SECTIONS) & set(expected) else ProbeTier.FAST,
+    )
+
+
+def with_slow(fast: ProbeResult, slow: ProbeResult | None, *, fresh: bool,
+              problem: str = "") -> ProbeResult:
+    """A fast-tier result completed with the slow tier's fields from ``slow``
+    (read on this tick when ``fresh``, else carried over from an earlier one);
+    ``problem`` says why the slow tier could not be read this time."""
+    slow_problems = tuple(p for p in (slow.problems if slow else ())
+                          if p.split(":", 1)[0] in SLOW_SECTIONS)
+    extra = (f"slow tier: {problem}",) if problem else ()
+    if slow is None:
+        return replace(fast, problems=fast.problems + extra, slow_error=problem,
+                       tier=ProbeTier.FULL if fresh else ProbeTier.FAST)
+    return replace(
+        fast,
+        kernel=slow.kernel,
+        mounts=slow.mounts,
+        hf_cache=slow.hf_cache,
+        disks=slow.disks,
+        containers=slow.containers,
+        images=slow.images,
+        docker_ok=slow.docker_ok,
+        problems=fast.problems + slow_problems + extra,
+        slow_error=problem,
+        tier=ProbeTier.FULL if fresh else ProbeTier.FAST,
     )

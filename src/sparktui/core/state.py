@@ -174,6 +174,16 @@ class ImageInfo:
         return f"{self.repository}:{self.tag}"
 
 
+class ProbeTier(StrEnum):
+    """Which part of the node probe a result read on its tick."""
+
+    FAST = "fast"
+    """Only /proc/meminfo, PSI, loadavg and uptime, read with shell builtins
+    (nothing forked on the node); the slow fields are the last full probe's."""
+    FULL = "full"
+    """The fast reads plus the slow tier: uname, mounts, HF cache, df, docker."""
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     """Everything one probe read from a node. A field is None (or empty) when
@@ -192,6 +202,12 @@ class ProbeResult:
     """None when docker did not answer (absent or daemon down)."""
     docker_ok: bool = False
     problems: tuple[str, ...] = ()
+    tier: ProbeTier = ProbeTier.FULL
+    """FAST: the slow fields (kernel .. docker_ok) were carried over from an
+    earlier tick's full probe, not read on this one."""
+    slow_error: str = ""
+    """Why the slow tier, due on this tick, did not answer (a hung ``docker``)
+    while the fast one did; its fields are then the last ones read."""
 
     def mount_at(self, path: str) -> Mount | None:
         """The mount whose mountpoint is exactly ``path`` (e.g. the NAS)."""

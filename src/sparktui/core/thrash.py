@@ -68,6 +68,10 @@ class NodeSample:
     psi_full_total_us: int | None = None
     mem_available_kib: int | None = None
     mem_total_kib: int | None = None
+    slow_tier_error: str = ""
+    """The probe's fast tier (/proc, no fork) answered but its slow tier
+    (docker, df) did not: evidence, never an SSH stall (a failed sample is
+    always a failed fast tier, which runs first)."""
 
 
 @dataclass(frozen=True)
@@ -90,16 +94,29 @@ class ThrashRules:
         default_factory=lambda: deque(maxlen=512), init=False)
     _failed_probes: int = field(default=0, init=False)
     _first_failed_at: float | None = field(default=None, init=False)
+    _last_failed_at: float | None = field(default=None, init=False)
     _engine_stall: tuple[float, str] | None = field(default=None, init=False)
 
     def add_sample(self, s: NodeSample) -> None:
         self._samples.append(s)
         if s.probe_ok:
-            self._failed_probes, self._first_failed_at = 0, None
+            self._failed_probes, self._first_failed_at, self._last_failed_at = 0, None, None
         else:
             self._failed_probes += 1
+            self._last_failed_at = s.at
             if self._first_failed_at is None:
                 self._first_failed_at = s.at
+
+    def _runbook_retries_failed(self) -> int:
+        """How many of the runbook's SSH retries have failed, counted in time
+        as `recover` makes them: the first at the first failed probe, then one
+        per ``ssh_retry_interval_s`` the node went on failing (failed polls
+        every few seconds are not retries)."""
+        if self._first_failed_at is None or self._last_failed_at is None:
+            return 0
+        span = self._last_failed_at - self._first_failed_at
+        cfg = self.config
+        return min(cfg.ssh_retries, 1 + int(span // cfg.ssh_retry_interval_s))
 
     def add_event(self, at: float, ev: LogEvent) -> None:
         """A kernel-journal line of this node or an engine line of a rank on it."""
@@ -130,6 +147,9 @@ class ThrashRules:
         if engine and level >= ThrashLevel.PRESSURE:
             level = max(level, ThrashLevel.SUSPECTED)
         last = self._samples[-1] if self._samples else None
+        if last is not None and last.slow_tier_error:
+            evidence.append(f"docker/df did not answer ({last.slow_tier_error}); the /proc"
+                            " read did, so this is not an SSH stall")
         if last is not None and not last.probe_ok:
             if last.ping_ok is False:
                 evidence.append(
@@ -246,9 +266,10 @@ class ThrashRules:
                 "reduce load now (stop long prompts); if SSH stops answering:"
                 f" {cfg.ssh_retries} SSH retries ~{cfg.ssh_retry_interval_s:.0f} s apart"
             )
-        if self._failed_probes <= cfg.ssh_retries:
+        retries = self._runbook_retries_failed()
+        if retries < cfg.ssh_retries:
             return (
-                f"SSH retry {self._failed_probes}/{cfg.ssh_retries}"
+                f"SSH retry {retries}/{cfg.ssh_retries}"
                 f" (~{cfg.ssh_retry_interval_s:.0f} s apart); if all fail:"
                 f" Home Assistant plug cycle of {self.node} only, then re-check"
             )

@@ -28,7 +28,7 @@ from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleSources, token_values
 from sparktui.ops.context import OpsContext, Power, open_runtime
-from sparktui.ops.events import WorkflowEvent
+from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Workflow
 from sparktui.ops.resume import Offer, close, offers
@@ -154,6 +154,8 @@ class ClusterService:
                              self.clock, self._state_dir, token_values(self.config, extra))
 
     def _workflow_event(self, event: WorkflowEvent) -> None:
+        if isinstance(event, StepFinished) and self.poller is not None:
+            self.poller.refresh(event.target)  # containers, disks: read them now
         self._emit(WorkflowProgressed(event))
         if (news := lane_news(event)) is not None:
             self._lane_news(news)

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from .fs import ENOENT, FsError
+
 
 class Sink(Protocol):
     def write(self, data: bytes) -> None: ...
@@ -80,7 +82,7 @@ class Word:
 class Redir:
     fd: int
     op: str
-    """``>``, ``>>`` or ``>&``."""
+    """``>``, ``>>``, ``>&`` or ``<``."""
     target: Word | None = None
 
 
@@ -91,8 +93,18 @@ class Simple:
 
 
 @dataclass
+class While:
+    """``while LIST; do LIST; done [REDIR...]`` (how the probe reads a file
+    with builtins only)."""
+
+    cond: list[AndOr]
+    body: list[AndOr]
+    redirs: list[Redir] = field(default_factory=list)
+
+
+@dataclass
 class Pipeline:
-    commands: list[Simple]
+    commands: list[Simple | While]
 
 
 @dataclass
@@ -101,7 +113,9 @@ class AndOr:
     rest: list[tuple[str, Pipeline]]
 
 
-_REDIR = re.compile(r"(\d?)(>>|>&|>)")
+_REDIR = re.compile(r"(\d?)(>>|>&|>|<)")
+_RESERVED = frozenset({"while", "do", "done"})
+_ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 _OPS = ("&&", "||", ";", "|", "&", "\n")
 
 
@@ -140,7 +154,7 @@ def _tokenize(src: str) -> list[object]:
                 word = None
             else:
                 flush()
-            fd = int(m.group(1)) if m.group(1) else 1
+            fd = int(m.group(1)) if m.group(1) else (0 if m.group(2) == "<" else 1)
             toks.append(Redir(fd, m.group(2)))
             i = m.end()
             continue
@@ -162,7 +176,7 @@ def _tokenize(src: str) -> list[object]:
             i = _dollar(src, i, word, quoted=False)
         else:
             j = i
-            while j < n and src[j] not in " \t'\"\\$;&|\n" and src[j] != ">":
+            while j < n and src[j] not in " \t'\"\\$;&|\n<>":
                 j += 1
             if j == i:
                 j = i + 1
@@ -203,10 +217,29 @@ def _dollar(src: str, i: int, word: Word, *, quoted: bool) -> int:
     return m.end()
 
 
+def _literal(tok: object) -> str | None:
+    """The text of an unquoted one-piece word (how reserved words are recognised)."""
+    if isinstance(tok, Word) and len(tok.parts) == 1 and not tok.parts[0][1]:
+        return tok.parts[0][0]
+    return None
+
+
 def parse(src: str) -> list[AndOr]:
     toks = _tokenize(src)
-    lists: list[AndOr] = []
     pos = 0
+
+    def parse_redirs(into: list[Redir]) -> None:
+        nonlocal pos
+        while pos < len(toks) and isinstance(toks[pos], Redir):
+            r = toks[pos]
+            assert isinstance(r, Redir)
+            pos += 1
+            target = toks[pos] if pos < len(toks) else None
+            if not isinstance(target, Word):
+                raise SyntaxErr("redirection unexpected")
+            r.target = target
+            into.append(r)
+            pos += 1
 
     def parse_simple() -> Simple:
         nonlocal pos
@@ -214,48 +247,74 @@ def parse(src: str) -> list[AndOr]:
         while pos < len(toks):
             t = toks[pos]
             if isinstance(t, Word):
+                if not cmd.words and _literal(t) in _RESERVED:
+                    break
                 cmd.words.append(t)
                 pos += 1
             elif isinstance(t, Redir):
-                pos += 1
-                target = toks[pos] if pos < len(toks) else None
-                if not isinstance(target, Word):
-                    raise SyntaxErr("redirection unexpected")
-                t.target = target
-                cmd.redirs.append(t)
-                pos += 1
+                parse_redirs(cmd.redirs)
             else:
                 break
         return cmd
 
+    def expect(word: str) -> None:
+        nonlocal pos
+        if pos >= len(toks) or _literal(toks[pos]) != word:
+            found = _literal(toks[pos]) if pos < len(toks) else "end of file"
+            raise SyntaxErr(f'"{found}" unexpected (expecting "{word}")')
+        pos += 1
+
+    def parse_command() -> Simple | While:
+        nonlocal pos
+        if pos < len(toks) and _literal(toks[pos]) == "while":
+            pos += 1
+            cond = parse_list(("do",))
+            expect("do")
+            body = parse_list(("done",))
+            expect("done")
+            loop = While(cond, body)
+            parse_redirs(loop.redirs)
+            return loop
+        return parse_simple()
+
     def parse_pipeline() -> Pipeline:
         nonlocal pos
-        cmds = [parse_simple()]
+        cmds = [parse_command()]
         while pos < len(toks) and toks[pos] == "|":
             pos += 1
-            cmds.append(parse_simple())
+            cmds.append(parse_command())
         for c in cmds:
-            if not c.words and not c.redirs:
-                raise SyntaxErr('"|" unexpected')
+            if isinstance(c, Simple) and not c.words and not c.redirs:
+                found = _literal(toks[pos]) if pos < len(toks) else None
+                raise SyntaxErr(f'"{found}" unexpected' if found else '"|" unexpected')
         return Pipeline(cmds)
 
-    while pos < len(toks):
-        if toks[pos] in (";", "\n", "&"):
-            if toks[pos] != "\n" and (not lists or pos == 0):
-                raise SyntaxErr(f'"{toks[pos]}" unexpected')
-            pos += 1
-            continue
-        if toks[pos] in ("&&", "||", "|"):
-            raise SyntaxErr(f'"{toks[pos]}" unexpected')
-        first = parse_pipeline()
-        rest: list[tuple[str, Pipeline]] = []
-        while pos < len(toks) and toks[pos] in ("&&", "||"):
-            op = str(toks[pos])
-            pos += 1
-            while pos < len(toks) and toks[pos] == "\n":
+    def parse_list(stop: tuple[str, ...]) -> list[AndOr]:
+        nonlocal pos
+        lists: list[AndOr] = []
+        start = pos
+        while pos < len(toks):
+            if _literal(toks[pos]) in stop:
+                break
+            if toks[pos] in (";", "\n", "&"):
+                if toks[pos] != "\n" and (not lists or pos == start):
+                    raise SyntaxErr(f'"{toks[pos]}" unexpected')
                 pos += 1
-            rest.append((op, parse_pipeline()))
-        lists.append(AndOr(first, rest))
+                continue
+            if toks[pos] in ("&&", "||", "|"):
+                raise SyntaxErr(f'"{toks[pos]}" unexpected')
+            first = parse_pipeline()
+            rest: list[tuple[str, Pipeline]] = []
+            while pos < len(toks) and toks[pos] in ("&&", "||"):
+                op = str(toks[pos])
+                pos += 1
+                while pos < len(toks) and toks[pos] == "\n":
+                    pos += 1
+                rest.append((op, parse_pipeline()))
+            lists.append(AndOr(first, rest))
+        return lists
+
+    lists = parse_list(())
     return lists
 
 
@@ -267,7 +326,13 @@ def incomplete(src: str) -> bool:
         return True
     while toks and toks[-1] == "\n":
         toks.pop()
-    return bool(toks) and toks[-1] in ("&&", "||", "|")
+    if bool(toks) and toks[-1] in ("&&", "||", "|"):
+        return True
+    try:
+        parse(src)
+    except SyntaxErr as e:
+        return "end of file" in str(e)  # an open `while` reads on
+    return False
 
 
 # --- execution --------------------------------------------------------------
@@ -280,8 +345,11 @@ class ShellEnv:
     before_command: Callable[[], Awaitable[None]] | None = None
     """Awaited before every simple command (a thrashing node stalls here)."""
     alive: Callable[[], bool] = lambda: True
+    read_file: Callable[[str], str] | None = None
+    """The node's files for ``<`` redirections (raises FsError like open(2))."""
     status: int = 0
     lineno: int = 1
+    variables: dict[str, str] = field(default_factory=dict)
 
 
 class Shell:
@@ -300,25 +368,29 @@ class Shell:
             self.env.status = 2
             self.env.lineno += src.count("\n") or 1
             return 2
+        await self._lists(lists)
+        self.env.lineno += src.count("\n") or 1
+        return self.env.status
+
+    async def _lists(self, lists: list[AndOr]) -> int:
         for item in lists:
             status = await self._pipeline(item.first)
             for op, pipe in item.rest:
                 if (op == "&&") == (status == 0):
                     status = await self._pipeline(pipe)
             self.env.status = status
-        self.env.lineno += src.count("\n") or 1
         return self.env.status
 
     async def _pipeline(self, pipe: Pipeline) -> int:
         if len(pipe.commands) == 1:
-            return await self._simple(pipe.commands[0], self.stdin, self.out)
+            return await self._command(pipe.commands[0], self.stdin, self.out)
         data: bytes | None = None
         status = 0
         for i, cmd in enumerate(pipe.commands):
             last = i == len(pipe.commands) - 1
             sink: Sink = self.out if last else BufferSink()
             stdin = self.stdin if data is None else _BytesIn(data)
-            status = await self._simple(cmd, stdin, sink)
+            status = await self._command(cmd, stdin, sink)
             if isinstance(sink, BufferSink):
                 data = bytes(sink.data)
         return status
@@ -348,23 +420,69 @@ class Shell:
             return str(self.env.status)
         if name == "HOME":
             return self.env.home
-        return ""
+        return self.env.variables.get(name, "")
 
-    async def _simple(self, cmd: Simple, stdin: StdinLike | None, out: Sink) -> int:
-        argv = [a for w in cmd.words for a in self._expand(w)]
+    def _redirect(self, redirs: list[Redir], stdin: StdinLike | None,
+                  out: Sink) -> tuple[StdinLike | None, dict[int, Sink]] | None:
+        """Apply redirections left to right; None (error written) when one fails."""
         fds: dict[int, Sink] = {1: out, 2: self.err}
-        for r in cmd.redirs:
+        for r in redirs:
             target = self._expand(r.target) if r.target else []
             tgt = target[0] if target else ""
-            if r.op == ">&" and tgt.isdigit() and int(tgt) in fds:
+            if r.op == "<":
+                try:
+                    text = self.env.read_file(tgt) if self.env.read_file else None
+                except FsError as e:
+                    text = None
+                    reason = "No such file" if e.reason == ENOENT else e.reason
+                    fds[2].write(f"sh: {self.env.lineno}: cannot open {tgt}: {reason}\n"
+                                 .encode())
+                    return None
+                if text is None:
+                    fds[2].write(f"sh: {self.env.lineno}: cannot open {tgt}: No such file\n"
+                                 .encode())
+                    return None
+                stdin = _BytesIn(text.encode())
+            elif r.op == ">&" and tgt.isdigit() and int(tgt) in fds:
                 fds[r.fd] = fds[int(tgt)]
             elif tgt == "/dev/null":
                 fds[r.fd] = NullSink()
             else:
-                self.err.write(f"sh: {self.env.lineno}: cannot create {tgt}: Permission denied\n"
-                               .encode())
-                return 2
+                fds[2].write(f"sh: {self.env.lineno}: cannot create {tgt}: Permission denied\n"
+                             .encode())
+                return None
+        return stdin, fds
+
+    async def _command(self, cmd: Simple | While, stdin: StdinLike | None, out: Sink) -> int:
+        if isinstance(cmd, Simple):
+            return await self._simple(cmd, stdin, out)
+        redirected = self._redirect(cmd.redirs, stdin, out)
+        if redirected is None:
+            return 2
+        inner = Shell(self.env, redirected[1][1], redirected[1][2], redirected[0])
+        var = _line_copy(cmd)
+        if var is not None and isinstance(inner.stdin, _BytesIn):
+            return await inner._copy_lines(var)
+        status = 0
+        while await inner._lists(cmd.cond) == 0:
+            status = await inner._lists(cmd.body)
+        self.env.status = status
+        return status
+
+    async def _simple(self, cmd: Simple, stdin: StdinLike | None, out: Sink) -> int:
+        words = list(cmd.words)
+        assignments: dict[str, str] = {}
+        while words and (m := _ASSIGNMENT.match(_literal_prefix(words[0]))):
+            name = m.group(0)[:-1]
+            value = "".join(self._expand(words.pop(0)))[len(name) + 1:]
+            assignments[name] = value
+        argv = [a for w in words for a in self._expand(w)]
+        redirected = self._redirect(cmd.redirs, stdin, out)
+        if redirected is None:
+            return 2
+        stdin, fds = redirected
         if not argv:
+            self.env.variables.update(assignments)
             return 0
         if self.env.before_command is not None:
             await self.env.before_command()
@@ -373,6 +491,8 @@ class Shell:
         if name == "exit":
             code = int(argv[1]) if len(argv) > 1 and argv[1].isdigit() else self.env.status
             raise ShellExit(code & 0xFF)
+        if name == "read":
+            return await self._read(ctx, assignments.get("IFS", " \t\n"))
         builtin = _BUILTINS.get(name)
         if builtin is not None:
             return await builtin(ctx)
@@ -383,6 +503,82 @@ class Shell:
         return await command(ctx)
 
 
+    async def _copy_lines(self, var: str) -> int:
+        """``while IFS= read -r VAR; do printf '%s\\n' "$VAR"; done`` over a file,
+        in one step: the same output, status and ``VAR`` as running the loop
+        line by line (test_shell_fuzz checks both against dash), at the cost
+        of one command. A thrashing node stalls it once."""
+        if self.env.before_command is not None:
+            await self.env.before_command()
+        assert isinstance(self.stdin, _BytesIn)
+        data = await self.stdin.read()
+        complete, _, partial = data.rpartition(b"\n")
+        if complete or data.startswith(b"\n"):
+            self.out.write(complete + b"\n")
+        self.env.variables[var] = partial.decode(errors="replace")
+        self.env.status = 0
+        return 0
+
+    async def _read(self, ctx: Ctx, ifs: str) -> int:
+        """``read [-r] NAME...``: one line of stdin into variables (1 at end of file)."""
+        args = ctx.argv[1:]
+        raw = bool(args) and args[0] == "-r"
+        names = args[1:] if raw else args
+        if not names:
+            ctx.err(f"sh: {ctx.lineno}: read: arg count\n")
+            return 2
+        readline = getattr(ctx.stdin, "readline", None)
+        if readline is None:
+            return 1
+        line = (await readline()).decode(errors="replace")
+        complete = line.endswith("\n")
+        line = line.removesuffix("\n")
+        if not raw:
+            line = re.sub(r"\\(.)", r"\1", line)
+        white = "".join(c for c in ifs if c in " \t\n")
+        if white:
+            line = line.strip(white)
+        fields = line.split(None, len(names) - 1) if ifs and white == ifs else [line]
+        for i, name in enumerate(names):
+            self.env.variables[name] = fields[i] if i < len(fields) else ""
+        return 0 if complete else 1
+
+
+def _line_copy(loop: While) -> str | None:
+    """VAR when ``loop`` is exactly the probe's file copy (core/probe.builtin_cat)."""
+    if len(loop.cond) != 1 or len(loop.body) != 1 or loop.cond[0].rest or loop.body[0].rest:
+        return None
+    (cond,), (body,) = loop.cond[0].first.commands, loop.body[0].first.commands
+    if not isinstance(cond, Simple) or not isinstance(body, Simple) or cond.redirs \
+            or body.redirs:
+        return None
+    words = [_shape(w) for w in cond.words]
+    if len(words) != 4 or words[:3] != ["IFS=", "read", "-r"] or not words[3].isidentifier():
+        return None
+    var = words[3]
+    if [_shape(w) for w in body.words] != ["printf", "'%s\\n'", f'"\0VAR:{var}\0"']:
+        return None
+    return var
+
+
+def _shape(word: Word) -> str:
+    """A word as written: quoted pieces in quotes of their kind (for matching)."""
+    out = ""
+    for text, quoted in word.parts:
+        if not quoted:
+            out += text
+        elif "\0VAR:" in text or not text:
+            out += f'"{text}"' if text else ""
+        else:
+            out += f"'{text}'"
+    return out
+
+
+def _literal_prefix(word: Word) -> str:
+    """The leading unquoted text of a word (where ``NAME=`` of an assignment is)."""
+    return word.parts[0][0] if word.parts and not word.parts[0][1] else ""
+
+
 class _BytesIn:
     def __init__(self, data: bytes) -> None:
         self._data = data
@@ -390,6 +586,12 @@ class _BytesIn:
     async def read(self, n: int = -1) -> bytes:
         data, self._data = (self._data, b"") if n < 0 else (self._data[:n], self._data[n:])
         return data
+
+    async def readline(self) -> bytes:
+        end = self._data.find(b"\n")
+        end = len(self._data) if end < 0 else end + 1
+        line, self._data = self._data[:end], self._data[end:]
+        return line
 
 
 async def _true(ctx: Ctx) -> int:
@@ -409,7 +611,44 @@ async def _echo(ctx: Ctx) -> int:
     return 0
 
 
-_BUILTINS: dict[str, Command] = {":": _true, "true": _true, "false": _false, "echo": _echo}
+_PRINTF_ESCAPES = {"n": "\n", "t": "\t", "\\": "\\", "a": "\a", "r": "\r"}
+_PRINTF = re.compile(r"%([sd%])|\\(.)")
+
+
+async def _printf(ctx: Ctx) -> int:
+    """``printf FORMAT [ARG...]`` with ``%s``, ``%d``, ``%%`` and backslash
+    escapes; the format is reused while arguments remain (POSIX)."""
+    if len(ctx.argv) < 2:
+        ctx.err("printf: usage: printf format [arg ...]\n")
+        return 2
+    fmt, args = ctx.argv[1], ctx.argv[2:]
+    out: list[str] = []
+    while True:
+        used = 0
+        pos = 0
+        for m in _PRINTF.finditer(fmt):
+            out.append(fmt[pos:m.start()])
+            pos = m.end()
+            if m.group(2) is not None:
+                out.append(_PRINTF_ESCAPES.get(m.group(2), "\\" + m.group(2)))
+            elif m.group(1) == "%":
+                out.append("%")
+            else:
+                value = args[used] if used < len(args) else ""
+                used += 1
+                if m.group(1) == "d":
+                    value = str(int(value)) if value.lstrip("-").isdigit() else "0"
+                out.append(value)
+        out.append(fmt[pos:])
+        args = args[used:]
+        if not args or not used:
+            break
+    ctx.out("".join(out))
+    return 0
+
+
+_BUILTINS: dict[str, Command] = {":": _true, "true": _true, "false": _false, "echo": _echo,
+                                 "printf": _printf}
 
 
 async def drain(sink: object) -> None:

@@ -109,7 +109,7 @@ class NodeSshd:
     async def _process(self, process: asyncssh.SSHServerProcess[bytes]) -> None:
         command = process.command
         env = ShellEnv(commands=node_commands(self.sim, self.node), glob=self.node.fs.glob,
-                       home=self.node.spec.home,
+                       home=self.node.spec.home, read_file=self.node.fs.read,
                        before_command=lambda: self._responsive(process),
                        alive=lambda: not process.is_closing())
         env.commands = {**env.commands, "sh": self._nested(env)}
@@ -155,6 +155,7 @@ class NodeSshd:
                 ctx.err("sh: 0: only `sh -c SCRIPT` is supported here\n")
                 return 2
             env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
+                           read_file=outer.read_file,
                            before_command=outer.before_command, alive=outer.alive)
             try:
                 return await Shell(env, ctx.out_sink, ctx.err_sink, ctx.stdin).run(ctx.argv[2])

@@ -23,17 +23,24 @@ from typing import Protocol
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.homeassistant import AuthRefused
 from sparktui.adapters.ping import LivenessCheck, check_liveness
-from sparktui.adapters.ssh import AuthError, HostKeyError, ProbeStalled
+from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import RemoteError, describe_error
-from sparktui.core.probe import parse_probe, probe_script
+from sparktui.core.probe import (
+    FAST_SECTIONS,
+    SLOW_SECTIONS,
+    parse_probe,
+    probe_script,
+    with_slow,
+)
 from sparktui.core.state import (
     ClusterSnapshot,
     HistoryPoint,
     NodeSnapshot,
     NodeState,
     ProbeResult,
+    ProbeTier,
 )
 
 log = logging.getLogger(__name__)
@@ -41,6 +48,14 @@ log = logging.getLogger(__name__)
 PowerSource = Callable[[str], Awaitable[bool | None]]
 """``await power(node_name)``: True when the node's plug is on, False when off,
 None when unknown. Ops plugs the Home Assistant adapter in here."""
+
+STARVED_AFTER_FAILURES = 2
+"""Consecutive failed polls, liveness answering, that make a node *starved*
+even though no shell was seen stalling (sshd refusing or not answering).
+One stalled probe on a working shell is enough, and so is a session sshd
+accepted whose login shell did not answer within the whole login budget;
+login time is never counted against the probe timeout (a slow ``.bashrc``
+is not thrash)."""
 
 DEFAULT_HISTORY = 600
 """Samples kept per node: 20 minutes at the default 2 s interval."""
@@ -79,7 +94,15 @@ class Poller:
         self.names: tuple[str, ...] = tuple(nodes if nodes is not None else config.nodes)
         self.interval_s = config.console.poll_interval_s
         self.probe_timeout_s = config.console.probe_timeout_s
-        self._scripts = {n: probe_script(config.nodes[n]) for n in self.names}
+        self.slow_interval_s = config.console.slow_probe_interval_s
+        self._fast_scripts = {n: probe_script(config.nodes[n], FAST_SECTIONS)
+                              for n in self.names}
+        self._slow_scripts = {n: probe_script(config.nodes[n], SLOW_SECTIONS)
+                              for n in self.names}
+        self._slow: dict[str, ProbeResult] = {}
+        """Each node's last slow-tier read, carried into its fast ticks."""
+        self._slow_due: dict[str, float] = dict.fromkeys(self.names, 0.0)
+        """Monotonic time at which each node's loop next reads the slow tier."""
         self._latest: dict[str, NodeSnapshot] = {}
         self._history: dict[str, deque[HistoryPoint]] = {
             n: deque(maxlen=history_len) for n in self.names
@@ -111,9 +134,6 @@ class Poller:
         self._queues.append(queue)
         return queue
 
-    def unsubscribe(self, queue: asyncio.Queue[NodeSnapshot]) -> None:
-        self._queues.remove(queue)
-
     # -- running -------------------------------------------------------------
 
     def start(self) -> None:
@@ -140,20 +160,30 @@ class Poller:
         await asyncio.gather(*(self.poll_node(n) for n in self.names))
         return self.snapshot()
 
+    def refresh(self, name: str) -> None:
+        """Read ``name``'s slow tier (containers, disks ...) on its next tick,
+        e.g. right after a workflow step on it. Unknown names are ignored."""
+        if name in self._slow_due:
+            self._slow_due[name] = 0.0
+
     async def _loop(self, name: str) -> None:
         while True:
             started = self._clock.monotonic()
-            await self.poll_node(name)
+            due = started >= self._slow_due[name]
+            await self.poll_node(name, ProbeTier.FULL if due else ProbeTier.FAST)
             elapsed = self._clock.monotonic() - started
             await self._clock.sleep(max(0.0, self.interval_s - elapsed))
 
     # -- one poll ------------------------------------------------------------
 
-    async def poll_node(self, name: str) -> NodeSnapshot:
-        """Poll one node, record and publish the snapshot. Never raises."""
+    async def poll_node(self, name: str, tier: ProbeTier = ProbeTier.FULL) -> NodeSnapshot:
+        """Poll one node, record and publish the snapshot. Never raises.
+
+        An explicit poll (a workflow's check, `health`) reads both tiers; the
+        node's loop reads the slow tier every ``slow_probe_interval_s``."""
         async with self._locks[name]:
             try:
-                snap = await self._poll(name)
+                snap = await self._poll(name, tier)
             except Exception as exc:  # a bug must not stop the node's loop
                 log.exception("polling %s failed", name)
                 why = describe_error(exc, with_type=True)
@@ -161,15 +191,20 @@ class Poller:
             self._record(snap)
             return snap
 
-    async def _poll(self, name: str) -> NodeSnapshot:
+    async def _poll(self, name: str, tier: ProbeTier) -> NodeSnapshot:
         (text, error, latency), (alive, liveness_error), powered = await asyncio.gather(
             self._probe(name), self._alive(name), self._powered(name)
         )
         if text is not None:
+            probe = parse_probe(text, FAST_SECTIONS)
+            if tier is ProbeTier.FULL:
+                probe = await self._read_slow(name, probe)
+            else:
+                probe = with_slow(probe, self._slow.get(name), fresh=False)
             return self._snap(
                 name,
                 NodeState.ONLINE,
-                probe=parse_probe(text),
+                probe=probe,
                 latency=latency,
                 alive=alive,
                 powered=powered,
@@ -180,7 +215,11 @@ class Poller:
         elif isinstance(error, HostKeyError | AuthError):
             state = NodeState.UNKNOWN
         elif alive:
-            state = NodeState.STARVED
+            previous = self._latest.get(name)
+            failures = (previous.consecutive_failures if previous else 0) + 1
+            stall = isinstance(error, ProbeStalled | LoginStalled)
+            starved = stall or failures >= STARVED_AFTER_FAILURES
+            state = NodeState.STARVED if starved else NodeState.UNKNOWN
         elif alive is None:
             state = NodeState.UNKNOWN
         else:
@@ -196,11 +235,25 @@ class Poller:
             stalled=isinstance(error, ProbeStalled),
         )
 
+    async def _read_slow(self, name: str, fast: ProbeResult) -> ProbeResult:
+        """The slow tier, as its own script after the fast one answered: a
+        ``docker`` that hangs costs this tick's slow fields (the last ones are
+        kept, with the reason), never a false "starved"."""
+        self._slow_due[name] = self._clock.monotonic() + self.slow_interval_s
+        try:
+            text = await self._fleet.get(name).probe(self._slow_scripts[name],
+                                                     self.probe_timeout_s)
+        except RemoteError as exc:
+            return with_slow(fast, self._slow.get(name), fresh=False, problem=exc.message)
+        slow = self._slow[name] = parse_probe(text, SLOW_SECTIONS)
+        return with_slow(fast, slow, fresh=True)
+
     async def _probe(self, name: str) -> tuple[str | None, RemoteError | None, float]:
-        """(output, error, seconds the probe took)."""
+        """(fast-tier output, error, seconds the probe took)."""
         started = self._clock.monotonic()
         try:
-            text = await self._fleet.get(name).probe(self._scripts[name], self.probe_timeout_s)
+            text = await self._fleet.get(name).probe(self._fast_scripts[name],
+                                                     self.probe_timeout_s)
         except RemoteError as exc:
             return None, exc, self._clock.monotonic() - started
         return text, None, self._clock.monotonic() - started

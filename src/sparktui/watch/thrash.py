@@ -26,7 +26,8 @@ JOURNAL_TAIL_LINES = 2000
 
 def sample_of(snap: NodeSnapshot) -> NodeSample | None:
     """What the rules need from a snapshot; None when the snapshot says
-    nothing about memory health (auth or host-key failure, powered off)."""
+    nothing about memory health (auth or host-key failure, powered off).
+    Memory and PSI are the probe's fast tier, read fresh on every tick."""
     if snap.state in (NodeState.UNKNOWN, NodeState.POWERED_OFF):
         return None
     probe = snap.probe if snap.state is NodeState.ONLINE else None
@@ -41,6 +42,7 @@ def sample_of(snap: NodeSnapshot) -> NodeSample | None:
         psi_full_total_us=psi.full.total_us if psi and psi.full else None,
         mem_available_kib=mem.available_kib if mem else None,
         mem_total_kib=mem.total_kib if mem else None,
+        slow_tier_error=probe.slow_error if probe else "",
     )
 
 
@@ -104,11 +106,6 @@ class ThrashDetector:
             if self.on_change is not None:
                 self.on_change(v)
         return v
-
-    async def follow_snapshots(self, queue: asyncio.Queue[NodeSnapshot]) -> None:
-        """Judge every snapshot from a poller subscription until cancelled."""
-        while True:
-            self.on_snapshot(await queue.get())
 
     async def follow_journal(self, node: str, link: StreamSource) -> None:
         """Feed ``node``'s kernel journal until cancelled (the caller owns the
