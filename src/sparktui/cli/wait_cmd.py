@@ -15,8 +15,11 @@ from ..adapters.endpoints import EndpointError, resolve_endpoints
 from ..adapters.ssh import Fleet
 from ..core.clock import Clock, SystemClock
 from ..core.config import Config
+from ..core.errors import InputError
 from ..core.logsig import Phase
 from ..core.phases import format_duration
+from ..core.recipe import Recipe
+from ..core.recipe_load import load_recipe
 from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import LaneWatch, Outcome, WaitResult, discover_lane
 from .common import load
@@ -96,7 +99,8 @@ async def wait_lane(
         )
         if not quiet:
             watch.on_line = _phase_printer(watch)
-        if (load := lane_load_plan(config, lane, [r.node for r in ranks])) is not None:
+        if (load := lane_load_plan(config, _recipe(config, lane),
+                                   [r.node for r in ranks])) is not None:
             watch.on_memory = OomWatch(
                 lane, ranks, watch.tracker, load, watch.clock,
                 lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory
@@ -136,3 +140,11 @@ def describe(result: WaitResult) -> str:
         lines += [f"    | {c}" for c in f.context[-5:]]
         return "\n".join(lines)
     return f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
+
+
+def _recipe(config: Config, lane: str) -> Recipe | None:
+    """The lane's recipe (same name), for the OOM prediction; None when absent."""
+    try:
+        return load_recipe(config, lane)
+    except InputError:
+        return None

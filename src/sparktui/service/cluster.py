@@ -38,7 +38,7 @@ from sparktui.ops.shiftlog import render as render_shiftlog
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
-from sparktui.ops.workflows.qualify import LaneNews, lane_news
+from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
@@ -59,6 +59,7 @@ from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
+from sparktui.watch.oom import OomWatch, lane_load_plan
 from sparktui.watch.poller import Poller
 from sparktui.watch.readiness import NodeLink
 from sparktui.watch.thrash import ThrashDetector
@@ -335,6 +336,11 @@ class ClusterService:
                     protected=name in self.config.guards.protected_lanes,
                     uptime=lambda n=name: lane_uptime(self.snapshot(), n),
                     canary=self._serving_canary(name))
+                if (load := lane_load_plan(self.config, self.recipes.get(name),
+                                           [r.node for r in ranks])):
+                    watch.on_memory = OomWatch(
+                        name, lambda w=watch: w.ranks, watch.tracker, load, self.clock,
+                        lambda p: self._lane_news(oom_news(p))).on_memory
                 self._lanes[name] = watch
                 watch.start()
                 watch.publish()

@@ -72,6 +72,9 @@ class LaneWatch:
         self.delivered: dict[int, int] = {}
         self._health = "—"
         self._decode_tps: float | None = None
+        self.on_memory: Callable[[str, int], None] | None = None
+        """Called with (node, MemAvailable KiB) of a rank's node while the lane
+        boots (the service's OOM prediction, watch/oom.py)."""
         self.gate: tuple[str, str] = ("", "")
         """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self._last_tokens: tuple[float, float] | None = None
@@ -125,6 +128,8 @@ class LaneWatch:
         mem = snap.probe.meminfo if snap.probe is not None else None
         if mem is None or all(rc.node != snap.node for rc in self.ranks):
             return
+        if self.on_memory is not None:
+            self.on_memory(snap.node, mem.available_kib)
         note = self._memory.observe(snap.node, mem.available_kib)
         if note is not None:
             self.tracker.note_progress(note, self._clock.monotonic())
