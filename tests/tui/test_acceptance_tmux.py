@@ -124,6 +124,7 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
 
     # the trigger from the palette
     t.keys(":")
+    t.wait("the palette", lambda s: "Search for commands" in s)
     t.type(f"demo: send the 150K prompt to {LANE}")
     t.wait("the demo trigger offered", lambda s: "send the 150K prompt" in s)
     t.keys("Down", "Enter")  # the best match first: highlight it, run it

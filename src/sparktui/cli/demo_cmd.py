@@ -90,10 +90,11 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
 
 def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
     """What the operator did that night, offered in the palette: send the long
-    prompt to any lane that serves (the long-prompt incident's trigger)."""
+    prompt to any lane that is up (the long-prompt incident's trigger; a lane
+    without a running rank 0 says so when chosen)."""
     out: list[Command] = []
     for name, lane in sorted(service.lanes().items()):
-        if lane.phase != "serving":
+        if lane.phase in ("starting", "failed"):
             continue
         out.append((f"demo: send the 150K prompt to {name}",
                     partial(_send_prompt, sim, app, name),
