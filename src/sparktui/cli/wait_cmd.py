@@ -16,8 +16,11 @@ from ..adapters.endpoints import EndpointError, resolve_endpoints
 from ..adapters.ssh import Fleet
 from ..core.clock import Clock, SystemClock
 from ..core.config import Config
+from ..core.errors import InputError
 from ..core.logsig import Phase
 from ..core.phases import format_duration
+from ..core.recipe import Recipe
+from ..core.recipe_load import load_recipe
 from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
 from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import Outcome, WaitResult, discover_lane
@@ -98,7 +101,8 @@ async def wait_lane(
         )
         if not quiet:
             watch.subscribe(_phase_printer(watch))
-        if (load := lane_load_plan(config, lane, [r.node for r in ranks])) is not None:
+        if (load := lane_load_plan(config, _recipe(config, lane),
+                                   [r.node for r in ranks])) is not None:
             watch.subscribe(memory_to(OomWatch(
                 lane, ranks, watch.tracker, load, watch.clock,
                 lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory))
@@ -159,3 +163,11 @@ def describe(result: WaitResult) -> str:
             f"\n    wait does not stop anything: the ranks keep running; "
             f"`sparktui stop {result.lane}` stops them")
     return text
+
+
+def _recipe(config: Config, lane: str) -> Recipe | None:
+    """The lane's recipe (same name), for the OOM prediction; None when absent."""
+    try:
+        return load_recipe(config, lane)
+    except InputError:
+        return None

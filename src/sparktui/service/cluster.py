@@ -29,6 +29,7 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleSources, token_values
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent
+from sparktui.ops.guards import Override
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Workflow
 from sparktui.ops.resume import Offer, close, offers
@@ -37,10 +38,10 @@ from sparktui.ops.shiftlog import render as render_shiftlog
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
-from sparktui.ops.workflows.qualify import LaneNews, lane_news
+from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
-from sparktui.ops.workflows.serve import Serve
+from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
 from sparktui.service.events import (
@@ -58,7 +59,8 @@ from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
-from sparktui.watch.lane import LaneWatcher, LaneWatchers
+from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
+from sparktui.watch.oom import OomWatch, lane_load_plan
 from sparktui.watch.poller import Poller
 from sparktui.watch.readiness import NodeLink, RankContainer
 from sparktui.watch.thrash import ThrashDetector
@@ -236,10 +238,14 @@ class ClusterService:
     async def preview_stop(self, lane: str) -> ActionPreview:
         return await self._preview(Stop(lane), f"Stop lane {lane}")
 
-    async def preview_serve(self, recipe: str, cluster: str | None = None) -> ActionPreview:
+    async def preview_serve(self, recipe: str, cluster: str | None = None,
+                            overrides: frozenset[Override] = frozenset()) -> ActionPreview:
+        """``overrides``: the console's override of an overridable refusal (the
+        name is then typed, and the run journals them, as the CLI's --override)."""
         r = self.recipes[recipe]
         cluster = cluster or r.cluster
-        return await self._preview(Serve(r, cluster), f"Serve {recipe} on {cluster}")
+        return await self._preview(Serve(r, cluster, ServeOptions(overrides=overrides)),
+                                   f"Serve {recipe} on {cluster}")
 
     async def preview_cluster_power(self, cluster: str, *, on: bool) -> ActionPreview:
         verb = "on" if on else "off"
@@ -356,6 +362,16 @@ class ClusterService:
             canary=self._serving_canary(watch.lane))
         if old is not None:
             feed.gate = old.gate
+        if (load := lane_load_plan(self.config, self.recipes.get(watch.lane),
+                                   [r.node for r in watch.ranks])):
+            oom = OomWatch(watch.lane, lambda: watch.ranks, watch.tracker, load, self.clock,
+                           lambda p: self._lane_news(oom_news(p)))
+
+            def on_memory(event: LaneEvent) -> None:
+                if isinstance(event, MemoryRead):
+                    oom.on_memory(event.node, event.available_kib)
+
+            watch.subscribe(on_memory)
         feed.publish()
 
 

@@ -101,6 +101,7 @@ class LaneFeed:
             phase="unresponsive" if unresponsive else t.phase.value,
             progress=lp.fraction if lp else None,
             progress_text=lp.describe() if lp else "",
+            load=lp,
             kv_tokens=t.kv.tokens,
             concurrency=t.kv.concurrency,
             health=w.health,
