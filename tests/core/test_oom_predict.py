@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.config_load import load_config
@@ -37,6 +37,7 @@ def replay(plan: LoadPlan, shards: int, weights: float, lag: list[int], s_per_sh
     return out
 
 
+@settings(deadline=None, max_examples=60)
 @given(st.floats(20, 105), st.lists(st.integers(0, 1), min_size=1, max_size=5),
        st.integers(20, 160))
 def test_quiet_whenever_the_final_footprint_fits(weights, lag, shards):

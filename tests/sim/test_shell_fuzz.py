@@ -103,11 +103,18 @@ def test_builtin_cat_reads_a_file_like_dash(tmp_path_factory, lines, final_newli
     text = "\n".join(lines) + ("\n" if final_newline and lines else "")
     (root / "f").write_text(text)
     for name in ("f", "missing"):
-        script = builtin_cat(str(root / name)) + '; echo "@@rc $?"'
-        sim = _run_with_files(script, {str(root / "f"): text})
-        real = _dash(script, root)
-        assert sim[0] == real[0]
-        assert sim[1].replace(b"sh: 1: ", b"") == real[1].replace(b"/bin/sh: 1: ", b""), script
+        copy = builtin_cat(str(root / name))
+        # the simulator copies the probe's exact loop in one step; the same
+        # loop with one more builtin in its body runs line by line
+        general = copy.replace('"$l"; done', '"$l"; : ; done')
+        assert general != copy
+        for loop in (copy, general):
+            script = loop + '; echo "@@rc $? [$l]"'
+            sim = _run_with_files(script, {str(root / "f"): text})
+            real = _dash(script, root)
+            assert sim[0] == real[0]
+            assert sim[1].replace(b"sh: 1: ", b"") == real[1].replace(b"/bin/sh: 1: ", b""), \
+                script
 
 
 def test_the_fast_probe_parses_the_same_from_dash_and_the_simulator(tmp_path):

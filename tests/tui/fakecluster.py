@@ -68,6 +68,10 @@ class FakeNode:
     """(MemAvailable KiB, PSI full avg10) for the first probes, one per probe;
     after the last one the node stops answering probes until the test ends
     (a scene then has exactly len(series) samples, whatever the timing)."""
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to end a frozen series (a scene's next act: the node starves)."""
+    stalls: int | None = None
+    """While unresponsive: fail this many probes, then freeze (None: fail forever)."""
 
     def probe_text(self) -> str:
         cache = "/home/kilork/.cache/huggingface"
@@ -105,11 +109,16 @@ class FakeLink:
 
     async def probe(self, script: str, timeout: float) -> str:
         node = self.node
-        if node.series:
+        if node.series and node.responsive and node.powered:
             if node.probes >= len(node.series):
-                await asyncio.Event().wait()  # frozen: the scene is complete
-            node.avail_kib, node.psi_full = node.series[node.probes]
+                await node.wake.wait()  # frozen until the scene moves on (or forever)
+            else:
+                node.avail_kib, node.psi_full = node.series[node.probes]
         self.node.probes += 1
+        if not node.responsive and node.stalls is not None:
+            if node.stalls <= 0:
+                await asyncio.Event().wait()  # frozen: the scene is complete
+            node.stalls -= 1
         if not self.node.responsive or not self.node.powered:
             raise ProbeStalled(self.node.name, "probe",
                                f"no answer within {timeout:.0f} s")

@@ -13,16 +13,23 @@ from textual.widgets import Input
 
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
+from sparktui.tui.screens.alerts import AlertsScreen
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
-from sparktui.tui.screens.info import HelpScreen
+from sparktui.tui.screens.info import HelpScreen, PickerScreen
+from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
-from .fakecluster import GIB_KIB, add_lane, vllm_boot_lines
+from .fakecluster import GIB_KIB, add_lane, ts, vllm_boot_lines
 from .harness import ROOT, Console, build, wait_for
 
 LANE = "glm53-mxfp4-fp8-4x-r39"
 
 
+NCCL_LINE = (f"{ts(125)} (EngineCore_DP0 pid=312) INFO 11-29 22:42:05 [parallel_state.py:1200] "
+             "world_size=4 rank=0 local_rank=0 distributed_init_method=tcp://127.0.0.1:29501 "
+             "backend=nccl NCCL_SOCKET_IFNAME=enp1s0f1np1 NCCL_IB_HCA=rocep1s0f1 "
+             "NCCL_DEBUG=WARN nccl_timeout=1800s")
+"""A long line with the searched word far past 160 columns."""
 SAMPLES = 24
 """Polls per node in a scene (its memory history)."""
 
@@ -37,6 +44,7 @@ def night(console: Console) -> None:
     for rc in ranks:
         for line in vllm_boot_lines(shards=8, upto="loading"):
             rc.log.put_nowait(line)
+        rc.log.put_nowait(NCCL_LINE)
         rc.status = "Up 7 minutes"
     for name in ("dgx1", "dgx2", "dgx3"):
         console.fleet.nodes[name].series = [(110 * GIB_KIB + (i % 5) * 40_000, 0.0)
@@ -64,7 +72,7 @@ async def settled(pilot: Pilot, console: Console) -> None:
                 and not screen._pending_nodes and lanes.row_count == 1
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 
-    await wait_for(pilot, ready)
+    await wait_for(pilot, ready, timeout=60)
     await pilot.pause(0.3)
 
 
@@ -88,18 +96,20 @@ async def main_screen(pilot: Pilot, c: Console) -> None:
 
 async def confirm_modal(pilot: Pilot, c: Console) -> None:
     await settled(pilot, c)
+    await hold_still(c)
     await select_node(pilot, c, "dgx7")
     await pilot.press("P")
-    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
     c.app.screen.query_one("#typed", Input).value = "dgx7"
     await pilot.pause(0.2)
 
 
 async def refusal_modal(pilot: Pilot, c: Console) -> None:
     await settled(pilot, c)
+    await hold_still(c)
     await select_node(pilot, c, "dgx2")
     await pilot.press("P")
-    await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen), timeout=15)
     await pilot.pause(0.2)
 
 
@@ -110,6 +120,108 @@ async def help_screen(pilot: Pilot, c: Console) -> None:
     await pilot.pause(0.2)
 
 
+THRASHING = ("dgx5", "dgx6", "dgx7")
+NVRM = ("2026-11-29T22:45:01.000000+0000 {node} kernel: NVRM: nvCheckOkFailedNoLog: Check "
+        "failed: Out of memory [NV_ERR_NO_MEMORY] (0x00000051) returned from "
+        "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359")
+STALLS = 5
+"""Failed probes per starving node before the scene freezes (a fixed count in
+the evidence: "SSH probe failed 5x in a row")."""
+
+
+async def incident(pilot: Pilot, c: Console) -> None:
+    """The long-prompt night: three nodes of the lane thrash (memory gone, PSI
+    high, NVRM out of memory, ping answers but sshd does not)."""
+    await settled(pilot, c)
+    for name in THRASHING:
+        node = c.fleet.nodes[name]
+        node.series = node.series or []
+        node.journal.put_nowait(NVRM.format(node=name))
+        node.stalls = STALLS
+        node.responsive = False
+        node.wake.set()
+    book = c.app.alerts
+
+    def all_thrash() -> bool:
+        return (sum(e.alert.level == "thrash" for e in book.active.values()) == len(THRASHING)
+                and all(c.fleet.nodes[n].stalls == 0 for n in THRASHING))
+
+    await wait_for(pilot, all_thrash, timeout=10)
+    await pilot.pause(0.3)
+
+
+async def incident_alerts(pilot: Pilot, c: Console) -> None:
+    await incident(pilot, c)
+    await pilot.press("exclamation_mark")
+    await wait_for(pilot, lambda: isinstance(c.app.screen, AlertsScreen))
+    await pilot.pause(0.2)
+
+
+async def typed_confirm(pilot: Pilot, c: Console, kind: str, target: str) -> None:
+    await settled(pilot, c)
+    await hold_still(c)
+    c.app.propose_named(kind, target)
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
+    await pilot.press(*target)
+    await pilot.pause(0.2)
+
+
+async def recover_modal(pilot: Pilot, c: Console) -> None:
+    await incident(pilot, c)
+    await hold_still(c)
+    await select_node(pilot, c, "dgx6")
+    await pilot.press("R")
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
+    await pilot.press(*"dgx6")
+    await pilot.pause(0.2)
+
+
+async def stop_modal(pilot: Pilot, c: Console) -> None:
+    await typed_confirm(pilot, c, "stop", LANE)
+
+
+async def hold_still(c: Console) -> None:
+    """Stop the poll loops and unfreeze the nodes: a serve preview probes every
+    node once more (exactly one more sample each, whatever the timing)."""
+    assert c.service.poller is not None
+    await c.service.poller.stop()
+    for node in c.fleet.nodes.values():
+        node.series = []
+        node.stalls = None  # a starving node fails that probe at once
+        node.wake.set()
+
+
+async def serve_refused(pilot: Pilot, c: Console) -> None:
+    await settled(pilot, c)
+    await hold_still(c)
+    c.app.propose_serve("dsv41-flash-r37-4x-eager")
+    await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen), timeout=15)
+    await pilot.pause(0.2)
+
+
+async def cluster_picker(pilot: Pilot, c: Console) -> None:
+    await settled(pilot, c)
+    await hold_still(c)
+    c.app.pick_cluster("dsv41-flash-r37-4x-eager")
+    await wait_for(pilot, lambda: isinstance(c.app.screen, PickerScreen), timeout=15)
+    await pilot.pause(0.2)
+
+
+async def lanes_loading(pilot: Pilot, c: Console) -> None:
+    await settled(pilot, c)
+    await pilot.press("2")
+    await pilot.pause(0.2)
+
+
+async def bootlog_match(pilot: Pilot, c: Console) -> None:
+    """A search whose match sits far right of a long line: the view scrolls to it."""
+    await settled(pilot, c)
+    await pilot.press("3", "slash", *"nccl_timeout", "enter")
+    log = c.app.main_screen.query_one(BootLog)
+    await wait_for(pilot, lambda: log.match_row is not None)
+    await pilot.pause(0.2)
+
+
 SCENES = (
     Scene("main-160x48", (160, 48), main_screen),
     Scene("main-80x24", (80, 24), main_screen),
@@ -117,6 +229,15 @@ SCENES = (
     Scene("confirm-power-cycle-80x24", (80, 24), confirm_modal),
     Scene("refusal-protected-node", (100, 36), refusal_modal),
     Scene("help-80x24", (80, 24), help_screen),
+    *(Scene(f"{name}-{w}x{h}", (w, h), steps)
+      for name, steps in (("incident", incident), ("incident-alerts", incident_alerts),
+                          ("confirm-recover-typed", recover_modal),
+                          ("confirm-stop-typed", stop_modal),
+                          ("serve-refused", serve_refused),
+                          ("cluster-picker", cluster_picker),
+                          ("lanes-loading", lanes_loading),
+                          ("bootlog-match-right", bootlog_match))
+      for w, h in ((80, 24), (160, 48))),
 )
 
 

@@ -7,7 +7,6 @@ from textual.widgets import Button, Input
 from sparktui.core.state import NodeState
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen
-from sparktui.tui.widgets.alerts import AlertBar
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
@@ -58,17 +57,25 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
         modal = c.app.screen
         text = screen_text(c.app)
-        assert "switch.dgx6" in text and "turn_off" in text and "turn_on" in text
+        assert "switch.dgx6" in text and "turn_off" not in text  # summary first
+        assert " 1. plug off [switch.dgx6]" in text
+        await pilot.press("f2")  # the exact calls behind the details toggle
+        text = screen_text(c.app)
+        assert "turn_off" in text and "turn_on" in text
         assert "wait 35 s" in text
         assert "PASS" in text and "REFUSE" not in text
         assert "protected-node dgx6" in text
         confirm = modal.query_one("#confirm", Button)
         assert confirm.disabled
-        assert modal.focused is modal.query_one("#cancel", Button)  # Cancel is the default
-        modal.query_one("#typed", Input).focus()
+        box = modal.query_one("#typed", Input)
+        assert modal.focused is box  # typing goes straight into the name field
         await pilot.press(*"dgx5")
         assert confirm.disabled  # the wrong node's name does not unlock it
-        modal.query_one("#typed", Input).value = ""
+        await pilot.press("enter")  # ...and Enter with it says so, and stays
+        assert c.app.screen is modal
+        assert "'dgx5' is not dgx6" in screen_text(c.app)
+        assert not c.power.calls
+        box.value = ""
         await pilot.press(*"dgx6")
         assert not confirm.disabled
         await pilot.press("enter")
@@ -78,17 +85,21 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert c.power.calls == [("turn_off", "switch.dgx6")]
 
 
-async def test_cancel_is_the_default():
+async def test_typed_confirm_enter_without_the_name_says_so_and_escape_cancels():
     c = build()
     async with c.app.run_test(size=WIDE) as pilot:
         await wait_for(pilot, lambda: nodes_painted(c))
         await select_node(pilot, c, "dgx7")
         await pilot.press("P")
         await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
-        await pilot.press("enter")  # on the focused Cancel
+        await pilot.press("enter")  # nothing typed: it says what to type, and stays
+        assert isinstance(c.app.screen, ConfirmActionScreen)
+        assert "type dgx7 first" in screen_text(c.app)
+        await pilot.press(*"dgx7", "escape")  # escape cancels even with the name typed
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
         await pilot.pause(0.1)
         assert not [w for w in c.app.workers if w.group == "actions"]
+        assert not c.power.calls
 
 
 async def test_protected_node_power_cycle_is_refused_with_reasons():
@@ -115,11 +126,11 @@ async def test_thrash_raises_alert_with_evidence_and_next_step():
                                 "nvCheckOkFailedNoLog: Check failed: Out of memory "
                                 "[NV_ERR_NO_MEMORY] (0x00000051) returned from "
                                 "_memdescAllocInternal(pMemDesc) @ mem_desc.c:1359")
-        bar = c.app.main_screen.query_one(AlertBar)
-        await wait_for(pilot, lambda: "thrash:dgx6" in bar.alerts, timeout=8)
-        assert bar.alerts["thrash:dgx6"].level == "thrash suspected"
+        book = c.app.alerts
+        await wait_for(pilot, lambda: "thrash:dgx6" in book.active, timeout=8)
+        assert book.active["thrash:dgx6"].alert.level == "thrash suspected"
         node.responsive = False  # ping answers, sshd starved
-        await wait_for(pilot, lambda: bar.alerts["thrash:dgx6"].level == "thrash", timeout=8)
+        await wait_for(pilot, lambda: book.active["thrash:dgx6"].alert.level == "thrash", timeout=8)
         await pilot.pause()
         text = screen_text(c.app)
         assert "THRASH" in text and "dgx6" in text
@@ -142,7 +153,7 @@ async def test_lane_boot_shows_phases_progress_and_banner():
             lanes.get_cell("glm53-flash-eugr-2x", "phase")))
         await pilot.pause()
         progress = str(lanes.get_cell("glm53-flash-eugr-2x", "progress"))
-        assert "50%" in progress and "█" in progress
+        assert progress.startswith("2/4 50% ETA ")  # shards done/total, percent, ETA
         assert "LOADING WEIGHTS" in screen_text(c.app)
         for line in rest:
             ranks[0].log.put_nowait(line)
@@ -150,7 +161,9 @@ async def test_lane_boot_shows_phases_progress_and_banner():
                        == "serving")
         await pilot.pause()
         text = screen_text(c.app)
-        assert "2,621,440" in text and "10.00x" in text
+        # KV and concurrency sit right of the priority columns (and in the details)
+        assert str(lanes.get_cell("glm53-flash-eugr-2x", "kv")) == "2,621,440"
+        assert str(lanes.get_cell("glm53-flash-eugr-2x", "conc")) == "10.00x"
         assert "SERVING" in text and "rank 0 on dgx5" in text
         log = c.app.main_screen.query_one(BootLog)
         assert log.row_count == len(lines)  # every line once, no duplicates
@@ -166,8 +179,8 @@ async def test_fatal_line_alerts_and_is_marked_in_the_log():
         ranks[0].log.put_nowait("2026-11-29T22:50:00.000000000Z (EngineCore_DP0 pid=312) "
                                 "ERROR 11-29 22:50:00 [core.py:900] TimeoutError: RPC call to "
                                 "sample_tokens timed out.")
-        bar = c.app.main_screen.query_one(AlertBar)
-        await wait_for(pilot, lambda: "fatal:glm53-mxfp4-fp8-4x-r39" in bar.alerts)
+        book = c.app.alerts
+        await wait_for(pilot, lambda: "fatal:glm53-mxfp4-fp8-4x-r39" in book.active)
         await pilot.pause()
         text = screen_text(c.app)
         assert "FATAL" in text and "RPC call to sample_tokens timed out" in text
@@ -216,12 +229,13 @@ async def test_read_only_has_no_action_keys():
         await pilot.pause()
         footer = screen_text(c.app).splitlines()[-1]
         assert "Power" not in footer and "Serve" not in footer and "Stop" not in footer
-        assert "Follow" in footer
+        assert "Search" in footer
         await select_node(pilot, c, "dgx6")
         for key in ("P", "R", "s", "x"):
             await pilot.press(key)
             await pilot.pause()
             assert c.app.screen is c.app.main_screen
+            assert "this console is read-only" in screen_text(c.app)
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(c.app.screen, HelpScreen))
         text = screen_text(c.app)
@@ -254,13 +268,14 @@ async def test_updates_under_a_modal_are_kept_and_painted_after():
         await wait_for(pilot, lambda: nodes_painted(c))
         await pilot.press("question_mark")
         await wait_for(pilot, lambda: isinstance(c.app.screen, HelpScreen))
-        c.fleet.nodes["dgx7"].kernel = "7.0.0-1019-nvidia"
+        # memory is read every tick (the kernel only on the slow probe)
+        c.fleet.nodes["dgx7"].avail_kib = int(5.5 * GIB_KIB)
         screen = c.app.main_screen
         await wait_for(pilot, lambda: "dgx7" in screen._pending_nodes)
         table = screen.query_one(NodesTable)
-        assert "BAD" not in str(table.get_cell("dgx7", "kernel"))  # not painted under the modal
+        assert "5.5" not in str(table.get_cell("dgx7", "mem"))  # not painted under the modal
         await pilot.press("escape")
-        await wait_for(pilot, lambda: "BAD" in str(table.get_cell("dgx7", "kernel")))
+        await wait_for(pilot, lambda: "5.5" in str(table.get_cell("dgx7", "mem")))
 
 
 async def test_serve_picker_shows_fit_refusal_for_boot_d():
@@ -276,8 +291,12 @@ async def test_serve_picker_shows_fit_refusal_for_boot_d():
         await wait_for(pilot, lambda: isinstance(c.app.screen, PickerScreen)
                        and c.app.screen is not picker)
         text = screen_text(c.app)
-        assert "on which cluster" in text and "4nodes-switch  (dgx1, dgx2, dgx3, dgx4)" in text
-        await pilot.press("enter")  # the qualified cluster comes first
+        # every cluster with its verdict and why, from the serve's own guards
+        assert "on which cluster" in text
+        assert "REFUSED     4nodes-switch  4 nodes  the recipe's own" in text
+        assert "why: protected-node ×4 · fit (override) · image ×4" in text
+        assert "why: fit (override) · image ×4" in text  # 4nodes-switch-b: no protected node
+        await pilot.press("enter")  # none passes: the recipe's own cluster is the default
         await wait_for(pilot, lambda: isinstance(c.app.screen, RefusalScreen))
         text = screen_text(c.app)
         assert "REFUSE fit dsv41-flash-r37-4x-eager@4nodes-switch" in text

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Input
-
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState
 from sparktui.sim.testing import connect
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import PickerScreen
-from sparktui.tui.widgets.alerts import AlertBar
+from sparktui.tui.widgets.alerts import NoticeLine
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .screen_text import online_rows, screen_text
@@ -75,7 +73,9 @@ async def test_serve_from_the_picker_runs_to_serving_with_phases(tmp_path: Path)
         await pilot.pause(0.1)
         text = screen_text(c.app)
         assert f"Serve {lane} on 4nodes-switch-b" in text
-        assert f"docker run -d --name sparktui-{lane}-r0" in text
+        assert c.app.screen.focused is c.app.screen.query_one("#cancel")  # plain confirm
+        await pilot.press("f2")  # the exact commands behind the details toggle
+        assert f"docker run -d --name sparktui-{lane}-r0" in screen_text(c.app)
         preview = c.app.screen.preview
         assert {v.guard for v in preview.report.verdicts} >= {"fit", "blocking-switch",
                                                               "protected-node", "hf-cache"}
@@ -94,8 +94,8 @@ async def test_serve_from_the_picker_runs_to_serving_with_phases(tmp_path: Path)
         await until(pilot, lambda: phase() == "serving", timeout=60,
                     why=lambda: f"phases seen {seen}")
         assert "loading weights" in seen
-        await until(pilot, lambda: any("serve" in str(n.message) and "serving" in
-                                       str(n.message) for n in c.app._notifications),
+        await until(pilot, lambda: any("serve" in str(n[2]) and "serving" in
+                                       str(n[2]) for n in c.app.notices),
                     timeout=30)
         assert "rank 0 on dgx5" in screen_text(c.app)
         await until(pilot, lambda: str(lanes.get_cell(lane, "health")) == "ok", timeout=20)
@@ -108,12 +108,11 @@ async def test_power_cycle_drives_home_assistant_and_the_node_returns(tmp_path: 
         await select_node(pilot, c, "dgx6")
         await pilot.press("P")
         await until(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
-        c.app.screen.query_one("#typed", Input).focus()
         await pilot.press(*"dgx6", "enter")
-        await until(pilot, lambda: any("power-cycle dgx6" in str(n.message) and "FAILED" not in
-                                       str(n.title) and "started" not in str(n.message)
-                                       for n in c.app._notifications), timeout=60,
-                    why=lambda: str([n.message for n in c.app._notifications]))
+        await until(pilot, lambda: any("power-cycle dgx6" in str(n[2]) and "FAILED" not in
+                                       str(n[1]) and "started" not in str(n[2])
+                                       for n in c.app.notices), timeout=60,
+                    why=lambda: str([n[2] for n in c.app.notices]))
         assert c.sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
         assert c.sim.nodes["dgx6"].up
         assert not c.service.unfinished()
@@ -139,19 +138,19 @@ async def test_long_prompt_raises_the_thrash_alert_with_evidence(tmp_path: Path)
         await until(pilot, lambda: lanes.row_count and str(lanes.get_cell(lane, "phase"))
                     == "serving", timeout=60)
         c.sim.run_prompt(lane, 150_000)
-        bar = c.app.main_screen.query_one(AlertBar)
+        book = c.app.alerts
         def thrashing() -> set[str]:
-            return {a.subject for a in bar.alerts.values() if a.level == "thrash"}
+            return {e.alert.subject for e in book.active.values() if e.alert.level == "thrash"}
 
         await until(pilot, lambda: {"dgx6", "dgx7"} <= thrashing(), timeout=60,
-                    why=lambda: str({k: a.level for k, a in bar.alerts.items()}))
+                    why=lambda: str({k: e.alert.level for k, e in book.active.items()}))
         await pilot.pause(0.2)
         text = screen_text(c.app)
         assert "next:" in text
-        alert = bar.alerts["thrash:dgx6"]
+        alert = book.active["thrash:dgx6"].alert
         assert alert.evidence and alert.next_step
         assert any("ping answers, SSH probe failed" in e for e in alert.evidence)
-        fatal = bar.alerts[f"fatal:{lane}"]
+        fatal = book.active[f"fatal:{lane}"].alert
         assert "fatal error" in fatal.evidence[0] or "timed out" in fatal.evidence[0]
 
 
@@ -161,9 +160,36 @@ async def test_read_only_console_offers_no_actions(tmp_path: Path) -> None:
         await until(pilot, lambda: online(c))
         await select_node(pilot, c, "dgx6")
         for key in ("P", "R", "s", "x"):
+            c.app.main_screen.query_one(NoticeLine).update("")
             await pilot.press(key)
             await pilot.pause(0.05)
             assert c.app.screen is c.app.main_screen
-        footer = screen_text(c.app).splitlines()[-1]
-        assert "Power" not in footer and "Serve" not in footer
+            text = screen_text(c.app)  # one line says why, and how to get a writable one
+            assert "read-only" in text and "without --read-only" in text
         assert not c.sim.ha.calls
+
+
+async def test_fit_refusal_is_overridden_from_the_console_with_the_name_typed(
+        tmp_path: Path) -> None:
+    lane = "glm53-mxfp4-fp8-4x-r39-196k"
+    async with sim_console(tmp_path, "long-prompt") as c, \
+            c.app.run_test(size=SMALL) as pilot:
+        await until(pilot, lambda: online(c))
+        c.app.propose_serve(lane)
+        await until(pilot, lambda: isinstance(c.app.screen, RefusalScreen), timeout=90)
+        await pilot.pause(0.1)
+        refusal = c.app.screen
+        assert {v.guard for v in refusal.preview.refusals} == {"fit"}
+        assert "o: override fit" in screen_text(c.app)
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=90)
+        await pilot.pause(0.1)
+        modal = c.app.screen
+        assert modal.preview.report.overridden and modal.preview.confirmation.typed
+        assert "OVERRIDDEN" in screen_text(c.app)
+        await pilot.press(*lane, "enter")
+        await until(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
+        journal = (c.config.state_dir() / "journal.jsonl")
+        await until(pilot, lambda: journal.exists() and '"override"' in journal.read_text()
+                    and '"fit"' in journal.read_text(),
+                    timeout=90, why=lambda: journal.read_text() if journal.exists() else "")

@@ -16,7 +16,6 @@ from sparktui.service.recording import read_recording
 from sparktui.service.replay import ReplaySource
 from sparktui.sim.testing import connect
 from sparktui.tui.replay import ReplayApp
-from sparktui.tui.widgets.alerts import AlertBar
 
 from .simconsole import POLL_S, sim_console, until
 
@@ -72,8 +71,8 @@ async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) ->
     app = ReplayApp(config, source)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
-        assert f"fatal:{LANE}" not in app.main_screen.query_one(AlertBar).alerts
-        await until(pilot, lambda: f"fatal:{LANE}" in app.main_screen.query_one(AlertBar).alerts,
+        assert f"fatal:{LANE}" not in app.alerts.active
+        await until(pilot, lambda: f"fatal:{LANE}" in app.alerts.active,
                     timeout=30)
         # shown at the moment it was raised live, within one poll
         assert t_fatal <= source.now <= t_fatal + POLL_S, (source.now - t_fatal)
@@ -94,16 +93,16 @@ async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) ->
         await pilot.press("left_square_bracket")  # -10 min: before the fatal line
         await pilot.pause(0.3)
         assert source.now == max(frozen - 660, source.first)
-        assert f"fatal:{LANE}" not in app.main_screen.query_one(AlertBar).alerts
+        assert f"fatal:{LANE}" not in app.alerts.active
         await pilot.press("a")  # the next alert: the fatal one, exactly when it was raised
         await pilot.pause(0.3)
         assert source.now == t_fatal
-        assert f"fatal:{LANE}" in app.main_screen.query_one(AlertBar).alerts
+        assert f"fatal:{LANE}" in app.alerts.active
         while source.now < t_thrash:
             await pilot.press("a")
             await pilot.pause(0.2)
         assert source.now == t_thrash
-        assert thrash.key in app.main_screen.query_one(AlertBar).alerts
+        assert thrash.key in app.alerts.active
         await pilot.press("right_square_bracket")  # +10 min
         await pilot.pause(0.3)
         assert source.now == min(t_thrash + 600, source.last)

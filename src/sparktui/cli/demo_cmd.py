@@ -8,6 +8,10 @@ The console runs on the simulator's clock, so every window (stall, PSI
 sustain, plug-off wait) means the same simulated time the engines live in;
 its poll interval is stretched to at least MIN_REAL_POLL_S of real time so a
 60x demo does not probe eight nodes thirty times a second.
+
+The palette (`:`) offers the scenario's trigger first, as "demo: ..." entries:
+the long-prompt night plays from the keyboard alone (serve the 196k lane,
+then "demo: send the 150K prompt to <lane>").
 """
 
 from __future__ import annotations
@@ -17,17 +21,22 @@ import asyncio
 import contextlib
 import dataclasses
 import sys
+from functools import partial
 
 from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
 from ..core.tomlschema import flag
 from ..service.cluster import ClusterService
+from ..sim.cluster import Sim
 from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS
-from ..tui.app import make_app
+from ..tui.app import SparkTUI, make_app
+from ..tui.commands import Command
 from .main import default_config_path
 
 MIN_REAL_POLL_S = 0.5
+LONG_PROMPT_TOKENS = 150_000
+"""The seeds' 22:45 prompt: ~150K tokens into a 196K-context lane."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,7 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", choices=sorted(SCENARIOS), default=None,
                    help="a seed incident to reproduce (default: [simulator] scenario); "
-                        "`sparktui sim --list-scenarios` describes them")
+                        "--list-scenarios describes them")
+    p.add_argument("--list-scenarios", action="store_true",
+                   help="list the scenarios and what each reproduces, then exit")
     p.add_argument("--speed", type=flag(SimulatorConfig, "speed"), default=None,
                    help="simulated seconds per real second (default: [simulator] speed)")
     p.add_argument("--read-only", action="store_true", help="the observers' console")
@@ -44,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list_scenarios:
+        for name, doc in SCENARIOS.items():
+            print(f"{name:18} {doc}")
+        return 0
     config = load_config(args.config or default_config_path())
     if not config.simulator.enabled:
         print("sparktui demo: this config has [simulator] enabled = false; the demo only "
@@ -65,6 +80,33 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
         console = dataclasses.replace(config, console=dataclasses.replace(
             config.console, poll_interval_s=poll))
         service = ClusterService(console, clock=sim.clock)
-        app = make_app(console, service=service, read_only=args.read_only, tune_gc=True)
+        holder: list[SparkTUI] = []
+        app = make_app(console, service=service, read_only=args.read_only, tune_gc=True,
+                       demo_commands=lambda: triggers(sim, service, holder[0]))
+        holder.append(app)
         app.base_sub_title += f" · SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x"
         await app.run_async()
+
+
+def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
+    """What the operator did that night, offered in the palette: send the long
+    prompt to any lane that is up (the long-prompt incident's trigger; a lane
+    without a running rank 0 says so when chosen)."""
+    out: list[Command] = []
+    for name, lane in sorted(service.lanes().items()):
+        if lane.phase in ("starting", "failed"):
+            continue
+        out.append((f"demo: send the 150K prompt to {name}",
+                    partial(_send_prompt, sim, app, name),
+                    f"a {LONG_PROMPT_TOKENS:,}-token request, as the 22:45 one "
+                    "(long-prompt scenario: sample_tokens times out, nodes thrash)"))
+    return out
+
+
+def _send_prompt(sim: Sim, app: SparkTUI, lane: str) -> None:
+    try:
+        sim.run_prompt(lane, LONG_PROMPT_TOKENS)
+    except (KeyError, LookupError, ValueError) as exc:
+        app.notify(f"could not send the prompt to {lane}: {exc}", severity="error")
+        return
+    app.notify(f"sent a {LONG_PROMPT_TOKENS:,}-token prompt to {lane} (demo)")

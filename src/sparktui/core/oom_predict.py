@@ -13,17 +13,18 @@ still needs exceeds what is available:
     warn when need > MemAvailable + SLACK_GIB, on two readings in a row
 
 Quiet by construction (a false alarm at 3 a.m. teaches the operator to ignore
-the next one): the growth per shard is the *smaller* of what was observed and
-what the recipe's fit says (a log line arriving after the memory it stands for
-makes the observed figure too large, never too small), at least
-MIN_SHARDS_SEEN shards of progress are needed, one shard is taken to be in
-flight (its memory in before its log line), and only ranks still loading
-are judged (once KV allocation begins its memory is no longer "to come").
+the next one): the growth per shard is the *smaller* of what was observed (a
+least-squares slope of MemAvailable over shards) and what the recipe's fit
+says; at least MIN_SHARDS_SEEN shards of progress are needed; one shard is
+taken to be in flight (its memory in before its log line); only ranks still
+loading are judged (once KV allocation begins its memory is no longer "to
+come"); and a warning needs CONFIRMATIONS readings in a row.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,8 @@ MIN_SHARDS_SEEN = 3
 """Shards of progress observed before a rank's growth counts."""
 CONFIRMATIONS = 2
 """Readings in a row that must agree before a warning is raised."""
+READINGS = 512
+"""Readings kept per rank (a 2-hour load read every 10 s)."""
 
 
 @dataclass(frozen=True)
@@ -113,10 +116,9 @@ class OomPredicted:
 @dataclass
 class _Rank:
     node: str
-    base: tuple[float, int, float] | None = None
-    """(t, shards done, MemAvailable GiB) at the first reading with a shard in."""
-    last: tuple[float, int, float] | None = None
-    prev: tuple[float, int, float] | None = None
+    readings: deque[tuple[float, int, float]] = field(
+        default_factory=lambda: deque(maxlen=READINGS))
+    """(t, shards done, MemAvailable GiB) since the load began, oldest first."""
     agreeing: int = 0
     warned: OomPredicted | None = None
 
@@ -133,15 +135,15 @@ class OomPredictor:
                 available_gib: float) -> OomPredicted | None:
         """One reading of ``rank``: shards ``done``/``total`` and its node's
         MemAvailable at monotonic time ``t``. Returns a warning when this reading
-        raises one (first time, or a changed verdict), else None."""
+        raises one (the first for this rank, or the first certain one), else None;
+        ``warnings()`` holds each rank's latest."""
         st = self._ranks.setdefault(rank, _Rank(node))
-        reading = (t, done, available_gib)
         if total <= 0 or done < 1 or done >= total:
             st.agreeing = 0
             return None
-        if st.base is None or done < st.base[1]:
-            st.base = reading
-        st.prev, st.last = st.last, reading
+        if st.readings and done + MIN_SHARDS_SEEN < st.readings[-1][1]:
+            st.readings.clear()  # a new load (a restart), not a late log line
+        st.readings.append((t, done, available_gib))
         pred = self._predict(rank, st, total)
         if pred is None:
             st.agreeing = 0
@@ -149,23 +151,21 @@ class OomPredictor:
         st.agreeing += 1
         if st.agreeing < CONFIRMATIONS:
             return None
-        changed = st.warned is None or st.warned.out_at_shard != pred.out_at_shard \
-            or st.warned.hard != pred.hard
+        news = st.warned is None or (pred.hard and not st.warned.hard)
         st.warned = pred
-        return pred if changed else None
+        return pred if news else None
 
     def warnings(self) -> dict[int, OomPredicted]:
         """The current warning of each rank that has one."""
         return {r: st.warned for r, st in self._ranks.items() if st.warned is not None}
 
     def _predict(self, rank: int, st: _Rank, total: int) -> OomPredicted | None:
-        assert st.base is not None and st.last is not None
-        t0, done0, avail0 = st.base
-        t, done, avail = st.last
+        t0, done0, _ = st.readings[0]
+        t, done, avail = st.readings[-1]
         progressed = done - done0
         if progressed < MIN_SHARDS_SEEN:
             return None
-        observed = max(0.0, (avail0 - avail) / progressed)
+        observed = _growth(st.readings)
         planned = self.plan.weights_gib / total
         growth = min(observed, planned) if observed > 0 else planned
         left = total - done
@@ -181,8 +181,8 @@ class OomPredictor:
             out_at = None
             eta = left / rate if rate else None
         trend = None
-        if st.prev is not None and t > st.prev[0]:
-            trend = (avail - st.prev[2]) / (t - st.prev[0]) * 60.0
+        if len(st.readings) > 1 and t > (prev := st.readings[-2])[0]:
+            trend = (avail - prev[2]) / (t - prev[0]) * 60.0
         hard = need - avail >= HARD_GIB
         then = (f"serve on >= {self.plan.min_ranks} ranks or load lazily"
                 if self.plan.min_ranks and self.plan.min_ranks > 1 else "load lazily or "
@@ -191,3 +191,18 @@ class OomPredictor:
                      f"thrashes, then {then}")
         return OomPredicted(self.lane, rank, st.node, t, done, total, out_at, eta, need, avail,
                             trend, hard, next_step)
+
+
+def _growth(readings: deque[tuple[float, int, float]]) -> float:
+    """GiB per shard, >= 0: shards done regressed on MemAvailable, inverted. The
+    noise is in the shard count (a log line late by a shard), so it is the
+    dependent variable: regressing the other way would shrink the slope early in
+    the load, when few shards are in."""
+    n = len(readings)
+    mean_d = sum(r[1] for r in readings) / n
+    mean_a = sum(r[2] for r in readings) / n
+    var = sum((r[2] - mean_a) ** 2 for r in readings)
+    cov = sum((r[1] - mean_d) * (r[2] - mean_a) for r in readings)
+    if var <= 0 or cov >= 0:
+        return 0.0
+    return -var / cov

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sparktui.core.phases import LoadProgress
 from sparktui.core.state import ClusterSnapshot
 from sparktui.watch.readiness import RankContainer
 
@@ -21,6 +22,8 @@ class LaneView:
     """Weight loading of the slowest rank, 0..1, while loading."""
     progress_text: str = ""
     """``shard 12/40 (rank 1), 28 s/shard, ETA 13m``."""
+    load: LoadProgress | None = None
+    """The same, as numbers (the console's Progress cell)."""
     kv_tokens: int | None = None
     concurrency: float | None = None
     health: str = "—"

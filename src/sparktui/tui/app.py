@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import signal
+from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import ClassVar
@@ -14,22 +15,39 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App
 from textual.binding import BindingType
+from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerState
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.ops.guards import Override
 from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import LogLinesArrived, ServiceEvent
-from sparktui.tui.bindings import APP_BINDINGS
-from sparktui.tui.commands import ActionCommands
+from sparktui.tui.alertbook import AlertBook
+from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
+from sparktui.tui.commands import ActionCommands, Command
 from sparktui.tui.messages import ServiceReported
+from sparktui.tui.screens.alerts import AlertsScreen, Notice
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
-from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen, TextScreen
+from sparktui.tui.screens.info import (
+    HelpScreen,
+    MarkdownScreen,
+    PickerScreen,
+    ResumeScreen,
+    TextScreen,
+)
 from sparktui.tui.screens.main import MainScreen
+from sparktui.tui.screens.picker import cluster_options
+from sparktui.tui.widgets.alerts import NoticeLine
+
+OverrideRetry = Callable[[frozenset[Override]], None]
+"""Proposes the refused action again with these overrides."""
+NOTICES = 30
+"""Console messages kept for the alerts list."""
 
 
 class SparkTUI(App[None]):
@@ -38,12 +56,15 @@ class SparkTUI(App[None]):
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
     COMMANDS = App.COMMANDS | {ActionCommands}
     COMMAND_PALETTE_BINDING = "ctrl+p"
+    ACKS_ALERTS = True
+    """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-short"), (36, "-tall")]
     """Modals fit their body to the terminal (the main screen has its own)."""
 
     def __init__(self, config: Config, service: ClusterService, *,
-                 read_only: bool = False, tune_gc: bool = False) -> None:
+                 read_only: bool = False, tune_gc: bool = False,
+                 demo_commands: Callable[[], list[Command]] | None = None) -> None:
         super().__init__()
         self.config = config
         self.service = service
@@ -52,6 +73,9 @@ class SparkTUI(App[None]):
         """The process is the console's own (the CLI): tune the collector at start."""
         self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
+        self.demo_commands = demo_commands
+        """The demo's scenario triggers, offered first in the palette."""
+        self.notices: deque[Notice] = deque(maxlen=NOTICES)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -111,25 +135,80 @@ class SparkTUI(App[None]):
                             severity="information" if result.ok else "error",
                             timeout=10 if result.ok else 30)
 
+    # -- messages and alerts -------------------------------------------------
+
+    @property
+    def alerts(self) -> AlertBook:
+        """The main screen's alerts (a replay's fresh screen starts a fresh book)."""
+        return self.main_screen.alerts
+
+    def now(self) -> float:
+        """Epoch seconds on the service's clock: when alerts and messages arrived."""
+        return self.service.clock.time()
+
+    def notify(self, message: str, *, title: str = "", severity: SeverityLevel = "information",
+               timeout: float | None = None, markup: bool = True) -> None:
+        """Every message goes to the notice line, a row of the main screen's
+        layout: no toast ever draws over a table, a modal or the header."""
+        self.notices.appendleft((self.now(), title, message, severity))
+        main = getattr(self, "main_screen", None)
+        if main is not None and main.is_mounted:
+            main.query_one(NoticeLine).say(message, title, severity)
+
+    def acknowledge(self, key: str) -> None:
+        if self.alerts.acknowledge(key):
+            self.main_screen.show_alerts()
+
+    def show_alert_list(self) -> None:
+        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge))
+
+    def explain_read_only(self, action: str) -> None:
+        self.notify(f"{action} changes the cluster: this console is read-only. Start a "
+                    "writable one without --read-only (`sparktui console` or "
+                    "`sparktui demo`)", title="read-only", severity="warning")
+
+    async def action_nav(self, how: str) -> None:
+        """j/k/ctrl+d/ctrl+u: the focused widget's own move (cursor or scroll)."""
+        widget = self.screen.focused
+        if widget is None:
+            return
+        for name in NAV_ACTIONS[how]:
+            if hasattr(widget, f"action_{name}"):
+                await widget.run_action(name)
+                return
+
     # -- actions -------------------------------------------------------------
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.read_only))
 
     def propose(self, preview_factory: Callable[[], Awaitable[ActionPreview]],
-                what: str) -> None:
+                what: str, override: OverrideRetry | None = None) -> None:
         """Build the preview (the service may probe), then ask; the workflow
         runs only after confirmation, in the background."""
         if self.read_only:
-            self.notify("read-only console: actions are disabled", severity="warning")
+            self.explain_read_only(what)
             return
-        self.run_worker(self._ask(preview_factory), group="preview", exclusive=True,
+        self.run_worker(self._ask(preview_factory, override), group="preview", exclusive=True,
                         exit_on_error=False, description=f"prepare {what}")
 
-    async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]]) -> None:
-        preview = await preview_factory()
+    async def _ask(self, preview_factory: Callable[[], Awaitable[ActionPreview]],
+                   override: OverrideRetry | None = None) -> None:
+        self._show_preview(await preview_factory(), override)
+
+    def _show_preview(self, preview: ActionPreview, override: OverrideRetry | None = None) -> None:
+        """The confirm, or the refusal; a refusal every override can clear
+        offers ``o``: the same action again with those overrides, which then
+        needs the name typed (ops/confirm.py) and is journaled with them."""
         if not preview.allowed:
-            self.push_screen(RefusalScreen(preview))
+            needed = preview.report.needed_overrides()
+            overridable = override is not None and not preview.report.blocking()
+
+            def chosen(again: bool | None) -> None:
+                if again and override is not None:
+                    override(needed)
+
+            self.push_screen(RefusalScreen(preview, overridable=overridable), chosen)
             return
         self.push_screen(ConfirmActionScreen(preview), partial(self._confirmed, preview))
 
@@ -152,11 +231,14 @@ class SparkTUI(App[None]):
         }
         self.propose(factories[kind], f"{kind} {target}")
 
-    def propose_serve(self, recipe: str, cluster: str | None = None) -> None:
-        self.propose(lambda: self.service.preview_serve(recipe, cluster), f"serve {recipe}")
+    def propose_serve(self, recipe: str, cluster: str | None = None,
+                      overrides: frozenset[Override] = frozenset()) -> None:
+        self.propose(lambda: self.service.preview_serve(recipe, cluster, overrides),
+                     f"serve {recipe}", partial(self.propose_serve, recipe, cluster))
 
     def pick_and_serve(self) -> None:
         if self.read_only:
+            self.explain_read_only("serve")
             return
         options = [(name, f"{name}  on {r.cluster}  ({r.engine}, "
                           f"{r.model.size_gb:.0f} GB)")
@@ -169,17 +251,26 @@ class SparkTUI(App[None]):
         self.push_screen(PickerScreen("Serve which recipe?", options), chosen)
 
     def pick_cluster(self, recipe: str) -> None:
-        """The recipe's qualified cluster first, then every other one."""
+        """Every cluster with its serve verdict (the recipe's own first); the
+        default is the first that passes."""
+        self.notify(f"checking {recipe} on {len(self.config.clusters)} clusters…")
+        self.run_worker(self._pick_cluster(recipe), group="preview", exclusive=True,
+                        exit_on_error=False, description=f"check {recipe} on every cluster")
+
+    async def _pick_cluster(self, recipe: str) -> None:
         qualified = self.service.recipes[recipe].cluster
         names = [qualified, *(c for c in self.config.clusters if c != qualified)]
-        options = [(c, f"{c}  ({', '.join(self.config.clusters[c].nodes)})"
-                       + ("  qualified" if c == qualified else "")) for c in names]
+        previews = {c: await self.service.preview_serve(recipe, c) for c in names}
+        options, default = cluster_options(previews, qualified)
 
         def chosen(cluster: str | None) -> None:
             if cluster is not None:
-                self.propose_serve(recipe, cluster)
+                self._show_preview(previews[cluster],
+                                   partial(self.propose_serve, recipe, cluster))
 
-        self.push_screen(PickerScreen(f"Serve {recipe} on which cluster?", options), chosen)
+        self.push_screen(PickerScreen(
+            f"Serve {recipe} on which cluster?", options, highlight=default,
+            hint="enter: the confirm (or why it is refused)   escape: cancel"), chosen)
 
     def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
         if choice == "resume":
@@ -225,7 +316,7 @@ class SparkTUI(App[None]):
             (lock.node, f"{lock.node}: {lock.describe()}") for lock in locks]), chosen)
 
     def show_shift_log(self) -> None:
-        self.push_screen(TextScreen("Shift log (last 16 h)", self.service.shift_log()))
+        self.push_screen(MarkdownScreen("Shift log (last 16 h)", self.service.shift_log()))
 
 
 GC_THRESHOLDS = (50_000, 100, 1000)
@@ -247,9 +338,10 @@ def quiet_collector() -> None:
 
 def make_app(config: Config, *, service: ClusterService | None = None,
              read_only: bool = False, clock: Clock | None = None,
-             tune_gc: bool = False) -> SparkTUI:
+             tune_gc: bool = False,
+             demo_commands: Callable[[], list[Command]] | None = None) -> SparkTUI:
     """The console on ``config``; a service built from the config unless one
     is given (tests and the demo inject theirs). ``tune_gc`` when the process
     is the console's alone (the CLI, the benchmark), never inside a test run."""
     return SparkTUI(config, service or ClusterService(config, clock=clock),
-                    read_only=read_only, tune_gc=tune_gc)
+                    read_only=read_only, tune_gc=tune_gc, demo_commands=demo_commands)

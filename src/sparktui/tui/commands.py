@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TypeAlias, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 if TYPE_CHECKING:
     from sparktui.tui.app import SparkTUI
 
-Command = tuple[str, Callable[[], object], str]
+Command: TypeAlias = tuple[str, Callable[[], object], str]
+"""(name, callback, help) of one palette entry."""
 
 
 class ActionCommands(Provider):
@@ -31,6 +32,8 @@ class ActionCommands(Provider):
         out.append(("shift log", app.show_shift_log, "the night's workflows from the journal"))
         if app.read_only:
             return out
+        if app.demo_commands is not None:
+            out[:0] = app.demo_commands()
         out.append(("serve a recipe…", app.pick_and_serve, "pick a recipe and a cluster"))
         for recipe in sorted(service.recipes):
             out.append((f"serve {recipe}", partial(app.propose_serve, recipe),

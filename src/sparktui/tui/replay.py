@@ -34,6 +34,7 @@ CLOCK_EVERY_S = 0.25
 
 class ReplayApp(SparkTUI):
     BINDINGS: ClassVar[list[BindingType]] = [*SparkTUI.BINDINGS, *REPLAY_BINDINGS]
+    ACKS_ALERTS = False
 
     def __init__(self, config: Config, source: ReplaySource) -> None:
         super().__init__(config, source, read_only=True)  # type: ignore[arg-type]
@@ -43,6 +44,9 @@ class ReplayApp(SparkTUI):
         """After SparkTUI's own on_mount (Textual calls each class's handler)."""
         self._show_clock()
         self.set_interval(CLOCK_EVERY_S, self._show_clock, name="replay clock")
+
+    def now(self) -> float:
+        return self.source.now
 
     def _show_clock(self) -> None:
         s = self.source

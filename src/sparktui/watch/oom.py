@@ -1,10 +1,10 @@
 """Predictive OOM for one booting lane: feeds core/oom_predict from what the
 readiness watch already gathers — per-rank shards from its PhaseTracker and
-MemAvailable from its memory reads (``LaneWatch.on_memory``) — and reports
+MemAvailable from its memory reads (``watch/lane.MemoryRead`` events) — and reports
 each new warning (``OomPredicted``) to ``on_warning``. No I/O of its own.
 
     oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(...)), clock, on_warning)
-    watch.on_memory = oom.on_memory
+    watch.subscribe(...)  # MemoryRead(node, available_kib) -> oom.on_memory
 """
 
 from __future__ import annotations
@@ -13,22 +13,24 @@ from collections.abc import Callable, Sequence
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
-from sparktui.core.errors import InputError
 from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
 from sparktui.core.oom_predict import LoadPlan, OomPredicted, OomPredictor, load_plan
 from sparktui.core.phases import PhaseTracker
-from sparktui.core.recipe_load import load_recipe
+from sparktui.core.recipe import Recipe
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.watch.readiness import RankContainer
 
 
 class OomWatch:
-    def __init__(self, lane: str, ranks: Sequence[RankContainer], tracker: PhaseTracker,
-                 plan: LoadPlan, clock: Clock,
+    def __init__(self, lane: str,
+                 ranks: Sequence[RankContainer] | Callable[[], Sequence[RankContainer]],
+                 tracker: PhaseTracker, plan: LoadPlan, clock: Clock,
                  on_warning: Callable[[OomPredicted], None]) -> None:
+        """``ranks``: the lane's ranks, or how to read them now (a lane the console
+        discovers rank by rank)."""
         self.lane = lane
-        self.ranks = list(ranks)
+        self._ranks = ranks
         self.tracker = tracker
         self.clock = clock
         self.on_warning = on_warning
@@ -43,7 +45,8 @@ class OomWatch:
         shards = self.tracker.rank_shards()
         slowest = self.tracker.load_progress()
         now = self.clock.monotonic()
-        for rc in self.ranks:
+        ranks = self._ranks() if callable(self._ranks) else self._ranks
+        for rc in ranks:
             if rc.node != node:
                 continue
             done_total = shards.get(rc.rank) or (
@@ -59,12 +62,11 @@ class OomWatch:
         return self.predictor.warnings()
 
 
-def lane_load_plan(config: Config, lane: str, nodes: Sequence[str]) -> LoadPlan | None:
-    """The load plan of a running lane (the lane name is the recipe name) on the
-    cluster whose nodes it runs on; None when its recipe does not load."""
-    try:
-        recipe = load_recipe(config, lane)
-    except InputError:
+def lane_load_plan(config: Config, recipe: Recipe | None, nodes: Sequence[str]
+                   ) -> LoadPlan | None:
+    """The load plan of a running lane's recipe (the lane name is the recipe name)
+    on the cluster whose nodes it runs on; None without a recipe."""
+    if recipe is None:
         return None
     cluster = next((name for name, c in config.clusters.items()
                     if list(c.nodes) == list(nodes)), recipe.cluster)

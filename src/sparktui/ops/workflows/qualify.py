@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from sparktui.adapters.engine_http import ChatAnswer, EngineClient
 from sparktui.core.errors import InputError
+from sparktui.core.oom_predict import OomPredicted
 from sparktui.core.qualify import (
     BENCH_MAX_TOKENS,
     Bench,
@@ -192,6 +193,11 @@ class LaneNews:
     def alarming(self) -> bool:
         return self.kind == PREDICTED_OOM_STEP or self.state in (
             GateState.GARBLED, GateState.SLOW, GateState.FAILED)
+
+
+def oom_news(w: OomPredicted) -> LaneNews:
+    return LaneNews(w.node, PREDICTED_OOM_STEP, "predicted", w.message(),
+                    (w.message().partition(" -> ")[0],), w.next_step)
 
 
 def lane_news(event: WorkflowEvent) -> LaneNews | None:

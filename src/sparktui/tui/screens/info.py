@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
+from rich.console import Group, RenderableType
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Label, OptionList, Static
+from textual.widgets import Button, Label, Markdown, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparktui.ops.resume import Offer
@@ -22,7 +25,7 @@ class TextScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q", "close", "Close", id="text-close")]
 
-    def __init__(self, title: str, body: Text | str, *, classes: str = "") -> None:
+    def __init__(self, title: str, body: RenderableType, *, classes: str = "") -> None:
         super().__init__(classes=f"info-modal {classes}".strip())
         self.title_text = title
         self.body = body
@@ -41,27 +44,42 @@ class TextScreen(ModalScreen[None]):
         self.dismiss(None)
 
 
-def help_text(read_only: bool) -> Text:
-    text = Text()
+class MarkdownScreen(TextScreen):
+    """A Markdown document (the shift log), rendered, not shown raw."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.title_text, id="dialog-title")
+            with VerticalScroll(id="dialog-body"):
+                yield Markdown(str(self.body), id="info-body")
+            yield Label("escape: close   arrows / page keys: scroll", classes="dialog-hint")
+
+
+def help_text(read_only: bool) -> Group:
+    """Every binding (the main screen's, the app's, the tables'), one row each;
+    long descriptions wrap under their own column."""
+    keys = Table.grid(padding=(0, 1))
+    keys.add_column(justify="right", style="bold", no_wrap=True)
+    keys.add_column(style="bold", no_wrap=True)
+    keys.add_column(ratio=1)
     for b in all_bindings():
         if read_only and b.id in ACTION_IDS:
             continue
-        key = b.key_display or b.key
-        text.append(f"{key:>6}  ", style="bold")
-        text.append(f"{b.description:<9} ", style="bold")
-        text.append(f"{b.tooltip}\n")
-    text.append(f"{'tab':>6}  ", style="bold")
-    text.append(f"{'Move':<9} next pane; arrows move inside it, enter shows details\n")
-    text.append("\nCommands (:) — ", style="bold")
+        keys.add_row(b.key_display or b.key.replace(",", " "), b.description, b.tooltip)
+    keys.add_row("tab", "Move", "Next pane; arrows move inside it, enter shows details")
+    keys.add_row("1-4", "Panes", "At 80x24 one pane shows at a time: the tab row says which")
+    notes = Text()
+    notes.append("\nCommands (: or ctrl+p) — ", style="bold")
     if read_only:
-        text.append("read-only: view commands only (fit, help)\n")
+        notes.append("read-only: view commands only (fit, help, runlocks, shift log); the "
+                     "action keys say so. Start a writable console without --read-only.\n")
     else:
-        text.append("serve, stop, power-cycle, recover, cluster power on/off, "
-                    "fit, runlock list/close, shift log\n")
-    text.append("\nWords, not only colours: STARVED / UNREACHABLE nodes, FAILED / STALLED "
-                "lanes, REFUSE verdicts, '!' marks fatal log lines, '*' a protected node "
-                "or lane.")
-    return text
+        notes.append("serve, stop, power-cycle, recover, cluster power on/off, fit, "
+                     "runlock list/close, shift log; in the demo, the scenario's trigger.\n")
+    notes.append("\nWords, not only colours: STARVED / UNREACHABLE nodes, FAILED / STALLED "
+                 "lanes, REFUSE verdicts, '!' marks fatal log lines, '*' a protected node "
+                 "or lane, '›' a log line that goes on to the right.")
+    return Group(keys, notes)
 
 
 class HelpScreen(TextScreen):
@@ -76,21 +94,27 @@ class PickerScreen(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Cancel", id="picker-cancel")]
 
-    def __init__(self, title: str, options: list[tuple[str, str]]) -> None:
-        """``options``: (id, prompt) pairs."""
+    def __init__(self, title: str, options: Sequence[tuple[str, str | Text]], *,
+                 highlight: int = 0, hint: str = "enter: choose   escape: cancel") -> None:
+        """``options``: (id, prompt) pairs; ``highlight``: the default's index."""
         super().__init__(classes="picker-modal")
         self.title_text = title
         self.options = options
+        self.highlight = highlight
+        self.hint = hint
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(self.title_text, id="dialog-title")
             yield OptionList(*[Option(prompt, id=oid) for oid, prompt in self.options],
                              id="picker")
-            yield Label("enter: choose   escape: cancel", classes="dialog-hint")
+            yield Label(self.hint, classes="dialog-hint")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
+        olist = self.query_one(OptionList)
+        olist.focus()
+        if self.options:
+            olist.highlighted = self.highlight
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

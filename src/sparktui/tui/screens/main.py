@@ -39,11 +39,12 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.tui.bindings import ACTION_IDS, MAIN_BINDINGS
+from sparktui.tui.alertbook import AlertBook
+from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
-from sparktui.tui.widgets.alerts import AlertBar
+from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
@@ -64,7 +65,7 @@ ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
 
 
 class MainScreen(Screen[None]):
-    BINDINGS: ClassVar[list[BindingType]] = list(MAIN_BINDINGS)
+    BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS, *READ_ONLY_BINDINGS]
     HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
@@ -84,8 +85,10 @@ class MainScreen(Screen[None]):
         self._pending_lanes: set[str] = set()
         self._activity: dict[str, str] = {}
         """lane -> what its running workflow is doing (shown in Progress)."""
-        self._workflows: dict[str, tuple[str, str, str]] = {}
-        """workflow id -> (kind, target, current step)."""
+        self.alerts = AlertBook()
+        """Active alerts (acknowledged or not) and the recently cleared ones."""
+        self._workflows: dict[str, tuple[str, str, str, str]] = {}
+        """workflow id -> (kind, target, current step in full, its name)."""
 
     @property
     def spark(self) -> SparkTUI:
@@ -94,7 +97,7 @@ class MainScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         config = self.spark.config
         yield Header(show_clock=False, icon="≡")
-        yield AlertBar(id="alerts")
+        yield AlertLine(id="alerts")
         yield Static("", id="tabs")
         with Container(id="panes"):
             with Vertical(id="nodes-pane", classes="pane -current"):
@@ -109,14 +112,15 @@ class MainScreen(Screen[None]):
                 yield Input(id="log-input", placeholder="search")
             with Vertical(id="memory-pane", classes="pane"):
                 yield MemoryPane(list(config.nodes), config.thrash, id="memory")
-        yield StableFooter()
+        yield NoticeLine(id="notice")
+        yield StableFooter(compact=True)
 
     def on_mount(self) -> None:
         for name in PANES:
             self.query_one(f"#{name}-pane").border_title = PANE_TITLES[name]
         self.query_one("#log-input", Input).display = False
         self.query_one("#log-input", Input).cursor_blink = False
-        self.query_one(AlertBar).display = False
+        self.query_one(AlertLine).show(self.alerts, ack_key=self.spark.ACKS_ALERTS)
         self._show_tabs()
         self._update_banner()
         self.query_one(NodesTable).focus()
@@ -163,16 +167,12 @@ class MainScreen(Screen[None]):
             self._lanes.pop(ev.name, None)
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
-        elif isinstance(ev, AlertRaised) and ev.alert.notified \
-                and ev.alert.key in self.query_one(AlertBar).alerts:
-            self.query_one(AlertBar).raise_alert(ev.alert)  # only marked: sent to the phone
         elif isinstance(ev, AlertRaised):
-            self.query_one(AlertBar).raise_alert(ev.alert)
-            self.notify(f"{ev.alert.subject}: {ev.alert.evidence[0] if ev.alert.evidence else ''}"
-                        f"\nnext: {ev.alert.next_step}", title=ev.alert.level.upper(),
-                        severity="error", timeout=15)
+            self.alerts.raised(ev.alert, self.spark.now())
+            self.show_alerts()
         elif isinstance(ev, AlertCleared):
-            self.query_one(AlertBar).clear_alert(ev.key)
+            self.alerts.cleared_key(ev.key, self.spark.now())
+            self.show_alerts()
         elif isinstance(ev, WorkflowProgressed):
             self._workflow(ev.event)
 
@@ -180,20 +180,22 @@ class MainScreen(Screen[None]):
         """Workflow progress: a line per running workflow in the Lanes pane, the
         lane's Progress cell, and a notification when a step fails."""
         if isinstance(e, WorkflowStarted):
-            self._workflows[e.wf] = (e.kind, e.target, f"{len(e.steps)} step(s) planned")
+            self._workflows[e.wf] = (e.kind, e.target, f"{len(e.steps)} step(s) planned", "")
         elif e.wf in self._workflows:
-            kind, target, _ = self._workflows[e.wf]
+            kind, target, _, _ = self._workflows[e.wf]
             if isinstance(e, StepStarted):
-                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]")
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]", e.step)
             elif isinstance(e, StepProgressed):
-                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]: {e.message}")
+                self._workflows[e.wf] = (kind, target, f"{e.step} [{e.target}]: {e.message}",
+                                         e.step)
             elif isinstance(e, StepFinished) and not e.ok:
                 self.notify(f"{kind} {target}: {e.step} [{e.target}] failed: {e.message}",
                             severity="error", timeout=20)
             elif isinstance(e, WorkflowFinished):
                 del self._workflows[e.wf]
-        self._activity = {t: f"{k}: {step}" for k, t, step in self._workflows.values()}
-        lines = [f"> {k} {t}: {step}" for k, t, step in self._workflows.values()]
+        self._activity = {t: f"{k}: {short}" if short else k
+                          for k, t, _, short in self._workflows.values()}
+        lines = [f"> {k} {t}: {step}" for k, t, step, _ in self._workflows.values()]
         self.query_one("#activity", Static).update("\n".join(lines))
         for lane in self._lanes:
             self._pending_lanes.add(lane)
@@ -291,6 +293,10 @@ class MainScreen(Screen[None]):
         elif key in self._lanes:
             self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
 
+    @on(BootLog.FollowChanged)
+    def _follow_changed(self) -> None:
+        self._update_banner()
+
     def _update_banner(self) -> None:
         log = self.query_one(BootLog)
         state = "following" if log.follow else "PAUSED"
@@ -309,7 +315,11 @@ class MainScreen(Screen[None]):
         text.append(f"  [{state} · level {log.level_name}"
                     + (f" · filter '{log.text_filter}'" if log.text_filter else "")
                     + (f" · search '{log.search}'" if log.search else "")
-                    + (" · wrap" if log.wrap else "") + "]", style="dim")
+                    + (" · wrap" if log.wrap else "")
+                    + (f" · {log.folded} probe lines folded (h)" if log.folded
+                       and not log.show_probes else "")
+                    + (" · probe lines shown (h)" if log.show_probes else "") + "]",
+                    style="dim")
         self.query_one("#phase-banner", Static).update(text)
 
     # -- panes ---------------------------------------------------------------
@@ -335,8 +345,31 @@ class MainScreen(Screen[None]):
 
     # -- actions -------------------------------------------------------------
 
+    def show_alerts(self) -> None:
+        self.query_one(AlertLine).show(self.alerts, ack_key=self.spark.ACKS_ALERTS)
+
+    def action_ack(self) -> None:
+        """Acknowledge the alert the alert line shows (the next one takes its place)."""
+        top = self.alerts.top()
+        if top is None:
+            self.notify("no unacknowledged alert")
+            return
+        self.spark.acknowledge(top.alert.key)
+
+    def action_alerts(self) -> None:
+        self.spark.show_alert_list()
+
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return not (self.spark.read_only and ACTION_NAMES.get(action) in ACTION_IDS)
+        """In read-only mode the action keys fall through to `read_only`, which
+        says why nothing happens (and the footer does not offer them)."""
+        if action == "read_only":
+            return self.spark.read_only
+        if action == "ack":
+            return self.spark.ACKS_ALERTS
+        return not (self.spark.read_only and action in ACTION_NAMES)
+
+    def action_read_only(self, action: str) -> None:
+        self.spark.explain_read_only(action)
 
     def _selected_node(self) -> str | None:
         return self.query_one(NodesTable).selected_key
@@ -367,6 +400,10 @@ class MainScreen(Screen[None]):
     def action_follow(self) -> None:
         log = self.query_one(BootLog)
         log.follow = not log.follow
+
+    def action_probes(self) -> None:
+        log = self.query_one(BootLog)
+        log.show_probes = not log.show_probes
         self._update_banner()
 
     def action_wrap(self) -> None:
@@ -379,19 +416,21 @@ class MainScreen(Screen[None]):
         self._update_banner()
 
     def action_search(self) -> None:
-        self._open_input("search", self.query_one(BootLog).search)
+        self._open_input("search")
 
     def action_filter_text(self) -> None:
-        self._open_input("filter", self.query_one(BootLog).text_filter)
+        self._open_input("filter")
 
-    def _open_input(self, mode: str, value: str) -> None:
+    def _open_input(self, mode: str) -> None:
+        """The prompt starts empty; the current search or filter shows in the
+        banner (an empty submit clears it)."""
         if self.query_one("#bootlog-pane").display is False:
             self.action_pane("bootlog")
         self._input_mode = mode
         box = self.query_one("#log-input", Input)
         box.placeholder = ("search the boot log (enter: find, empty: clear)" if mode == "search"
                            else "show only lines containing (empty: all)")
-        box.value = value
+        box.value = ""
         box.display = True
         box.focus()
 

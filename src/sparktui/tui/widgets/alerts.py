@@ -1,45 +1,69 @@
-"""The alert bar: thrash and fatal events, their evidence and the next step."""
+"""The alert line and the notice line: one row each in the layout, never
+an overlay, so nothing they say can cover a table, a modal or the header.
+
+The alert line shows the most severe unacknowledged alert and how many more
+wait; the full list (evidence, next step, time) is the alerts screen (``!``).
+The notice line shows the console's last message (what the stock toasts said).
+"""
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.widgets import Static
 
-from sparktui.service.events import Alert
-
-ORDER = {"fatal": 0, "thrash": 1, "thrash suspected": 2, "pressure": 3}
+from sparktui.tui.alertbook import AlertBook, clock_time
 
 
-class AlertBar(Static):
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__("", id=id)
-        self.alerts: dict[str, Alert] = {}
+def one_line(text: Text) -> Text:
+    text.no_wrap = True
+    text.overflow = "ellipsis"
+    return text
 
-    def raise_alert(self, alert: Alert) -> None:
-        self.alerts[alert.key] = alert
-        self._show()
 
-    def clear_alert(self, key: str) -> None:
-        if self.alerts.pop(key, None) is not None:
-            self._show()
+class AlertLine(Static):
+    """Exactly one row: empty-calm, or ``THRASH dgx6 22:47:03Z: evidence …``."""
 
-    def _show(self) -> None:
-        self.display = bool(self.alerts)
-        if not self.alerts:
-            self.update("")
-            return
-        ranked = sorted(self.alerts.values(), key=lambda a: (ORDER.get(a.level, 9), a.key))
-        top = ranked[0]
+    def show(self, book: AlertBook, *, ack_key: bool = True) -> None:
+        """``ack_key``: ``a`` acknowledges here (a replay uses it to seek)."""
+        top = book.top()
+        pending = len(book.unacked())
+        acked = len(book.active) - pending
         text = Text()
-        text.append(f" {top.level.upper()} ", style="bold reverse")
-        text.append(f" {top.subject}: ", style="bold")
-        text.append("; ".join(top.evidence[:3]) or "no evidence recorded")
-        if top.notified:
-            text.append("  [notified]", style="dim")
-        if top.next_step:
-            text.append("\n → next: ", style="bold")
-            text.append(top.next_step)
-        if len(ranked) > 1:
-            text.append(f"  (+{len(ranked) - 1} more: "
-                        + ", ".join(f"{a.level} {a.subject}" for a in ranked[1:4]) + ")")
-        self.update(text)
+        self.set_class(top is not None, "-alert")
+        if top is None:
+            text.append(" no unacknowledged alerts" if not acked else
+                        f" {acked} acknowledged alert(s) still active", style="dim")
+            text.append("  ·  ! list", style="dim")
+            self.update(one_line(text))
+            return
+        a = top.alert
+        text.append(f" {a.level.upper()} ", style="bold reverse")
+        if pending > 1:
+            text.append(f" 1/{pending}", style="bold")
+        text.append(f" {a.subject} ", style="bold")
+        text.append(f"{clock_time(top.raised_at)} ")
+        text.append("a:ack !:list " if ack_key else "!:list ", style="bold")
+        if a.notified:
+            text.append("[notified] ", style="dim")
+        text.append(f"{(a.evidence or ('no evidence recorded',))[0]}")
+        if a.next_step:
+            text.append(f" next: {a.next_step}")
+        self.update(one_line(text))
+
+
+SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": ""}
+
+
+class NoticeLine(Static):
+    """The last message, on one row; it fades to dim after its time is up."""
+
+    def say(self, message: str, title: str, severity: str) -> None:
+        text = Text()
+        if title:
+            text.append(f"{title}: ", style=SEVERITY_STYLE.get(severity, "") or "bold")
+        text.append(" ".join(message.split()), style=SEVERITY_STYLE.get(severity, ""))
+        self.remove_class("-stale")
+        self.update(one_line(text))
+
+    def stale(self) -> None:
+        self.add_class("-stale")

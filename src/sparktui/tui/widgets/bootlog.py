@@ -1,9 +1,16 @@
 """The boot log of one lane rank: a bounded buffer rendered only for the
 visible window (the Line API), with follow/pause, search, severity and text
-filters, wrap, and fatal lines marked in words as well as colour."""
+filters, wrap, and fatal lines marked in words as well as colour.
+
+The console's own probe requests (``GET /health``, ``/metrics``,
+``/v1/models`` answered 200) are folded away unless asked for: once a lane
+serves they would be every visible line. A line cut at the pane's right edge
+ends in a marker; a search scrolls sideways to its match, and wrapping or
+filtering keeps the match in view."""
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from itertools import count
 from typing import ClassVar
@@ -12,6 +19,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -27,6 +35,13 @@ MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
 LEVELS: tuple[tuple[str, Severity | None], ...] = (
     ("all", None), ("warn+", Severity.WARNING), ("fatal", Severity.FATAL))
 
+PROBE_ACCESS = re.compile(r'"GET /(?:health|metrics|v1/models) HTTP/[\d.]+" 200\b')
+"""An access-log line of the requests the console itself polls every few
+seconds (adapters/engine_http.py); any other status is news and stays."""
+CUT = "›"
+"""Drawn in the last column of a line that goes on past the pane's edge."""
+EMPTY = "no lines at this level / filter (l: next level, t: change the filter)"
+
 _FATAL = Style(bold=True, reverse=True)
 _WARN = Style(bold=True)
 _MATCH = Style(reverse=True, underline=True)
@@ -36,7 +51,7 @@ class Entry:
     """One line; its severity is classified on first use (render or filter),
     so lines that scroll past unseen cost no regex."""
 
-    __slots__ = ("_severity", "rank", "seq", "text")
+    __slots__ = ("_severity", "probe", "rank", "seq", "text")
     _UNSET: ClassVar[object] = object()
 
     def __init__(self, seq: int, rank: int, text: str) -> None:
@@ -44,6 +59,7 @@ class Entry:
         self.rank = rank
         self.text = text
         self._severity: object = Entry._UNSET
+        self.probe = "HTTP/" in text and PROBE_ACCESS.search(text) is not None
 
     @property
     def severity(self) -> Severity | None:
@@ -61,6 +77,7 @@ class BootLog(ScrollView, can_focus=True):
     level: reactive[int] = reactive(0)
     text_filter: reactive[str] = reactive("")
     search: reactive[str] = reactive("")
+    show_probes: reactive[bool] = reactive(False)
 
     def __init__(self, *, max_lines: int = MAX_LINES, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -75,6 +92,8 @@ class BootLog(ScrollView, can_focus=True):
         """The row the last search landed on (drawn with a ``>`` in the gutter)."""
         self.paused_render = False
         """Set while the pane is hidden or under a modal: lines are kept, no paint."""
+        self.folded = 0
+        """Probe access lines hidden (the banner says how many)."""
 
     # -- feeding -------------------------------------------------------------
 
@@ -121,11 +140,15 @@ class BootLog(ScrollView, can_focus=True):
         Reactives and the width are read once per batch, not per line."""
         floor = LEVELS[self.level][1]
         needle = self.text_filter.lower()
+        probes = self.show_probes
         wrap = self.wrap
         width = max(10, self.scrollable_content_region.width - GUTTER)
         rows: list[tuple[Entry, int, int]] = []
         widest = self._max_width
         for entry in entries:
+            if entry.probe and not probes:
+                self.folded += 1
+                continue
             if floor is not None:
                 sev = entry.severity
                 if sev is None or sev < floor:
@@ -142,13 +165,34 @@ class BootLog(ScrollView, can_focus=True):
         return rows
 
     def _rebuild(self) -> None:
+        """Lay every line out again (wrap, filters); the search match, if any,
+        stays the current match and in view."""
+        at = self._match_position()
         self.match_row = None
         self._max_width = 0
+        self.folded = 0
         self._rows = deque(self._layout(self.entries))
         self._resize()
-        if self.follow:
+        if at is not None:
+            self._restore_match(*at)
+        elif self.follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
         self.refresh()
+
+    def _match_position(self) -> tuple[int, int] | None:
+        """(line seq, character offset in the line) of the current match."""
+        if self.match_row is None or self.match_row >= len(self._rows):
+            return None
+        entry, a, _ = self._rows[self.match_row]
+        found = entry.text.lower().find(self.search.lower(), a) if self.search else -1
+        return entry.seq, found if found >= 0 else a
+
+    def _restore_match(self, seq: int, offset: int) -> None:
+        for i, (entry, a, b) in enumerate(self._rows):
+            if entry.seq == seq and (a <= offset < b or (b == len(entry.text) and offset >= a)):
+                self.match_row = i
+                self._show_match(offset - a)
+                return
 
     def _resize(self) -> None:
         width = self.scrollable_content_region.width if self.wrap else self._max_width
@@ -163,12 +207,29 @@ class BootLog(ScrollView, can_focus=True):
     def watch_text_filter(self) -> None:
         self._rebuild()
 
+    def watch_show_probes(self) -> None:
+        self._rebuild()
+
     def watch_search(self) -> None:
         self.refresh()
+
+    class FollowChanged(Message):
+        """Following started or paused (the banner says which)."""
 
     def watch_follow(self, follow: bool) -> None:
         if follow:
             self.scroll_end(animate=False, immediate=True, x_axis=False)
+        self.post_message(self.FollowChanged())
+
+    def action_scroll_home(self) -> None:
+        """Home: the first line, and following pauses (or it would jump back)."""
+        self.follow = False
+        self.scroll_to(x=0, y=0, animate=False, immediate=True)
+
+    def action_scroll_end(self) -> None:
+        """End: the newest line, following again."""
+        self.scroll_to(x=0, animate=False, immediate=True)
+        self.follow = True
 
     def on_resize(self) -> None:
         if self.wrap:
@@ -192,14 +253,28 @@ class BootLog(ScrollView, can_focus=True):
                  else range(start, start + n))
         for i in order:
             entry, a, b = self._rows[i % n]
-            if needle in entry.text[a:b].lower():
+            column = entry.text[a:b].lower().find(needle)
+            if column >= 0:
                 self.follow = False
                 self.match_row = i % n
-                if not self.scroll_y <= self.match_row < self.scroll_y + self.size.height:
-                    self.scroll_to(y=self.match_row, animate=False, immediate=True)
+                self._show_match(column)
                 self.refresh()
                 return True
         return False
+
+    def _show_match(self, column: int) -> None:
+        """Scroll so the match row is on screen and its text is not cut off
+        at the right (or hidden to the left)."""
+        assert self.match_row is not None
+        if not self.scroll_y <= self.match_row < self.scroll_y + self.size.height:
+            self.scroll_to(y=self.match_row, animate=False, immediate=True)
+        text_width = self.scrollable_content_region.width - GUTTER - 1
+        end = column + len(self.search)
+        if self.wrap or text_width <= 0:
+            return
+        if column < self.scroll_x or end > self.scroll_x + text_width:
+            x = 0 if end <= text_width else max(0, column - text_width // 3)
+            self.scroll_to(x=x, animate=False, immediate=True)
 
     # -- rendering -----------------------------------------------------------
 
@@ -209,6 +284,8 @@ class BootLog(ScrollView, can_focus=True):
         width = self.scrollable_content_region.width
         base = self.rich_style
         if index >= len(self._rows):
+            if index == 0 and self.entries:
+                return Strip([Segment(EMPTY[:width].ljust(width), base + Style(dim=True))])
             return Strip.blank(width, base)
         entry, a, b = self._rows[index]
         key = (entry.seq, a, b, self.search, index == self.match_row)
@@ -218,7 +295,18 @@ class BootLog(ScrollView, can_focus=True):
             if len(self._strips) >= STRIP_CACHE:
                 self._strips.clear()
             self._strips[key] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, base).apply_style(base)
+        if scroll_x == 0 and strip.cell_length <= width:
+            return strip.extend_cell_length(width, base).apply_style(base)
+        # the gutter stays put; only the text scrolls sideways
+        text_width = width - GUTTER
+        parts = [strip.crop(0, GUTTER)]
+        start = GUTTER + scroll_x
+        if strip.cell_length > start + text_width and text_width > 1:
+            parts += [strip.crop(start, start + text_width - 1),
+                      Strip([Segment(CUT, Style(bold=True, reverse=True))], 1)]
+        else:
+            parts.append(strip.crop(start, start + text_width))
+        return Strip.join(parts).extend_cell_length(width, base).apply_style(base)
 
     def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> Strip:
         if a == 0:

@@ -4,8 +4,10 @@ cell by cell in place, never cleared and rebuilt."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 from rich.text import Text
+from textual.binding import BindingType
 from textual.widgets import DataTable
 
 from sparktui.core.canary import stale_age
@@ -15,6 +17,7 @@ from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.lanes import LaneView
+from sparktui.tui.bindings import TABLE_BINDINGS
 
 STATE_WORDS = {
     NodeState.ONLINE: "online",
@@ -30,7 +33,6 @@ STATE_STYLES = {
     NodeState.POWERED_OFF: "dim",
     NodeState.UNKNOWN: "yellow",
 }
-BAR_WIDTH = 8
 RISK_WORDS = {ThrashLevel.OK: "ok", ThrashLevel.PRESSURE: "PRESSURE",
               ThrashLevel.SUSPECTED: "SUSPECT", ThrashLevel.THRASH: "THRASH"}
 """Short enough for 80 columns; the alert bar and details spell them out."""
@@ -40,6 +42,7 @@ class KeyedTable(DataTable[Text | str]):
     """A DataTable whose rows are addressed by a string key."""
 
     COLUMNS: Sequence[tuple[str, str]] = ()
+    BINDINGS: ClassVar[list[BindingType]] = list(TABLE_BINDINGS)
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
@@ -80,8 +83,10 @@ class KeyedTable(DataTable[Text | str]):
 
 
 class NodesTable(KeyedTable):
-    COLUMNS = (("node", "Node"), ("state", "State"), ("role", "Role"), ("kernel", "Kernel"),
-               ("mem", "Used/Avail"), ("psi", "PSI"), ("risk", "Risk"), ("busy", "Busy with"))
+    """Columns by priority: what an 80-column terminal must show comes first."""
+
+    COLUMNS = (("node", "Node"), ("state", "State"), ("risk", "Risk"), ("mem", "Used/Avail"),
+               ("psi", "PSI"), ("busy", "Busy with"), ("role", "Role"), ("kernel", "Kernel"))
 
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -110,8 +115,8 @@ class NodesTable(KeyedTable):
         age = stale_age(snap.last_ok_at, snap.taken_at, self.config.console.poll_interval_s)
         if age is not None:  # the age of the last good sample (issue 17)
             state.append(f" {format_duration(age)}", style="dim")
-        self.put_row(snap.node, (snap.node, state, role, kernel, mem, psi,
-                                 risk_cell(verdict), busy or "free"))
+        self.put_row(snap.node, (snap.node, state, risk_cell(verdict), mem, psi,
+                                 busy or "free", role, kernel))
 
 
 def kernel_cell(kernel: str, guards: GuardConfig) -> Text:
@@ -131,15 +136,13 @@ def risk_cell(verdict: ThrashVerdict | None) -> Text:
     return Text(RISK_WORDS[verdict.level], style=style[verdict.level])
 
 
-def progress_bar(fraction: float, width: int = BAR_WIDTH) -> str:
-    filled = round(max(0.0, min(1.0, fraction)) * width)
-    return "█" * filled + "░" * (width - filled)
-
-
 class LanesTable(KeyedTable):
-    COLUMNS = (("lane", "Lane"), ("cluster", "Cluster"), ("phase", "Phase"),
-               ("progress", "Progress / ETA"), ("kv", "KV tokens"), ("conc", "Conc"),
-               ("health", "Health"), ("tps", "tok/s"), ("up", "Up"))
+    """Columns by priority (state, progress, health first); the rest scroll
+    sideways and are all in the lane's details (enter)."""
+
+    COLUMNS = (("lane", "Lane"), ("phase", "Phase"), ("progress", "Progress / ETA"),
+               ("health", "Health"), ("tps", "tok/s"), ("kv", "KV tokens"), ("conc", "Conc"),
+               ("up", "Up"), ("cluster", "Cluster"))
 
     def show(self, lane: LaneView, activity: str = "") -> None:
         name = lane.name + (" *" if lane.protected else "")
@@ -148,18 +151,21 @@ class LanesTable(KeyedTable):
                        "stalled": "bold yellow"}.get(lane.phase, "")
         loud = lane.phase in ("failed", "stalled", "unresponsive")
         phase = Text(lane.phase.upper() if loud else lane.phase, style=phase_style)
-        if activity:
-            progress = activity
-        elif lane.progress is not None:
-            eta = lane.progress_text.rsplit("ETA ", 1)[-1] if "ETA" in lane.progress_text else ""
-            progress = f"{progress_bar(lane.progress)} {lane.progress:4.0%} {eta}".rstrip()
-        else:
-            progress = "—"
         self.put_row(lane.name, (
-            name, lane.cluster, phase, progress,
-            f"{lane.kv_tokens:,}" if lane.kv_tokens else "—",
-            f"{lane.concurrency:.2f}x" if lane.concurrency else "—",
+            name, phase, progress_cell(lane, activity),
             lane.health + (f" {format_duration(lane.stale_s)}" if lane.stale_s else ""),
             f"{lane.decode_tps:.1f}" if lane.decode_tps is not None else "—",
+            f"{lane.kv_tokens:,}" if lane.kv_tokens else "—",
+            f"{lane.concurrency:.2f}x" if lane.concurrency else "—",
             format_duration(lane.uptime_s) if lane.uptime_s is not None else "—",
+            lane.cluster,
         ))
+
+
+def progress_cell(lane: LaneView, activity: str = "") -> str:
+    """``12/40 30% ETA 13m`` while loading; else the running workflow's step."""
+    load = lane.load
+    if load is not None:
+        eta = f" ETA {format_duration(load.eta_s)}" if load.eta_s is not None else ""
+        return f"{load.done}/{load.total} {load.fraction:.0%}{eta}"
+    return activity or "—"

@@ -1,0 +1,80 @@
+"""What the console remembers of alerts: the active ones (which the operator
+has acknowledged, and when each was raised) and the recently cleared ones.
+
+Plain data, no Textual: the alert line and the alerts list both read it, so
+"the most severe unacknowledged alert" is decided here once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+
+from sparktui.service.events import Alert
+
+SEVERITY = {"fatal": 0, "thrash": 1, "thrash suspected": 2, "pressure": 3}
+"""Most severe first. An acknowledgement holds until the alert gets worse."""
+HISTORY = 50
+"""Cleared alerts kept for the list (the journal and shift log keep the rest)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    alert: Alert
+    raised_at: float
+    """When the console first saw this key (epoch seconds, the service's clock)."""
+    updated_at: float
+    acked: bool = False
+    cleared_at: float | None = None
+
+    @property
+    def rank(self) -> tuple[int, float, str]:
+        return (SEVERITY.get(self.alert.level, 9), -self.raised_at, self.alert.key)
+
+
+class AlertBook:
+    def __init__(self) -> None:
+        self.active: dict[str, Entry] = {}
+        self.cleared: deque[Entry] = deque(maxlen=HISTORY)
+
+    def raised(self, alert: Alert, now: float) -> None:
+        old = self.active.get(alert.key)
+        if old is None:
+            self.active[alert.key] = Entry(alert, now, now)
+            return
+        worse = SEVERITY.get(alert.level, 9) < SEVERITY.get(old.alert.level, 9)
+        self.active[alert.key] = replace(old, alert=alert, updated_at=now,
+                                         acked=old.acked and not worse)
+
+    def cleared_key(self, key: str, now: float) -> None:
+        entry = self.active.pop(key, None)
+        if entry is not None:
+            self.cleared.appendleft(replace(entry, cleared_at=now))
+
+    def ranked(self) -> list[Entry]:
+        """Active alerts, unacknowledged first, most severe first, newest first."""
+        return sorted(self.active.values(), key=lambda e: (e.acked, e.rank))
+
+    def unacked(self) -> list[Entry]:
+        return [e for e in self.ranked() if not e.acked]
+
+    def top(self) -> Entry | None:
+        pending = self.unacked()
+        return pending[0] if pending else None
+
+    def acknowledge(self, key: str | None = None) -> list[str]:
+        """Acknowledge one alert, or (no key) every active one; the keys acknowledged."""
+        keys = [key] if key is not None else [e.alert.key for e in self.unacked()]
+        done = []
+        for k in keys:
+            entry = self.active.get(k)
+            if entry is not None and not entry.acked:
+                self.active[k] = replace(entry, acked=True)
+                done.append(k)
+        return done
+
+
+def clock_time(epoch: float) -> str:
+    """``22:47:03Z``: UTC, so a screen reads the same on every host."""
+    return time.strftime("%H:%M:%SZ", time.gmtime(epoch))

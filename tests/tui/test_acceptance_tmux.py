@@ -1,0 +1,173 @@
+"""Acceptance: the real console (`sparktui demo`, its own process) in a real
+terminal (tmux, 80x24), driven by keys alone through the long-prompt night:
+serve -> follow -> trigger the long prompt -> the alert line, nothing covered
+-> recover the starved node by typing its name -> acknowledge -> stop the
+lane -> quit. Every assertion reads the captured screen."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+LANE = "glm53-mxfp4-fp8-4x-r39-196k"
+RECIPE_INDEX = 10
+"""Its place in the serve picker (recipes sorted by name)."""
+SPEED = 200.0
+"""Fast enough for a CI run, slow enough that ranks started a real second
+apart still meet at NCCL init (at 600x a loaded host made them miss)."""
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
+                                reason="tmux is not installed (.ci/run installs it)")
+
+
+class Terminal:
+    """One tmux session on a private server socket."""
+
+    def __init__(self, socket: str) -> None:
+        self.socket = socket
+
+    def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["tmux", "-L", self.socket, *args], check=check,
+                              capture_output=True, text=True, timeout=30)
+
+    def start(self, command: list[str], env: dict[str, str]) -> None:
+        self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "console", "-x", "80",
+                  "-y", "24", "env", *(f"{k}={v}" for k, v in env.items()), *command)
+
+    def alive(self) -> bool:
+        return self.tmux("has-session", "-t", "console", check=False).returncode == 0
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "console").stdout
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "console", *keys)
+        time.sleep(0.3)
+
+    def type(self, text: str) -> None:
+        self.tmux("send-keys", "-t", "console", "-l", text)
+        time.sleep(0.3)
+
+    def wait(self, what: str, predicate: Callable[[str], bool], timeout: float = 120.0) -> str:
+        end = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < end:
+            if not self.alive():
+                raise AssertionError(f"the console exited while waiting for {what}:\n{text}")
+            text = self.screen()
+            if predicate(text):
+                time.sleep(0.5)  # let the frame that matched finish painting
+                return self.screen()
+            time.sleep(0.5)
+        raise AssertionError(f"not on screen after {timeout:.0f} s: {what}\n{text}")
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[Terminal]:
+    term = Terminal(f"sparktui-accept-{os.getpid()}")
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"HOME": str(home), "PYTHONPATH": str(ROOT / "src"), "TERM": "xterm-256color",
+           "LANG": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    term.start([sys.executable, "-m", "sparktui", "--config", str(ROOT / "config.toml"),
+                "demo", "--scenario", "long-prompt", "--speed", f"{SPEED:g}"], env)
+    try:
+        yield term
+    finally:
+        term.tmux("kill-server", check=False)
+
+
+def lines(screen: str) -> list[str]:
+    return screen.splitlines()
+
+
+def starved(screen: str) -> list[str]:
+    return [line.split()[1] for line in lines(screen)
+            if line.startswith("│ dgx") and "STARVED" in line]
+
+
+@pytest.mark.timeout(1500)
+def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
+    t = terminal
+    t.wait("eight nodes online", lambda s: "8/8 online" in s, timeout=180)
+
+    # serve the 196k lane: the picker, its own cluster (refused by fit), override
+    t.keys("s")
+    t.wait("the recipe picker", lambda s: "Serve which recipe?" in s)
+    t.keys(*["Down"] * RECIPE_INDEX, "Enter")
+    t.wait("the cluster picker with verdicts",
+           lambda s: "on which cluster?" in s and ("REFUSED" in s or "OVERRIDABLE" in s
+                                                   or "PASS" in s),
+           timeout=120)
+    t.keys("Enter")
+    screen = t.wait("the fit refusal", lambda s: "REFUSED: Serve" in s, timeout=60)
+    assert "o: override fit" in screen, screen
+    t.keys("o")
+    t.wait("the typed confirm", lambda s: f"type {LANE} to confirm" in s, timeout=90)
+    t.type(LANE)
+    t.keys("Enter")
+    t.wait("the serve started", lambda s: "serve" in s and "started" in s)
+
+    # follow it: the Lanes pane, then the boot log following
+    t.keys("2")
+    t.wait("the lane serving", lambda s: LANE[:20] in s and "serving" in s, timeout=400)
+    t.keys("3")
+    t.wait("the boot log following", lambda s: "following" in s)
+
+    # the trigger from the palette
+    t.keys(":")
+    t.wait("the palette", lambda s: "Search for commands" in s)
+    t.type(f"demo: send the 150K prompt to {LANE}")
+    t.wait("the demo trigger offered", lambda s: "send the 150K prompt" in s)
+    t.keys("Down", "Enter")  # the best match first: highlight it, run it
+    t.wait("the prompt sent", lambda s: "150,000-token prompt" in s)
+
+    # the alert line: the thrash, in its own row under the header, nothing covered
+    t.keys("1")
+    screen = t.wait("a node thrashing", lambda s: "STARVED" in lines(s)[0]
+                    and lines(s)[1].lstrip().startswith(("THRASH", "FATAL"))
+                    and bool(starved(s)), timeout=400)
+    rows = lines(screen)
+    assert "sparktui" in rows[0] and "STARVED" in rows[0], screen  # the header shows
+    assert all(f"│ dgx{i}" in screen for i in range(1, 9)), screen  # every node row is whole
+    # the alert says so in its own row: elsewhere THRASH is only a Risk cell
+    assert all(line.startswith("│ dgx") for line in rows[2:] if "THRASH" in line), screen
+    assert "a:ack" in rows[1], screen
+    assert any(line.startswith("╰") for line in rows), screen  # the pane's frame is intact
+
+    # recover the starved node by typing its name
+    node = starved(screen)[0]
+    t.keys("Home", *["j"] * (int(node.removeprefix("dgx")) - 1), "R")
+    t.wait("the recover confirm", lambda s: f"Recover {node}" in s, timeout=60)
+    t.type(node)
+    t.keys("Enter")
+    t.wait("the recover started", lambda s: f"recover {node} started" in s)
+
+    # acknowledge what the alert line shows
+    before = lines(t.screen())[1]
+    t.keys("a")
+    t.wait("the alert acknowledged", lambda s: lines(s)[1] != before)
+    t.keys("!")
+    t.wait("the alerts list", lambda s: "acknowledged" in s)
+    t.keys("Escape")
+
+    # stop the lane by typing its name
+    t.keys("2", "x")
+    t.wait("the stop confirm", lambda s: f"Stop lane {LANE}" in s, timeout=60)
+    t.type(LANE)
+    t.keys("Enter")
+    t.wait("the stop started", lambda s: f"stop {LANE} started" in s)
+
+    t.keys("q")
+    end = time.monotonic() + 60
+    while t.alive() and time.monotonic() < end:
+        time.sleep(0.5)
+    assert not t.alive(), "the console did not quit on q"
