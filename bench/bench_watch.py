@@ -2,14 +2,16 @@
 
 1. ingest: lines/s through the log follower (chunk splitting, decoding,
    timestamps) and the phase tracker (signature table) — target >= 100k/s;
-2. fatal line -> watcher exit: from the moment a rank's fatal line is
-   written to its log stream until ``LaneWatch.run()`` returns — target
-   <= 100 ms;
+2. fatal line -> verdict: from the moment a rank's fatal line is written to
+   its log stream until ``LaneWatcher.run()`` returns failed; the verdict waits
+   until every rank's log is read past the fatal line (the other ranks are
+   caught up by a one-shot read) — target <= 100 ms after the last rank
+   caught up;
 3. thrash flag: from the poll whose probe is starved to the THRASH verdict.
 
 Parts 1 and 2 use in-memory log streams (no network); ``--sim`` adds, over
 real SSH against the simulator (the shipped fleet): ingest of a 200k-line
-container log, a rank's LocalEntryNotFoundError -> LaneWatch exit, and Boot D
+container log, a rank's LocalEntryNotFoundError -> LaneWatcher verdict, and Boot D
 thrash onset -> THRASH flag with the poller at its defaults (2 s interval,
 3 s probe timeout). Around each measured event the manual sim clock is
 paced at real time, so the figures are real seconds.
@@ -34,6 +36,7 @@ from pathlib import Path
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoints_path
 from sparktui.adapters.ssh import Fleet
+from sparktui.core.clock import SystemClock
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.logsig import SIGNATURES, classify, message_of
@@ -46,8 +49,9 @@ from sparktui.sim.cluster import Sim
 from sparktui.sim.docker import Container
 from sparktui.sim.testing import running_sim
 from sparktui.watch.follower import LogFollower
+from sparktui.watch.lane import LaneWatcher
 from sparktui.watch.poller import Poller
-from sparktui.watch.readiness import LaneWatch, RankContainer, discover_lane
+from sparktui.watch.readiness import RankContainer, discover_lane
 from sparktui.watch.thrash import ThrashDetector
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,7 +161,11 @@ class OneNode:
 
     async def run(self, cmd: str, timeout: float) -> object:
         out = "MemTotal: 127600748 kB\nMemAvailable: 60000000 kB\n"
-        return type("R", (), {"stdout": out if "meminfo" in cmd else "{}"})()
+        if cmd.startswith("docker logs"):  # a catch-up read: nothing beyond the stream
+            out = ""
+        elif "meminfo" not in cmd:
+            out = "{}"
+        return type("R", (), {"stdout": out, "exit_status": 0})()
 
 
 async def bench_fatal_exit(repeat: int) -> dict[str, float]:
@@ -166,7 +174,8 @@ async def bench_fatal_exit(repeat: int) -> dict[str, float]:
         nodes = {f"n{r}": OneNode() for r in range(8)}
         ranks = [RankContainer(r, f"n{r}", f"sparktui-m-r{r}", 8, None, "vllm", True)
                  for r in range(8)]
-        watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=900)  # type: ignore[arg-type]
+        watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+                            clock=SystemClock())
         task = asyncio.create_task(watch.run())
         for node in nodes.values():
             node.queue.put_nowait(f"2026-11-29T01:00:00.000000001Z {P}Starting to load model m"
@@ -262,8 +271,8 @@ async def bench_sim_fatal_exit(repeat: int) -> dict[str, float]:
             lane = await serve(config, fleet, "dsv41-flash-8x")
             links = {n: fleet.get(n) for n in config.nodes}
             ranks = await discover_lane(links, lane)  # type: ignore[arg-type]
-            watch = LaneWatch(lane, ranks, links, endpoints.node("dgx1").api_host,  # type: ignore[arg-type]
-                              stall_after_s=900, clock=sim.clock)
+            watch = LaneWatcher(lane, ranks, links, endpoints.node("dgx1").api_host,  # type: ignore[arg-type]
+                                stall_after_s=900, clock=sim.clock)
             task = asyncio.create_task(watch.run())
             written: list[float] = []
             for r, n in ((5, "dgx6"), (6, "dgx7"), (7, "dgx8")):

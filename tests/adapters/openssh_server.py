@@ -47,7 +47,8 @@ def _keygen(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def openssh_server(tmp: Path) -> Iterator[OpenSshServer]:
+def openssh_server(tmp: Path, extra_config: str = "") -> Iterator[OpenSshServer]:
+    """``extra_config``: more sshd_config lines (e.g. ``SetEnv PATH=...``)."""
     if not os.path.exists(SSHD) or not shutil.which("ssh-keygen"):
         raise SshdUnavailable("OpenSSH sshd not installed (apt-get install -y openssh-server)")
     if os.geteuid() == 0 and not os.path.isdir("/run/sshd"):
@@ -68,7 +69,7 @@ def openssh_server(tmp: Path) -> Iterator[OpenSshServer]:
         f"PidFile {tmp / 'sshd.pid'}\nAuthorizedKeysFile {tmp / 'authorized_keys'}\n"
         "StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
         "UsePAM no\nPermitRootLogin prohibit-password\nMaxSessions 64\nMaxStartups 100\n"
-        "LogLevel ERROR\n"
+        "LogLevel ERROR\n" + extra_config
     )
     proc = subprocess.Popen(
         [SSHD, "-D", "-e", "-f", str(config)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE

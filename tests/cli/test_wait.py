@@ -57,9 +57,13 @@ def test_describe_failed_names_rank_and_first_fatal_line() -> None:
                                  "    | a", "    | b"]
 
 
-def test_describe_stalled_gives_last_progress() -> None:
-    text = describe(result(Outcome.STALLED, last_progress="shard 10/141"))
-    assert text == "m: stalled; last progress: shard 10/141"
+def test_describe_stalled_gives_last_progress_what_runs_and_what_stops_it() -> None:
+    text = describe(result(Outcome.STALLED, last_progress="shard 10/141",
+                           ranks={0: "running", 1: "exited (137)"}))
+    assert text.splitlines() == [
+        "m: stalled; last progress: shard 10/141",
+        "    ranks still running: r0; r1 exited (137)",
+        "    wait does not stop anything: the ranks keep running; `sparktui stop m` stops them"]
 
 
 def test_describe_failed_with_cause() -> None:

@@ -59,14 +59,17 @@ async def test_wait_exits_1_with_rank_and_first_fatal_line(
 async def test_wait_exits_2_when_no_progress(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Rank 7 never started: the others wait for it forever, printing nothing."""
+    """Rank 7 never started: the others wait for it (up to the store's 600 s
+    timeout), printing nothing; stalled at 300 s they still run."""
     async with world(tmp_path, "normal") as w:
         launch = await serve(w, "dsv41-flash-8x", ranks=range(7))
-        code = await run_wait(w, launch.lane, step=5.0, max_sim_s=3600, stall_after_s=600)
+        code = await run_wait(w, launch.lane, step=5.0, max_sim_s=3600, stall_after_s=300)
     out = capsys.readouterr().out
     assert code == 2, out
-    last = out.strip().splitlines()[-1]
-    assert last.startswith("dsv41-flash-8x: stalled; last progress: ")
+    verdict = out.strip().splitlines()[-3:]
+    assert verdict[0].startswith("dsv41-flash-8x: stalled; last progress: ")
+    assert verdict[1] == "    ranks still running: r0, r1, r2, r3, r4, r5, r6"
+    assert "`sparktui stop dsv41-flash-8x` stops them" in verdict[2]
 
 
 async def test_wait_unknown_lane_exits_1(

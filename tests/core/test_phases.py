@@ -176,10 +176,23 @@ def test_external_progress_keeps_a_silent_load_alive() -> None:
     assert tr.last_progress == "rank 0 read 12.0 GB more"
 
 
-def test_serving_and_failed_never_stall() -> None:
-    tr = PhaseTracker("lane", stall_after_s=1, start=0.0)
+def test_a_serving_log_with_a_silent_endpoint_stalls_a_confirmed_one_never() -> None:
+    tr = PhaseTracker("lane", stall_after_s=10, start=0.0)
     tr.feed(0, "INFO:     Application startup complete.", now=0)
-    assert not tr.check_stall(1e6)
+    assert tr.phase is Phase.SERVING and not tr.check_stall(9)
+    assert tr.check_stall(10)  # "startup complete" but the endpoint never answered
+    confirmed = PhaseTracker("lane", stall_after_s=10, start=0.0)
+    confirmed.feed(0, "INFO:     Application startup complete.", now=0)
+    confirmed.mark_serving(1)
+    assert confirmed.ready and not confirmed.check_stall(1e6)
+
+
+def test_failure_order_compares_times_not_text() -> None:
+    """Docker trims trailing zeros: ``.4Z`` is after ``.35Z`` although it sorts first."""
+    tr = PhaseTracker("lane", stall_after_s=10, start=0.0)
+    tr.feed(0, "EngineCore encountered a fatal error.", 0, "2026-11-29T01:00:00.4Z")
+    tr.feed(1, "huggingface_hub.errors.LocalEntryNotFoundError: x", 0, "2026-11-29T01:00:00.35Z")
+    assert tr.failure is not None and tr.failure.rank == 1
 
 
 def test_pulling_phase() -> None:

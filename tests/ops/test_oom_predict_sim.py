@@ -21,14 +21,15 @@ from sparktui.ops.shiftlog import render
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.sim.cluster import Sim
+from sparktui.watch.lane import LaneEvent, LaneWatcher, MemoryRead
 from sparktui.watch.oom import OomWatch
-from sparktui.watch.readiness import LaneWatch, discover_lane
+from sparktui.watch.readiness import discover_lane
 
 LEAD_S = 300.0
 
 
 async def watched_boot(sim: Sim, ctx: OpsContext, recipe_name: str,
-                       ) -> tuple[LaneWatch, OomWatch, list[OomPredicted]]:
+                       ) -> tuple[LaneWatcher, OomWatch, list[OomPredicted]]:
     """docker run every rank (no guards: as if every refusal were overridden) and
     watch the boot with the OOM prediction attached, as serve and wait do."""
     config = ctx.config
@@ -39,12 +40,17 @@ async def watched_boot(sim: Sim, ctx: OpsContext, recipe_name: str,
         assert result.exit_status == 0, result.stderr
     links = {n: ctx.link(n) for n in config.nodes}
     ranks = await discover_lane(links, launch.lane)  # type: ignore[arg-type]
-    watch = LaneWatch(launch.lane, ranks, links, ctx.api_host(ranks[0].node),  # type: ignore[arg-type]
-                      stall_after_s=7200.0, clock=sim.clock, first_token=False)
+    watch = LaneWatcher(launch.lane, ranks, links, ctx.api_host(ranks[0].node),  # type: ignore[arg-type]
+                        stall_after_s=7200.0, clock=sim.clock, first_token=False)
     warnings: list[OomPredicted] = []
     oom = OomWatch(launch.lane, ranks, watch.tracker,
                    load_plan(fit(config, recipe, recipe.cluster)), sim.clock, warnings.append)
-    watch.on_memory = oom.on_memory
+
+    def on_memory(event: LaneEvent) -> None:
+        if isinstance(event, MemoryRead):
+            oom.on_memory(event.node, event.available_kib)
+
+    watch.subscribe(on_memory)
     return watch, oom, warnings
 
 

@@ -119,7 +119,7 @@ async def test_keep_leaves_the_ranks_for_the_operator(sim_ctx, fleet_config):
     async with sim_ctx("cache-not-symlink") as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.HF_CACHE}), keep=True, poll_s=5.0)
         result = await run_wf(ctx, Serve(r, B, options))
-        assert not result.ok and "(ranks kept: --keep)" in result.message
+        assert not result.ok and "(ranks kept: --keep; `sparktui stop " in result.message
         assert sim.nodes["dgx5"].docker.containers
         assert ctx.locks.list() == []
 

@@ -21,7 +21,7 @@ from sparktui.service.events import (
 )
 
 from ..tui.fakecluster import GIB_KIB, FakePower, add_lane, fake_endpoints, fake_fleet, ts
-from ..tui.harness import ScaledClock, no_engine
+from ..tui.harness import ScaledClock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -32,7 +32,7 @@ def make(tmp_path: Path, speed: float = 0.0):  # type: ignore[no-untyped-def]
     power = FakePower(fleet, config)
     service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
                              clock=ScaledClock(speed), liveness=fleet.alive,
-                             engine_probe=no_engine, power=power, state_dir=tmp_path)
+                             power=power, state_dir=tmp_path)
     return config, fleet, power, service
 
 

@@ -43,10 +43,6 @@ class ScaledClock:
         await asyncio.sleep(seconds / self.speed if self.speed else seconds)
 
 
-async def no_engine(node: str, port: int) -> tuple[str, dict[str, float]]:
-    return "ok", {}
-
-
 @dataclass
 class Console:
     config: Config
@@ -64,7 +60,7 @@ def build(*, read_only: bool = False, speed: float = 0.0, config: Config | None 
     power = FakePower(fleet, config)
     clock = ScaledClock(speed)
     service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
-                             clock=clock, liveness=fleet.alive, engine_probe=no_engine, power=power,
+                             clock=clock, liveness=fleet.alive, power=power,
                              state_dir=state_dir or Path(tempfile.mkdtemp(prefix="sparktui-")))
     app = make_app(config, service=service, read_only=read_only)
     return Console(config, fleet, power, service, app)

@@ -146,7 +146,51 @@ async def test_ended_container_stops_the_follow() -> None:
         return False
 
     lines = await collect(follow_container(docker, "c", still_running=dead, clock=InstantClock()))
-    assert len(lines) == 10 and len(docker.commands) == 1
+    assert len(lines) == 10
+    # one more read from the last line before giving up: nothing new, no duplicate
+    assert docker.commands[1:] == [f"docker logs -f --since {ts(9)} --timestamps c 2>&1"]
+
+
+class CutStream(FakeDocker):
+    """The first stream is closed under the follower (a stalled probe dropped
+    the connection: EOF, no error) before the engine's last lines, which are
+    written while the container exits."""
+
+    def __init__(self, log: list[bytes], last: list[bytes]) -> None:
+        super().__init__(log)
+        self.last = last
+
+    async def stream(self, cmd: str):  # type: ignore[no-untyped-def]
+        async for chunk in super().stream(cmd):
+            yield chunk
+        if len(self.commands) == 1:
+            self.log = self.log + self.last  # written after the cut, then the exit
+
+
+ENGINE_DEAD = [
+    f"{ts(100)} (EngineCore_DP0 pid=312) ERROR 11-29 01:00:00 [core.py:1012] EngineCore "
+    "encountered a fatal error.\n".encode(),
+    f"{ts(101)} vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
+    "See stack trace (above) for the root cause.\n".encode(),
+]
+
+
+@pytest.mark.parametrize("run", range(20))
+async def test_a_cut_stream_still_delivers_the_last_lines_of_an_exited_container(
+        run: int) -> None:
+    """The console's missed EngineDead: the stream ended (closed under it),
+    the container had exited meanwhile, and the follow ended without reading
+    the lines written between the cut and the exit."""
+    docker = CutStream(make_log(10 + run), ENGINE_DEAD)
+
+    async def dead() -> bool:
+        return False
+
+    f = follow_container(docker, "c", still_running=dead, clock=InstantClock())
+    lines = await collect(f)
+    assert [ln.text for ln in lines[-2:]] == [ln.decode().split(" ", 1)[1].rstrip("\n")
+                                               for ln in ENGINE_DEAD]
+    assert len(lines) == 10 + run + 2 and f.ended
 
 
 async def test_stream_that_ends_while_container_runs_is_resumed() -> None:

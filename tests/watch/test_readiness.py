@@ -6,15 +6,15 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 from aiohttp import web
 
 from sparktui.adapters.engine_http import EngineClient, parse_metrics, port_open
 from sparktui.core.logsig import Kind, Phase
+from sparktui.watch.lane import LaneWatcher
 from sparktui.watch.readiness import (
-    LaneWatch,
     Outcome,
     RankContainer,
     discover_lane,
@@ -54,6 +54,10 @@ class FakeNode:
         self.ps: list[dict[str, str]] = []
         self.new_line = asyncio.Condition()
         self.mem_available_kib = 120 * 1024 * 1024
+        self.read_sectors = 0
+        """Sectors read from the node's disks (/proc/diskstats)."""
+        self.stream_delay_s = 0.0
+        """Real seconds before a stream delivers anything (a late channel)."""
 
     def add(self, container: str, labels: dict[str, str]) -> None:
         self.logs[container] = []
@@ -63,9 +67,9 @@ class FakeNode:
                         "Status": "Up 5 minutes",
                         "Labels": ",".join(f"{k}={v}" for k, v in labels.items())})
 
-    async def log(self, container: str, text: str) -> None:
+    async def log(self, container: str, text: str, at: int | None = None) -> None:
         async with self.new_line:
-            n = len(self.logs[container])
+            n = len(self.logs[container]) if at is None else at
             self.logs[container].append(f"{stamp(n)} {text}\n")
             self.new_line.notify_all()
 
@@ -77,6 +81,7 @@ class FakeNode:
     async def stream(self, cmd: str) -> AsyncIterator[bytes]:
         container = cmd.split("--timestamps ")[1].split(" ")[0]
         pos = 0
+        await asyncio.sleep(self.stream_delay_s)
         while True:
             async with self.new_line:
                 while pos >= len(self.logs[container]) and self.states[container]["Running"]:
@@ -92,12 +97,23 @@ class FakeNode:
     async def run(self, cmd: str, timeout: float) -> object:
         if cmd.startswith("docker ps"):
             out = "".join(json.dumps(c) + "\n" for c in self.ps)
-        elif cmd == "cat /proc/meminfo":
+        elif cmd.startswith("cat /proc/meminfo"):
             out = (f"MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
-                   f"MemAvailable:   {self.mem_available_kib} kB\n")
-        elif cmd.startswith("docker inspect"):
+                   f"MemAvailable:   {self.mem_available_kib} kB\n@@io\n"
+                   f" 259       0 nvme0n1 900 0 {self.read_sectors} 10 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
+        elif cmd.startswith("docker inspect --format"):
             name = cmd.split()[-2]
             out = json.dumps(self.states[name]) + "\n"
+        elif cmd.startswith("docker inspect"):
+            name = cmd.split()[2]
+            out = json.dumps([{"State": {**self.states[name], "StartedAt":
+                                         "2026-11-29T01:00:00Z"},
+                               "Config": {"Cmd": ["vllm", "serve", "m"]}}])
+        elif cmd.startswith("docker logs"):
+            name = cmd.split("--timestamps ")[1].split(" ")[0]
+            since = cmd.split("--since ")[1].split(" ")[0].strip("'") if "--since" in cmd \
+                else ""
+            out = "".join(ln for ln in self.logs[name] if ln.split(" ", 1)[0] >= since)
         else:
             out = ""
         return type("Result", (), {"stdout": out, "exit_status": 0})()
@@ -112,6 +128,9 @@ class FakeEngine:
         self.stream_chat = True
         self.runner: web.AppRunner | None = None
         self.port = 0
+        self.node: FakeNode | None = None
+        self.container = ""
+        """Whose log the access log lines go to (None: access log off)."""
 
     async def reserve_port(self) -> int:
         server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
@@ -138,6 +157,9 @@ class FakeEngine:
         return web.Response(status=self.health_status)
 
     async def _models(self, request: web.Request) -> web.Response:
+        if self.node is not None:
+            await self.node.log(self.container, f'INFO:     127.0.0.1:5 - "GET {request.path_qs} '
+                                'HTTP/1.1" 200 OK')
         return web.json_response({"object": "list", "data": [
             {"id": m, "object": "model", "created": 1, "owned_by": "vllm", "root": m,
              "parent": None, "max_model_len": 131072, "permission": []} for m in self.models]})
@@ -165,6 +187,13 @@ class FakeEngine:
         return resp
 
 
+async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, "condition not reached"
+        await asyncio.sleep(0.005)
+
+
 def labels(lane: str, rank: int, nranks: int, port: int) -> dict[str, str]:
     return {"sparktui.lane": lane, "sparktui.cluster": "c", "sparktui.rank": str(rank),
             "sparktui.nranks": str(nranks), "sparktui.port": str(port),
@@ -181,6 +210,7 @@ async def engine() -> AsyncIterator[FakeEngine]:
 
 async def two_node_lane(engine: FakeEngine) -> tuple[dict[str, FakeNode], list[RankContainer]]:
     nodes = {"dgx1": FakeNode("dgx1"), "dgx2": FakeNode("dgx2")}
+    engine.node, engine.container = nodes["dgx1"], "sparktui-m-r0"
     nodes["dgx1"].add("sparktui-m-r0", labels("m", 0, 2, engine.port))
     nodes["dgx2"].add("sparktui-m-r1", labels("m", 1, 2, engine.port))
     nodes["dgx2"].add("other", {"sparktui.lane": "x", "sparktui.rank": "0"})
@@ -196,7 +226,7 @@ async def test_discover_lane_reads_labels(engine: FakeEngine) -> None:
 
 async def test_ready_by_stages_with_times(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     for r, node in ((0, "dgx1"), (1, "dgx2")):
@@ -208,7 +238,11 @@ async def test_ready_by_stages_with_times(engine: FakeEngine) -> None:
     assert watch.tracker.phase is Phase.LOADING and not task.done()
     await engine.start()  # port opens, /health still 503
     await asyncio.sleep(0.05)
-    assert "port" in watch.stages and "health" not in watch.stages
+    assert not watch.stages  # the lane's own log has not reached the API phase
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting vLLM server on http://0.0.0.0:8000")
+    await until(lambda: "port" in watch.stages)
+    await asyncio.sleep(0.05)
+    assert "health" not in watch.stages
     engine.health_status = 200
     await asyncio.sleep(0.02)
     engine.models = ["m"]
@@ -221,7 +255,7 @@ async def test_ready_by_stages_with_times(engine: FakeEngine) -> None:
 
 async def test_fatal_line_on_a_worker_rank_exits_early(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
@@ -239,7 +273,7 @@ async def test_fatal_line_on_a_worker_rank_exits_early(engine: FakeEngine) -> No
 
 async def test_container_exit_fails_the_lane(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx2"].log("sparktui-m-r1", P + "Starting to load model m...")
@@ -254,7 +288,7 @@ async def test_container_exit_fails_the_lane(engine: FakeEngine) -> None:
 async def test_stalled_only_after_the_window_without_progress(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
     clock = FastClock(speed=2000)
-    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=600,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=600,  # type: ignore[arg-type]
                       clock=clock, poll_s=5.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
@@ -304,8 +338,8 @@ async def test_resident_memory_growth_is_progress_for_a_silent_load(engine: Fake
     falling on the rank nodes keeps the boot alive; when it stops, stalled."""
     nodes, ranks = await two_node_lane(engine)
     clock = FastClock(speed=2000)
-    watch = LaneWatch("m", ranks, nodes, "127.0.0.1", stall_after_s=300,  # type: ignore[arg-type]
-                      clock=clock, poll_s=5.0, memory_poll_s=20.0)
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=300,  # type: ignore[arg-type]
+                      clock=clock, poll_s=5.0, resource_poll_s=20.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
     await nodes["dgx1"].log("sparktui-m-r0", P + "Loading safetensors using InstantTensor loader")

@@ -18,11 +18,13 @@ from sparktui.adapters.ssh import Fleet
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.logsig import Kind, Phase
+from sparktui.core.phases import Failure
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import LaunchPlan, plan
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
-from sparktui.watch.readiness import LaneWatch, Outcome, discover_lane
+from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher
+from sparktui.watch.readiness import Outcome, discover_lane
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,13 +65,27 @@ async def serve(w: World, recipe: str, ranks: Iterable[int] | None = None) -> La
     return launch
 
 
-async def lane_watch(w: World, lane: str, **kw: object) -> LaneWatch:
+async def lane_watch(w: World, lane: str, **kw: object) -> LaneWatcher:
     links = {n: w.fleet.get(n) for n in w.config.nodes}
     ranks = await discover_lane(links, lane)  # type: ignore[arg-type]
     assert ranks, lane
     api_host = w.endpoints.node(ranks[0].node).api_host
     kw.setdefault("stall_after_s", w.config.console.stall_after_s)
-    return LaneWatch(lane, ranks, links, api_host, clock=w.sim.clock, **kw)  # type: ignore[arg-type]
+    return LaneWatcher(lane, ranks, links, api_host, clock=w.sim.clock, **kw)  # type: ignore[arg-type]
+
+
+def fatal_of(watch: LaneWatcher) -> asyncio.Future[Failure]:
+    """Start ``watch`` to follow its lane past ready (as the console does);
+    the future holds the lane's decided failure."""
+    fut: asyncio.Future[Failure] = asyncio.get_running_loop().create_future()
+
+    def on_event(event: LaneEvent) -> None:
+        if isinstance(event, FatalDecided) and not fut.done():
+            fut.set_result(event.failure)
+
+    watch.subscribe(on_event)
+    watch.start()
+    return fut
 
 
 async def drive(sim: Sim, task: asyncio.Task, *, step: float, max_sim_s: float,
@@ -144,21 +160,22 @@ async def test_slow_8way_nfs_load_is_never_declared_failed(tmp_path: Path) -> No
 async def test_long_prompt_kills_the_ready_lane_with_engine_dead(tmp_path: Path) -> None:
     async with world(tmp_path, "long-prompt") as w:
         launch = await serve(w, "glm53-mxfp4-fp8-4x-r39-196k")
-        watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False)
-        task = asyncio.create_task(watch.run())
-        start = w.sim.clock.monotonic()
-        while not watch.ready:
-            assert w.sim.clock.monotonic() - start < 4 * 3600, watch.tracker.summary()
-            assert not task.done(), task.result().summary
-            await w.sim.advance(5.0)
-            await asyncio.sleep(0.002)
-        req = w.sim.run_prompt(launch.lane, 150_000)
-        await drive(w.sim, task, step=5.0, max_sim_s=3600,
-                    why=lambda: f"{watch.tracker.summary()}; request {req}")
-        result = task.result()
-        assert result.outcome is Outcome.FAILED
-        f = result.failure
-        assert f is not None and f.rank == 0
+        watch = await lane_watch(w, launch.lane, first_token=False)
+        fatal = fatal_of(watch)
+        try:
+            start = w.sim.clock.monotonic()
+            while not watch.ready:
+                assert w.sim.clock.monotonic() - start < 4 * 3600, watch.tracker.summary()
+                assert not fatal.done(), fatal.result()
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.002)
+            req = w.sim.run_prompt(launch.lane, 150_000)
+            await drive(w.sim, fatal, step=5.0, max_sim_s=3600,  # type: ignore[arg-type]
+                        why=lambda: f"{watch.tracker.summary()}; request {req}")
+        finally:
+            await watch.stop()
+        f = fatal.result()
+        assert f.rank == 0
         assert f.kind in (Kind.RPC_TIMEOUT, Kind.ENGINE_DEAD), f
         assert "sample_tokens" in f.line or "sample_tokens" in (f.cause or "") or any(
             "sample_tokens" in a for a in f.after)

@@ -14,11 +14,12 @@ from pathlib import Path
 from sparktui.core.logsig import Kind
 from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.watch.lane import LaneEvent, LinesArrived
 from sparktui.watch.poller import Poller
 from sparktui.watch.thrash import ThrashDetector
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_readiness_sim import World, lane_watch, serve, world
+from test_readiness_sim import World, fatal_of, lane_watch, serve, world
 
 
 class Watchers:
@@ -102,15 +103,18 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
             node_of = {r.rank: r.node for r in launch.ranks}
             at_timeout: list[ThrashVerdict] = []
 
-            def engine_line(rank: int, line: str) -> None:
+            def engine_line(event: LaneEvent) -> None:
                 """Engine lines are evidence on the node their rank runs on."""
-                ev = ws.detector.on_line(node_of[rank], line)
-                if ev is not None and ev.kind is Kind.RPC_TIMEOUT:
-                    at_timeout.append(ws.detector.verdict(node_of[rank]))
+                if not isinstance(event, LinesArrived):
+                    return
+                for line in event.lines:
+                    ev = ws.detector.on_line(node_of[event.rank], line.raw)
+                    if ev is not None and ev.kind is Kind.RPC_TIMEOUT:
+                        at_timeout.append(ws.detector.verdict(node_of[event.rank]))
 
-            watch = await lane_watch(w, launch.lane, stop_when_ready=False, first_token=False,
-                                     on_line=engine_line)
-            lane = asyncio.create_task(watch.run())
+            watch = await lane_watch(w, launch.lane, first_token=False)
+            watch.subscribe(engine_line)
+            lane = fatal_of(watch)
             try:
                 await advance_until(w, lambda: watch.ready, step=30.0, max_sim_s=4 * 3600,
                                     why=watch.tracker.summary)
@@ -125,10 +129,8 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
                 await advance_until(w, done, step=2.0, max_sim_s=3600,
                                     why=lambda: f"{watch.tracker.summary()} {ws.max_level()}")
             finally:
-                lane.cancel()
-                await asyncio.gather(lane, return_exceptions=True)
-            result = lane.result() if not lane.cancelled() else None
-            assert result is not None and result.failure is not None
+                await watch.stop()
+            assert lane.done() and lane.result() is not None
             # the detector agrees with the simulated world: every node that went
             # under is flagged, no other; dgx6 and dgx7 (the seed's two) among them
             assert {"dgx6", "dgx7"} <= went_under

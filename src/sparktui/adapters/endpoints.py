@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import psutil
 
+from sparktui.adapters.sshconfig import SshConfigError, resolve_alias
 from sparktui.core.config import Config
 
 
@@ -78,22 +79,28 @@ def _expand(path: str) -> str:
 def _from_config(config: Config) -> Endpoints:
     ssh = config.ssh
     config_files = (_expand(ssh.config_file),) if ssh.config_file else ()
-    nodes = {
-        name: NodeEndpoint(
+    nodes = {}
+    for name, node in config.nodes.items():
+        # an ~/.ssh/config alias: its HostName, Port, User and IdentityFile
+        # apply as for `ssh ALIAS`; liveness and engine HTTP need the address
+        try:
+            target = resolve_alias(node.host, config_files)
+        except SshConfigError as exc:
+            raise EndpointError(f"node {name}: {exc}") from None
+        keys = tuple(_expand(k) for k in ssh.client_keys) or target.identity_files
+        nodes[name] = NodeEndpoint(
             name=name,
             ssh_host=node.host,
-            ssh_port=node.port,
-            username=node.user,
+            ssh_port=target.port or node.port,
+            username=target.user or node.user,
             known_hosts=_expand(ssh.known_hosts),
-            client_keys=tuple(_expand(k) for k in ssh.client_keys),
+            client_keys=keys,
             ssh_config=config_files,
             liveness_method=config.liveness.method,
-            liveness_host=node.host,
+            liveness_host=target.host,
             liveness_port=node.liveness_port,
-            api_host=node.host,
+            api_host=target.host,
         )
-        for name, node in config.nodes.items()
-    }
     ha = config.home_assistant
     return Endpoints(nodes, ha.url, _expand(ha.token_file), simulated=False)
 

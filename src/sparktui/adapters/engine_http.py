@@ -92,10 +92,12 @@ class EngineClient:
             return HealthAnswer(None, type(exc).__name__)
         return HealthAnswer(r.status_code)
 
-    async def models(self) -> list[str]:
-        """Model ids served; empty when not answering or malformed."""
+    async def models(self, tag: str | None = None) -> list[str]:
+        """Model ids served; empty when not answering or malformed. ``tag`` goes
+        in the query string (``?sparktui=TAG``): uvicorn's access log writes it
+        into the answering engine's log, which tells whose server answered."""
         try:
-            r = await self._client.get("/v1/models")
+            r = await self._client.get("/v1/models", params={"sparktui": tag} if tag else None)
         except httpx.TransportError:
             return []
         if r.status_code != 200:

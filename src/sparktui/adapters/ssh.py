@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import re
 import secrets
+import shlex
 from collections.abc import AsyncGenerator, AsyncIterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,17 @@ from sparktui.core.config import Config, SshConfig
 from sparktui.core.errors import RemoteError
 
 SENTINEL = "@@sparktui-done"
+FOLLOW_TAG = "sparktui-follow"
+FOLLOW_WRAPPER = ('exec 3<&0 </dev/null; { cat <&3 >/dev/null 2>&1; kill 0; } & exec 3<&-; '
+                  'eval "$1"; kill 0')
+"""POSIX sh around every streamed command: the command runs in the foreground
+(stdin from /dev/null) while a watcher reads the channel's stdin; when the
+channel closes, stdin reaches EOF and the watcher ends the whole process
+group (sshd starts each session in its own). Closing the channel alone does
+not end a silent ``docker logs -f``: OpenSSH refuses signal requests for root
+sessions ("session signalling requires privilege separation"), and a process
+that writes nothing never meets SIGPIPE. When the command ends by itself,
+the wrapper ends the watcher the same way."""
 CLOSE_TIMEOUT_S = 2.0
 """How long to wait for a channel to close after we asked it to."""
 STREAM_CHUNK = 65536
@@ -297,8 +309,8 @@ class NodeConnection:
     async def stream(self, cmd: str) -> AsyncGenerator[bytes, None]:
         """Raw stdout chunks of ``cmd`` until it exits (merge stderr with
         ``2>&1`` in ``cmd``). Cancelling the consumer or calling ``aclose()``
-        closes the channel; the remote command then dies on its next write
-        (SIGPIPE), and a TERM is sent first for servers that honour signals.
+        closes the channel and the remote command ends with it, for any login
+        user (it runs under :data:`FOLLOW_WRAPPER`).
 
         Reads have no timeout on purpose: a followed log can be silent for
         minutes. The caller owns the iteration and cancels it; a dead
@@ -306,7 +318,7 @@ class NodeConnection:
         try:
             async with asyncio.timeout(self._ssh.connect_timeout_s + 1.0):
                 conn = await self.connection()
-                proc = await conn.create_process(cmd, encoding=None, stdin=asyncssh.DEVNULL)
+                proc = await conn.create_process(follow_command(cmd), encoding=None)
         except RemoteError:
             raise
         except TimeoutError:
@@ -402,6 +414,11 @@ class NodeConnection:
                 pass
 
 
+def follow_command(cmd: str) -> str:
+    """``cmd`` under the follow wrapper, quoted for the remote shell."""
+    return f"sh -c {shlex.quote(FOLLOW_WRAPPER)} {FOLLOW_TAG} {shlex.quote(cmd)}"
+
+
 async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str) -> str:
     """The shell's output up to (without) the ``SENTINEL nonce status`` line."""
     out = await shell.stdout.readuntil(re.compile(rf"{SENTINEL} {nonce} (\d+)\n"),
@@ -410,6 +427,8 @@ async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str) -
 
 
 async def _close_process(proc: asyncssh.SSHClientProcess[bytes], *, terminate: bool) -> None:
+    with contextlib.suppress(OSError, asyncssh.Error):
+        proc.stdin.write_eof()  # the wrapper's cue, even before the channel closes
     if terminate:
         with contextlib.suppress(OSError, asyncssh.Error):
             proc.terminate()

@@ -1,7 +1,8 @@
 """`sparktui wait LANE [--stall-after DURATION]`: block while the lane's boot
-makes progress. Exit 0 when ready (stage times printed), 1 when failed (rank
-and first fatal line), 2 when stalled (last progress seen). There is no total
-timeout; Ctrl-C detaches and leaves the lane running."""
+makes progress. Exit 0 when ready (stage times printed), 1 when failed (rank,
+first fatal line and its root cause), 2 when stalled (last progress seen and
+which ranks still run). There is no total timeout; Ctrl-C detaches and leaves
+the lane running. The boot is watched by `watch/lane.LaneWatcher`."""
 
 from __future__ import annotations
 
@@ -20,8 +21,9 @@ from ..core.logsig import Phase
 from ..core.phases import format_duration
 from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
+from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
 from ..watch.oom import OomWatch, lane_load_plan
-from ..watch.readiness import LaneWatch, Outcome, WaitResult, discover_lane
+from ..watch.readiness import Outcome, WaitResult, discover_lane
 from .common import load
 
 EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
@@ -92,29 +94,41 @@ async def wait_lane(
             if rank0.rank != 0 or rank0.port is None:
                 print(f"{lane}: warning: no rank 0 with a sparktui.port label; the endpoint "
                       "cannot be probed, so the wait can only end failed or stalled")
-        watch = LaneWatch(
+        watch = LaneWatcher(
             lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
             first_token=first_token,
         )
         if not quiet:
-            watch.on_line = _phase_printer(watch)
+            watch.subscribe(_phase_printer(watch))
         if (load := lane_load_plan(config, _recipe(config, lane),
                                    [r.node for r in ranks])) is not None:
-            watch.on_memory = OomWatch(
+            watch.subscribe(memory_to(OomWatch(
                 lane, ranks, watch.tracker, load, watch.clock,
-                lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory
+                lambda w: print(f"{lane}: PREDICTED OOM: {w.message()}", flush=True)).on_memory))
         result = await watch.run()
     print(describe(result))
     return EXIT[result.outcome]
 
 
-def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
+def memory_to(on_memory: Callable[[str, int], None]) -> Callable[[LaneEvent], None]:
+    """The watcher's memory reads handed to ``on_memory(node, MemAvailable KiB)``."""
+
+    def on_event(event: LaneEvent) -> None:
+        if isinstance(event, MemoryRead):
+            on_memory(event.node, event.available_kib)
+
+    return on_event
+
+
+def _phase_printer(watch: LaneWatcher) -> Callable[[LaneEvent], None]:
     """Prints a status line when the lane's phase changes, and during the
     weight load at every further tenth of the shards (with the ETA)."""
     last: list[tuple[Phase, int] | None] = [None]
 
-    def on_line(rank: int, line: str) -> None:
+    def on_event(event: LaneEvent) -> None:
+        if not isinstance(event, LinesArrived | PhaseChanged):
+            return
         tr = watch.tracker
         if tr.phase is Phase.FAILED:
             return
@@ -125,7 +139,7 @@ def _phase_printer(watch: LaneWatch) -> Callable[[int, str], None]:
             print(f"  [{format_duration(watch.clock.monotonic() - tr.start)}] {tr.summary()}",
                   flush=True)
 
-    return on_line
+    return on_event
 
 
 def describe(result: WaitResult) -> str:
@@ -138,8 +152,17 @@ def describe(result: WaitResult) -> str:
         if f.cause:
             lines.append(f"    cause: {f.cause}")
         lines += [f"    | {c}" for c in f.context[-5:]]
+        lines += [f"    (not read: {u})" for u in result.unread]
+        if result.port_taken:
+            lines.append(f"    {result.port_taken}")
         return "\n".join(lines)
-    return f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
+    text = f"{result.lane}: {result.outcome.value}; last progress: {result.last_progress}"
+    if result.outcome is Outcome.STALLED:
+        ranks = result.ranks_text()
+        text += (f"\n    ranks {ranks}" if ranks else "") + (
+            f"\n    wait does not stop anything: the ranks keep running; "
+            f"`sparktui stop {result.lane}` stops them")
+    return text
 
 
 def _recipe(config: Config, lane: str) -> Recipe | None:

@@ -19,6 +19,8 @@ NEXT_STEP: dict[Kind, str] = {
     Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
                       "(the 22:45 signature) and recover (R) a node that stops answering",
     Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
+    Kind.PORT_TAKEN: "another server holds the lane's port: stop this lane (x), then serve "
+                     "it on a free port or stop the other lane",
 }
 
 

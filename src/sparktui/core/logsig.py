@@ -82,6 +82,8 @@ class Kind(StrEnum):
     HF_ENTRY_MISSING = "hf_entry_missing"
     PAGE_SIZE_ASSERT = "page_size_assert"
     CONTAINER_EXIT = "container_exit"
+    PORT_TAKEN = "port_taken"
+    """Not a log line: the lane's port is answered by a server that is not its own."""
     # kernel journal
     KERNEL_PRESSURE = "kernel_pressure"
     KERNEL_NVRM_NOMEM = "kernel_nvrm_nomem"

@@ -8,7 +8,9 @@ or stalled.
 There is deliberately no total timeout: a lane is *stalled* only when no
 progress at all (a progress line, a phase change, or progress noted from
 outside such as bytes loaded or a port opening) arrived for
-``stall_after_s``. A 40-120 minute cold load that keeps printing shards, or
+``stall_after_s``. That holds in every phase until the endpoint is confirmed
+(``ready``): a log that says "startup complete" while the endpoint stays
+silent stalls like any other phase. A 40-120 minute cold load that keeps printing shards, or
 keeps reading bytes, is never stalled or failed (the seed's 1800 s wait that
 killed healthy loads cannot happen here). Times are passed in by the caller
 (pure code, injectable clock).
@@ -96,6 +98,25 @@ class Failure:
         text = f"rank {self.rank}: {self.line}"
         return f"{text} (cause: {self.cause})" if self.cause else text
 
+    def to_json(self) -> dict[str, object]:
+        return {"rank": self.rank, "kind": self.kind.value, "line": self.line,
+                "timestamp": self.timestamp, "cause": self.cause}
+
+
+def _earlier(ts: str | None, than: str | None) -> bool:
+    """Is log timestamp ``ts`` strictly before ``than`` (by time, not text:
+    docker trims trailing zeros, so ``.4Z`` sorts after ``.45Z`` as text)?"""
+    a, b = parse_timestamp(ts), parse_timestamp(than)
+    return a is not None and b is not None and a < b
+
+
+def _cause_candidate(ev: LogEvent) -> bool:
+    """An exception line that says why (``TimeoutError: RPC call ... timed
+    out.``), not a traceback frame or its source line (indented)."""
+    if ev.text[:1] in (" ", "\t"):
+        return False
+    return (ev.fatal and ev.kind not in GENERIC_FATAL) or ev.kind is Kind.EXCEPTION
+
 
 @dataclass
 class _Shards:
@@ -159,6 +180,8 @@ class PhaseTracker:
     last_progress: str = "watch started"
     phase_times: dict[Phase, float] = field(default_factory=dict)
     """Monotonic time each phase was first reached."""
+    ready: bool = False
+    """The endpoint was confirmed to be this lane's (see :meth:`mark_serving`)."""
     _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
     _before_stall: Phase | None = field(default=None, init=False)
 
@@ -180,7 +203,7 @@ class PhaseTracker:
         f = self.failure
         if f is not None:
             if (ev is not None and ev.severity is Severity.FATAL and rank != f.rank
-                    and ts is not None and f.timestamp is not None and ts < f.timestamp):
+                    and _earlier(ts, f.timestamp)):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
                 # the earliest by the nodes' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
@@ -190,9 +213,8 @@ class PhaseTracker:
             if rank == f.rank and len(f.after) < AFTER_LINES:
                 text = ev.text if ev is not None else body.rstrip("\r\n")
                 cause = f.cause
-                if cause is None and f.kind in GENERIC_FATAL and ev is not None and (
-                    (ev.fatal and ev.kind not in GENERIC_FATAL) or ev.kind is Kind.EXCEPTION
-                ):
+                if cause is None and f.kind in GENERIC_FATAL and ev is not None \
+                        and _cause_candidate(ev):
                     cause = ev.text
                 self.failure = replace(f, after=(*f.after, text), cause=cause)
             return ev
@@ -201,17 +223,24 @@ class PhaseTracker:
         st.recent.append(ev.text if ev is not None else body.rstrip("\r\n"))
         return ev
 
-    def feed_event(self, rank: int, ev: LogEvent, now: float) -> None:
-        """An event that did not come from a log line (e.g. a container exit)."""
-        self._apply(rank, self._rank(rank), ev, None, now)
+    def feed_event(self, rank: int, ev: LogEvent, now: float, ts: str | None = None) -> None:
+        """An event that did not come from a log line (e.g. a container exit,
+        ``ts`` its FinishedAt): it is the lane's failure unless an earlier
+        fatal line of any rank is known."""
+        f = self.failure
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, f.timestamp):
+            self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
+            return
+        self._apply(rank, self._rank(rank), ev, ts, now)
 
     def note_progress(self, what: str, now: float) -> None:
         """Progress seen outside the log (bytes read, port opened, health)."""
         self._progress(what, now)
 
     def check_stall(self, now: float) -> bool:
-        """Mark the lane stalled if no progress for ``stall_after_s``."""
-        if self.phase in (Phase.SERVING, Phase.FAILED, Phase.STALLED):
+        """Mark the lane stalled if no progress for ``stall_after_s`` (a
+        serving log whose endpoint is not confirmed stalls too)."""
+        if self.phase in (Phase.FAILED, Phase.STALLED) or self.ready:
             return self.phase is Phase.STALLED
         if now - self.last_progress_at >= self.stall_after_s:
             self._before_stall = self.phase
@@ -220,8 +249,9 @@ class PhaseTracker:
         return False
 
     def mark_serving(self, now: float) -> None:
-        """The endpoint answered every readiness stage."""
+        """The endpoint answered every readiness stage and proved to be this lane's."""
         self._progress("endpoint ready", now)
+        self.ready = True
         self._advance(Phase.SERVING, now)
 
     def mark_pulling(self, now: float) -> None:

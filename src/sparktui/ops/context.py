@@ -32,6 +32,7 @@ from sparktui.ops.events import Emit, ignore
 from sparktui.ops.imagesync import ssh_image_pipe
 from sparktui.ops.journal import Journal
 from sparktui.ops.runlocks import RunLocks
+from sparktui.watch.lane import LaneWatchers
 from sparktui.watch.poller import Poller
 
 PORT_CHECK_TIMEOUT_S = 3.0
@@ -82,6 +83,8 @@ class OpsContext:
     pipe_image: ImagePipe | None = None
     port_open: Callable[[str, int], Awaitable[bool]] | None = None
     """Does (node, port) answer a TCP connect on the node's API address (port guard)."""
+    lane_watchers: LaneWatchers | None = None
+    """The process's lane watchers (the console's): a serve shares its lane's."""
 
 
 async def host_key_fingerprints(fleet: Fleet, names: Sequence[str]) -> dict[str, str]:
@@ -126,7 +129,8 @@ async def open_runtime(config: Config, *, emit: Emit = ignore, clock: Clock | No
                        endpoints: Endpoints | None = None, links: LinkSource | None = None,
                        power: Power | None = None,
                        liveness: LivenessCheck = check_liveness,
-                       state_dir: Path | None = None) -> AsyncIterator[Runtime]:
+                       state_dir: Path | None = None,
+                       lane_watchers: LaneWatchers | None = None) -> AsyncIterator[Runtime]:
     """The one place production wires the fleet, Home Assistant, the poller and the
     ops context; everything it opens is closed when the block ends. ``links`` and
     ``power`` may be injected (tests, benchmarks): then they are not opened or closed
@@ -169,7 +173,8 @@ async def open_runtime(config: Config, *, emit: Emit = ignore, clock: Clock | No
         journal=Journal.in_state_dir(state, clock), locks=RunLocks.in_state_dir(state),
         clock=clock, emit=emit,
         fingerprints=(lambda names: host_key_fingerprints(fleet, names)) if fleet else None,
-        pipe_image=ssh_image_pipe(fleet) if fleet else None, port_open=port_open)
+        pipe_image=ssh_image_pipe(fleet) if fleet else None, port_open=port_open,
+        lane_watchers=lane_watchers)
     try:
         yield Runtime(config, endpoints, links, power, poller, ctx, ha)
     finally:

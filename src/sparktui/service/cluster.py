@@ -54,14 +54,15 @@ from sparktui.service.events import (
     Sink,
     WorkflowProgressed,
 )
-from sparktui.service.lane_watch import EngineProbe, LaneWatch, engine_probe_for
+from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
+from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
 from sparktui.watch.oom import OomWatch, lane_load_plan
 from sparktui.watch.poller import Poller
-from sparktui.watch.readiness import NodeLink
+from sparktui.watch.readiness import NodeLink, RankContainer
 from sparktui.watch.thrash import ThrashDetector
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,6 @@ class ClusterService:
         clock: Clock | None = None,
         liveness: LivenessCheck = check_liveness,
         power: Power | None = None,
-        engine_probe: EngineProbe | None = None,
         canary: Completer | None = None,
         recipes: Mapping[str, Recipe] | None = None,
         state_dir: Path | None = None,
@@ -100,7 +100,6 @@ class ClusterService:
         self._endpoints = endpoints
         self._liveness = liveness
         self._power = power
-        self._engine_probe = engine_probe
         self._canary = canary
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
@@ -115,7 +114,9 @@ class ClusterService:
         self._stack: AsyncExitStack | None = None
         self._sink: Sink = _drop
         self._tasks: list[asyncio.Task[None]] = []
-        self._lanes: dict[str, LaneWatch] = {}
+        self._watchers = LaneWatchers(on_new=self._lane_watched)
+        """One watcher per lane, shared with a serve started here."""
+        self._lanes: dict[str, LaneFeed] = {}
         self._alerts: dict[str, Alert] = {}
         self.night = NightDesk(config, clock=self.clock, state_dir=self._state_dir)
 
@@ -129,13 +130,11 @@ class ClusterService:
         rt = await stack.enter_async_context(open_runtime(
             self.config, emit=self._workflow_event, clock=self.clock, endpoints=self._endpoints,
             links=self._links, power=self._power, liveness=self._liveness,
-            state_dir=self._state_dir))
+            state_dir=self._state_dir, lane_watchers=self._watchers))
         self._stack = stack
         self._links, self._endpoints = rt.links, rt.endpoints
         endpoints = rt.endpoints
-        if self._engine_probe is None:
-            self._engine_probe = engine_probe_for(lambda n: endpoints.node(n).api_host)
-            self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
+        self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
         self.night.attach(lambda: self._bundle_sources(endpoints),
@@ -185,8 +184,9 @@ class ClusterService:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        lanes, self._lanes = list(self._lanes.values()), {}
-        await asyncio.gather(*(w.stop() for w in lanes), return_exceptions=True)
+        feeds, self._lanes = list(self._lanes.values()), {}
+        await asyncio.gather(*(f.close() for f in feeds), return_exceptions=True)
+        await self._watchers.close()
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
@@ -206,7 +206,7 @@ class ClusterService:
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
         """The buffered lines of one rank and how many were delivered so far."""
-        watch = self._lanes.get(lane)
+        watch = self._watchers.get(lane)
         if watch is None or rank not in watch.buffers:
             return [], 0
         return list(watch.buffers[rank]), watch.delivered.get(rank, 0)
@@ -305,8 +305,9 @@ class ClusterService:
             self._emit(NodeSampled(snap, verdict, point))
             self._alert_for(verdict)
             self._sync_lanes()
-            for watch in self._lanes.values():
-                watch.on_snapshot(snap)
+            for feed in self._lanes.values():
+                feed.watcher.on_snapshot(snap)
+                feed.publish()
 
     def _alert_for(self, verdict: ThrashVerdict) -> None:
         key = f"thrash:{verdict.node}"
@@ -326,31 +327,52 @@ class ClusterService:
         snapshot = self.snapshot()
         found = discover_lanes(snapshot)
         for name, ranks in found.items():
-            watch = self._lanes.get(name)
-            if watch is None:
-                links = {n: self._links.get(n) for n in self.config.nodes}
-                watch = LaneWatch(
-                    name, lane_cluster(snapshot, name), ranks, links=links, clock=self.clock,
-                    sink=self._emit, stall_after_s=self.config.console.stall_after_s,
-                    detector=self.detector, engine_probe=self._engine_probe,
-                    protected=name in self.config.guards.protected_lanes,
-                    uptime=lambda n=name: lane_uptime(self.snapshot(), n),
-                    canary=self._serving_canary(name))
-                if (load := lane_load_plan(self.config, self.recipes.get(name),
-                                           [r.node for r in ranks])):
-                    watch.on_memory = OomWatch(
-                        name, lambda w=watch: w.ranks, watch.tracker, load, self.clock,
-                        lambda p: self._lane_news(oom_news(p))).on_memory
-                self._lanes[name] = watch
-                watch.start()
-                watch.publish()
-            elif watch.ranks != ranks:
+            watch = self._watchers.attach(name, lambda n=name, r=ranks: self._new_watcher(n, r))
+            if watch.ranks != ranks:
                 watch.update_ranks(ranks)
+                self._lanes[name].publish()
         if all(s.probe is not None for s in snapshot.nodes):
             for name in [n for n in self._lanes if n not in found]:
-                watch = self._lanes.pop(name)
-                self._tasks.append(asyncio.create_task(watch.stop(), name=f"stop:{name}"))
+                if any(s.taken_at <= self._lanes[name].watcher.created_at
+                       for s in snapshot.nodes):
+                    continue  # a serve's new lane: its containers are not polled yet
+                feed = self._lanes.pop(name)
+                self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
+                self._tasks.append(asyncio.create_task(self._watchers.drop(name),
+                                                       name=f"stop:{name}"))
                 self._emit(LaneGone(name))
+
+    def _new_watcher(self, name: str, ranks: tuple[RankContainer, ...]) -> LaneWatcher:
+        """A lane found in a snapshot: its memory comes from the poller."""
+        assert self._links is not None and self._endpoints is not None
+        links = {n: self._links.get(n) for n in self.config.nodes}
+        return LaneWatcher(name, ranks, links, self._endpoints.node(ranks[0].node).api_host,
+                           stall_after_s=self.config.console.stall_after_s, clock=self.clock,
+                           first_token=False, resource_poll_s=None)
+
+    def _lane_watched(self, watch: LaneWatcher) -> None:
+        """A new watcher (found here, or a serve's): the console follows it."""
+        old = self._lanes.pop(watch.lane, None)
+        if old is not None:
+            self._tasks.append(asyncio.create_task(old.close(), name=f"close:{watch.lane}"))
+        feed = self._lanes[watch.lane] = LaneFeed(
+            watch, lambda: lane_cluster(self.snapshot(), watch.lane), self._emit,
+            detector=self.detector, protected=watch.lane in self.config.guards.protected_lanes,
+            uptime=lambda: lane_uptime(self.snapshot(), watch.lane),
+            canary=self._serving_canary(watch.lane))
+        if old is not None:
+            feed.gate = old.gate
+        if (load := lane_load_plan(self.config, self.recipes.get(watch.lane),
+                                   [r.node for r in watch.ranks])):
+            oom = OomWatch(watch.lane, lambda: watch.ranks, watch.tracker, load, self.clock,
+                           lambda p: self._lane_news(oom_news(p)))
+
+            def on_memory(event: LaneEvent) -> None:
+                if isinstance(event, MemoryRead):
+                    oom.on_memory(event.node, event.available_kib)
+
+            watch.subscribe(on_memory)
+        feed.publish()
 
 
     def _serving_canary(self, lane: str) -> ServingCanary:

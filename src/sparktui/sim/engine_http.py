@@ -103,7 +103,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         peer = request.transport.get_extra_info("peername") if request.transport else None
         who = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
         reason = resp.reason or ""
-        engine.log(f'INFO:     {who} - "{request.method} {request.path} HTTP/1.1" '
+        engine.log(f'INFO:     {who} - "{request.method} {request.path_qs} HTTP/1.1" '
                    f"{resp.status} {reason}", "stderr")
         return resp
 

@@ -148,12 +148,40 @@ class NodeSshd:
                 await process.stdout.drain()
 
     def _nested(self, outer: ShellEnv) -> Command:
-        """`sh -c SCRIPT`: a child shell with its own `$?` and line numbers."""
+        """`sh -c SCRIPT`: a child shell with its own `$?` and line numbers.
+
+        `sh -c WRAPPER sparktui-follow CMD` (adapters/ssh.FOLLOW_WRAPPER) is
+        modelled, not interpreted: CMD runs until it ends or the channel's
+        stdin reaches EOF, which is what the wrapper does on a real node
+        (proved against OpenSSH in tests/adapters/test_follow_openssh.py)."""
 
         async def sh(ctx: Ctx) -> int:
             if len(ctx.argv) < 3 or ctx.argv[1] != "-c":
                 ctx.err("sh: 0: only `sh -c SCRIPT` is supported here\n")
                 return 2
+            if ctx.argv[3:4] == ["sparktui-follow"] and len(ctx.argv) == 5:
+                eof = asyncio.Event()
+
+                async def watch_stdin() -> None:
+                    while ctx.stdin is not None and await ctx.stdin.read(4096):
+                        pass
+                    eof.set()
+                    self.sim.notify()
+
+                watcher = asyncio.create_task(watch_stdin())
+
+                def alive() -> bool:
+                    return outer.alive() and not eof.is_set()
+
+                env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
+                               read_file=outer.read_file,
+                               before_command=outer.before_command, alive=alive)
+                try:
+                    return await Shell(env, ctx.out_sink, ctx.err_sink, None).run(ctx.argv[4])
+                except ShellExit as e:
+                    return e.status
+                finally:
+                    watcher.cancel()
             env = ShellEnv(commands=outer.commands, glob=outer.glob, home=outer.home,
                            read_file=outer.read_file,
                            before_command=outer.before_command, alive=outer.alive)

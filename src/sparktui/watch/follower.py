@@ -15,7 +15,16 @@ into lines:
   reconnects with ``--since <last timestamp>`` (the journal: ``-n 500``) and
   skips what it already delivered (docker's ``--since`` is inclusive), so
   there is no duplicate and no gap; reconnects back off 1, 2, 4 ... 16 s on
-  the injected clock.
+  the injected clock;
+- a stream that ends is not proof the log was read to its end: the channel
+  may have been closed under it (a stalled probe drops the connection) while
+  the engine wrote its last lines and the container exited. So the follow
+  ends only after one more read from the last timestamp once the container
+  stopped (the console once missed an EngineDead that way);
+- :meth:`LogFollower.catch_up` reads, without following, what the log holds
+  beyond the last delivered line (one-shot ``docker logs --since``): the lane
+  watcher uses it to know a rank's log is read up to "now" before it decides
+  which rank failed first.
 
 Lines are delivered in batches (one per chunk) to keep ingest fast.
 """
@@ -31,10 +40,12 @@ from typing import Protocol
 
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.errors import RemoteError
+from sparktui.core.logsig import parse_timestamp
 
 MAX_LINE_BYTES = 64 * 1024
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0)
 INSPECT_TIMEOUT_S = 10.0
+CATCH_UP_TIMEOUT_S = 5.0
 _TS = re.compile(rb"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:?\d\d) ")
 
 
@@ -140,6 +151,13 @@ class LogFollower:
         self._last_key: tuple[bytes, int] | None = None
         self._same_ts = 0
         """Lines already delivered carrying exactly ``_last_ts``."""
+        self._skip: tuple[tuple[bytes, int], int] | None = None
+        """Lines up to this (key, count at that key) were delivered already
+        (by a previous stream or a catch-up read): the stream drops them."""
+        self.ended = False
+        """The source ended (the container stopped) and its log was read to the end."""
+        self.catch_up_command: Callable[[str | None], str] | None = None
+        """``command`` without following (set by :meth:`for_container`)."""
 
     @classmethod
     def for_container(
@@ -159,8 +177,13 @@ class LogFollower:
         def command(since: str | None) -> str:
             return docker_logs_command(container, follow=follow, tail=tail, since=since)
 
-        return cls(source, command, rank, follow=follow, still_running=still_running,
-                   clock=clock, max_line_bytes=max_line_bytes, name=container)
+        def once(since: str | None) -> str:
+            return docker_logs_command(container, follow=False, tail=tail, since=since)
+
+        follower = cls(source, command, rank, follow=follow, still_running=still_running,
+                       clock=clock, max_line_bytes=max_line_bytes, name=container)
+        follower.catch_up_command = once
+        return follower
 
     @classmethod
     def for_journal(cls, source: StreamSource, node: str, *, clock: Clock | None = None
@@ -174,8 +197,15 @@ class LogFollower:
                    name=f"{node}:journal")
 
     def command(self) -> str:
-        since = self._last_ts.decode("ascii") if self._last_ts is not None else None
-        return self.command_for(since)
+        return self.command_for(self._since())
+
+    def _since(self) -> str | None:
+        return self._last_ts.decode("ascii") if self._last_ts is not None else None
+
+    @property
+    def last_time(self) -> float | None:
+        """Epoch seconds of the last delivered line (None before any)."""
+        return parse_timestamp(self._since())
 
     async def lines(self) -> AsyncIterator[LogLine]:
         async for batch in self.batches():
@@ -184,6 +214,7 @@ class LogFollower:
 
     async def batches(self) -> AsyncIterator[list[LogLine]]:
         failures = 0
+        drained = False
         while True:
             try:
                 async for batch in self._one_stream():
@@ -192,10 +223,17 @@ class LogFollower:
             except RemoteError as exc:
                 self.last_error = exc.message
             else:
-                if not self.follow:
+                if not self.follow or self.still_running is None:
+                    self.ended = True
                     return
-                if self.still_running is None or not await self._running():
-                    return
+                if not await self._running():
+                    if drained:
+                        self.ended = True
+                        return
+                    # one more read from the last line: the stream may have been
+                    # cut before the container wrote its last lines and exited
+                    drained = True
+                    continue
                 self.last_error = "stream ended while the container runs"
             delay = self.backoff_s[min(failures, len(self.backoff_s) - 1)]
             failures += 1
@@ -210,9 +248,55 @@ class LogFollower:
             self.last_error = exc.message
             return True  # cannot tell: keep trying to follow
 
+    async def catch_up(self, runner: CommandRunner,
+                       timeout: float = CATCH_UP_TIMEOUT_S) -> list[LogLine]:
+        """The lines the log holds beyond the last delivered one, read without
+        following (they are then skipped by the live stream). Raises
+        RemoteError when the node cannot tell."""
+        if self.catch_up_command is None:
+            return []
+        cmd = self.catch_up_command(self._since())
+        result = await runner.run(cmd, timeout)
+        status = getattr(result, "exit_status", 0)
+        text = getattr(result, "stdout", "")
+        if status != 0:
+            raise RemoteError(self.name, cmd, f"exit {status}: {text.strip()[:200]}")
+        skip = self._cursor()
+        out = []
+        for raw in text.encode("utf-8", "surrogateescape").split(b"\n"):
+            if not raw:
+                continue
+            line = self._line(raw[: self.max_line_bytes], len(raw) > self.max_line_bytes)
+            skip, dup = self._dropped(line, skip)
+            if not dup:
+                out.append(line)
+        if out:
+            self._remember(out)
+            self._skip = self._cursor()
+        return out
+
+    def _cursor(self) -> tuple[tuple[bytes, int], int] | None:
+        return (self._last_key, self._same_ts) if self._last_key is not None else None
+
+    def _dropped(self, line: LogLine, skip: tuple[tuple[bytes, int], int] | None
+                 ) -> tuple[tuple[tuple[bytes, int], int] | None, bool]:
+        """Is ``line`` one already delivered (at or before the ``skip`` cursor)?
+        Returns the cursor left and the answer; the cursor clears at the first
+        new line."""
+        if skip is None:
+            return None, False
+        key = self._key_of(line)
+        if key is None:
+            return skip, False
+        at, count = skip
+        if key < at:
+            return skip, True
+        if key == at and count > 0:
+            return (at, count - 1), True
+        return None, False
+
     async def _one_stream(self) -> AsyncIterator[list[LogLine]]:
-        resume_key = self._last_key
-        skip_same = self._same_ts if resume_key is not None else 0
+        self._skip = self._cursor()
         pending = bytearray()
         dropping = False
         stream = self.source.stream(self.command())
@@ -243,15 +327,9 @@ class LogFollower:
                     if truncated:
                         raw = raw[: self.max_line_bytes]
                     line = self._line(raw, truncated)
-                    if resume_key is not None:
-                        key = self._key_of(line)
-                        if key is not None and key < resume_key:
-                            continue
-                        if key == resume_key and skip_same > 0:
-                            skip_same -= 1
-                            continue
-                        resume_key = None
-                    out.append(line)
+                    self._skip, dup = self._dropped(line, self._skip)
+                    if not dup:
+                        out.append(line)
                 if out:
                     self._remember(out)
                     yield out

@@ -1,10 +1,10 @@
 """Predictive OOM for one booting lane: feeds core/oom_predict from what the
 readiness watch already gathers — per-rank shards from its PhaseTracker and
-MemAvailable from its memory reads (``LaneWatch.on_memory``) — and reports
+MemAvailable from its memory reads (``watch/lane.MemoryRead`` events) — and reports
 each new warning (``OomPredicted``) to ``on_warning``. No I/O of its own.
 
     oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(...)), clock, on_warning)
-    watch.on_memory = oom.on_memory
+    watch.subscribe(...)  # MemoryRead(node, available_kib) -> oom.on_memory
 """
 
 from __future__ import annotations

@@ -1,32 +1,39 @@
-"""Readiness by progress: wait for a lane while its boot makes progress.
+"""Readiness: what a lane is, how its ranks are found, and whether the
+server answering its port is *this* lane's.
 
-A lane is *ready* when its endpoint passes every stage in order: port open
--> ``/health`` 200 -> ``/v1/models`` lists a model -> (optionally) one short
-streaming completion returns a first token; each stage's time since the
-watch began is reported. It has *failed* on the first fatal line of any
-rank's log, or when any rank's container exits (a worker's death is the
-lane's death). It is *stalled* only when nothing has progressed for
-``stall_after_s`` (see core/phases.py): progress is a progress log line of
-any rank, a phase change, a readiness stage passed, or memory becoming
-resident on a rank's node while it loads. There is no total timeout.
+A lane is *ready* (watch/lane.py runs the stages) when its endpoint passes
+every stage in order: port open -> ``/health`` 200 -> ``/v1/models`` names
+the lane's served model and the server proves to be this lane's -> (optionally)
+one short streaming completion returns a first token. Probing begins only
+once the lane's own log reached the API phase, so a server already on the
+port (a stale one, another lane's) is never taken for this boot.
+
+Identity, for vLLM and SGLang alike: the ``/v1/models`` request carries a
+one-off query tag, and uvicorn's access log (on by default in both engines)
+writes that request line into the log of the container that answered: when
+the tag shows up in this lane's rank-0 log, the server is this lane's. When
+the access log is off, ``process_start_time_seconds`` on ``/metrics`` later
+than the rank-0 container's start proves it instead. A server listing another
+model, or a port held by another lane's running container, is a failure:
+"port answered by lane X".
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import json
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from sparktui.adapters.engine_http import EngineClient
-from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.errors import RemoteError
-from sparktui.core.logsig import Phase, container_exit
-from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
+from sparktui.core.logsig import Phase, parse_timestamp
+from sparktui.core.phases import Failure
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import ContainerInfo
-from sparktui.watch.follower import LogFollower, StreamSource, container_state, running_check
+from sparktui.watch.follower import INSPECT_TIMEOUT_S, StreamSource
 
 DOCKER_PS = "docker ps -a --no-trunc --format '{{json .}}'"
 DISCOVER_TIMEOUT_S = 15.0
@@ -45,11 +52,6 @@ class NodeLink(StreamSource, Protocol):
 
     async def run(self, cmd: str, timeout: float) -> object: ...
 
-
-FATAL_GRACE_S = 0.05
-"""Wall time the watch keeps applying lines after the first fatal one, so that
-lines already in flight from other ranks are seen (kept well inside the
-100 ms fatal-line-to-exit target)."""
 
 @dataclass(frozen=True)
 class RankContainer:
@@ -74,6 +76,24 @@ class WaitResult:
     failure: Failure | None
     last_progress: str
     summary: str
+    ranks: dict[int, str] = field(default_factory=dict)
+    """Rank -> ``running``, ``exited (N)`` or ``unknown``, read when the
+    watch ended failed or stalled (what ``--keep`` or ``stop`` acts on)."""
+    unread: tuple[str, ...] = ()
+    """Ranks whose log could not be read to the failure's time (node silent)."""
+    port_taken: str = ""
+    """``port 8000 on dgx1 answered by lane X`` when another lane's running
+    container holds the port on the head node (found when the lane failed)."""
+
+    def ranks_text(self) -> str:
+        running = [f"r{r}" for r, st in sorted(self.ranks.items()) if st == "running"]
+        others = [f"r{r} {st}" for r, st in sorted(self.ranks.items()) if st != "running"]
+        parts = []
+        if running:
+            parts.append(f"still running: {', '.join(running)}")
+        if others:
+            parts.append(", ".join(others))
+        return "; ".join(parts)
 
 
 def lane_ranks(node: str, containers: Sequence[ContainerInfo], lane: str) -> list[RankContainer]:
@@ -119,196 +139,88 @@ async def discover_lane(links: dict[str, NodeLink], lane: str) -> list[RankConta
     return [ranks[r] for r in sorted(ranks)]
 
 
-@dataclass
-class LaneWatch:
-    """Watches one lane's boot until ready, failed or stalled."""
+@dataclass(frozen=True)
+class ContainerFacts:
+    """What ``docker inspect`` says of a rank container (for identity)."""
 
-    lane: str
-    ranks: list[RankContainer]
-    links: dict[str, NodeLink]
-    """Node name -> its connection."""
-    api_host: str
-    """Rank 0's api_host."""
-    stall_after_s: float
-    clock: Clock = field(default_factory=SystemClock)
-    poll_s: float = 1.0
-    first_token: bool = True
-    tail: int | None = None
-    """None: from the start of each container's log."""
-    on_line: Callable[[int, str], Awaitable[None] | None] | None = None
-    """Called for each log line (rank, raw line), e.g. to print it."""
-    memory_poll_s: float = 10.0
-    """How often the rank nodes' MemAvailable is read while loading."""
-    on_memory: Callable[[str, int], None] | None = None
-    """Called with (node, MemAvailable KiB) at each of those reads (OOM prediction)."""
-    stop_when_ready: bool = True
-    """False: keep watching a ready lane until it fails (or the task is cancelled)."""
-    ready: bool = field(default=False, init=False)
-    """The endpoint passed every readiness stage."""
-    tracker: PhaseTracker = field(init=False)
-    stages: dict[str, float] = field(default_factory=dict, init=False)
-    _done: asyncio.Event = field(default_factory=asyncio.Event, init=False)
-    _outcome: Outcome | None = field(default=None, init=False)
+    running: bool
+    started: float | None
+    """Epoch seconds of State.StartedAt."""
+    finished: str | None
+    """State.FinishedAt (RFC 3339) once it exited, else None."""
+    exit_code: int | None
+    oom_killed: bool
+    served_models: tuple[str, ...]
+    """The names ``/v1/models`` will list for it (from its engine arguments)."""
 
-    def __post_init__(self) -> None:
-        self.tracker = PhaseTracker(self.lane, self.stall_after_s, self.clock.monotonic())
-        self._fail_task: asyncio.Task[None] | None = None
 
-    @property
-    def port(self) -> int | None:
-        rank0 = next((r for r in self.ranks if r.rank == 0), None)
-        return rank0.port if rank0 else None
+ZERO_TIME = "0001-01-01T00:00:00Z"
 
-    async def run(self) -> WaitResult:
-        tasks = [
-            asyncio.create_task(self._follow(rc), name=f"wait-{rc.container}")
-            for rc in self.ranks
-        ]
-        tasks.append(asyncio.create_task(self._stall_ticker(), name=f"stall-{self.lane}"))
-        tasks.append(asyncio.create_task(self._memory_progress(), name=f"mem-{self.lane}"))
-        if self.port is not None:
-            tasks.append(asyncio.create_task(self._probe_endpoint(self.port),
-                                             name=f"ready-{self.lane}"))
-        try:
-            waiter = asyncio.create_task(self._done.wait())
-            pending = {waiter, *tasks}
-            while not self._done.is_set():
-                finished, pending = await asyncio.wait(
-                    pending, return_when=asyncio.FIRST_COMPLETED)
-                for t in finished:
-                    if t is not waiter and not t.cancelled() and t.exception() is not None:
-                        raise t.exception()  # type: ignore[misc]
-                if not pending - {waiter} and not self._done.is_set():
-                    # every follower ended without a verdict: nothing more can arrive
-                    self._finish(Outcome.STALLED)
-        finally:
-            owned = [*tasks, waiter, *([self._fail_task] if self._fail_task else [])]
-            for t in owned:
-                t.cancel()
-            await asyncio.gather(*owned, return_exceptions=True)
-        return self.result()
 
-    def result(self) -> WaitResult:
-        tr = self.tracker
-        assert self._outcome is not None
-        return WaitResult(
-            self.lane,
-            self._outcome,
-            dict(self.stages),
-            tr.stage_seconds(),
-            tr.failure,
-            tr.last_progress,
-            tr.summary(),
-        )
+def served_models(args: Sequence[str]) -> tuple[str, ...]:
+    """The model names an engine serves, from its argv: ``--served-model-name``
+    (vLLM takes several), else vLLM's ``serve MODEL`` or SGLang's ``--model-path``."""
+    args = list(args)
+    for i, a in enumerate(args):
+        if a == "--served-model-name":
+            names = []
+            for b in args[i + 1:]:
+                if b.startswith("-"):
+                    break
+                names.append(b)
+            if names:
+                return tuple(names)
+        elif a.startswith("--served-model-name="):
+            return (a.split("=", 1)[1],)
+    for i, a in enumerate(args):
+        if a in ("--model-path", "--model") and i + 1 < len(args):
+            return (args[i + 1],)
+        if a == "serve" and i + 1 < len(args) and not args[i + 1].startswith("-"):
+            return (args[i + 1],)
+    return ()
 
-    # ---- tasks -------------------------------------------------------------
-    def _finish(self, outcome: Outcome) -> None:
-        if self._outcome is None:
-            self._outcome = outcome
-            self._done.set()
 
-    def _fail_soon(self) -> None:
-        """Fail after FATAL_GRACE_S of wall time, during which the other ranks'
-        lines already in flight are still applied (an earlier fatal line of
-        another rank replaces the first one to arrive)."""
-        if self._fail_task is None:
-            self._fail_task = asyncio.create_task(self._fail_after_grace(),
-                                                  name=f"fail-{self.lane}")
+async def inspect_container(link: NodeLink, container: str) -> ContainerFacts | None:
+    """``docker inspect NAME``; None when it does not exist or cannot be read."""
+    cmd = f"docker inspect {shlex.quote(container)} 2>/dev/null"
+    try:
+        result = await link.run(cmd, INSPECT_TIMEOUT_S)
+        data = json.loads(getattr(result, "stdout", "") or "[]")
+    except (RemoteError, ValueError):
+        return None
+    if not isinstance(data, list) or not data or not isinstance(data[0], dict):
+        return None
+    obj = data[0]
+    state = obj.get("State") if isinstance(obj.get("State"), dict) else {}
+    config = obj.get("Config") if isinstance(obj.get("Config"), dict) else {}
+    args = config.get("Cmd") if isinstance(config.get("Cmd"), list) else obj.get("Args", [])
+    finished = state.get("FinishedAt")
+    code = state.get("ExitCode")
+    return ContainerFacts(
+        running=bool(state.get("Running")),
+        started=parse_timestamp(state.get("StartedAt") if state.get("StartedAt") != ZERO_TIME
+                                else None),
+        finished=finished if isinstance(finished, str) and finished != ZERO_TIME
+        and not state.get("Running") else None,
+        exit_code=code if isinstance(code, int) else None,
+        oom_killed=bool(state.get("OOMKilled")),
+        served_models=served_models([str(a) for a in args or []]),
+    )
 
-    async def _fail_after_grace(self) -> None:
-        await asyncio.sleep(FATAL_GRACE_S)
-        self._finish(Outcome.FAILED)
 
-    async def _follow(self, rc: RankContainer) -> None:
-        link = self.links[rc.node]
-        follower = LogFollower.for_container(
-            link, rc.container, rc.rank, follow=True, tail=self.tail,
-            still_running=running_check(link, rc.container), clock=self.clock,
-        )
-        tr = self.tracker
-        async for batch in follower.batches():
-            now = self.clock.monotonic()
-            for line in batch:
-                tr.feed(rc.rank, line.text, now, line.ts)
-                if self.on_line is not None:
-                    maybe = self.on_line(rc.rank, line.raw)
-                    if maybe is not None:
-                        await maybe
-            # the rest of the batch after a fatal line is fed too: it often
-            # holds the root cause, at no cost in latency
-            if tr.phase is Phase.FAILED:
-                self._fail_soon()
-                return
-        # the container's log ended: the container stopped or died
-        try:
-            state = await container_state(link, rc.container)
-        except RemoteError:
-            state = None
-        code = state.get("ExitCode") if state else None
-        oom = bool(state.get("OOMKilled")) if state else False
-        tr.feed_event(rc.rank, container_exit(code if isinstance(code, int) else -1, oom),
-                      self.clock.monotonic())
-        self._fail_soon()
+async def port_holders(link: NodeLink, port: int, lane: str) -> list[str]:
+    """Other lanes whose running container on this node claims ``port``."""
+    try:
+        result = await link.run(f"{DOCKER_PS} 2>&1", DISCOVER_TIMEOUT_S)
+    except RemoteError:
+        return []
+    probe = parse_probe(f"@@containers\n{getattr(result, 'stdout', '')}\n@@rc 0\n@@end\n")
+    return sorted({c.labels.get("sparktui.lane", c.name) for c in probe.containers
+                   if c.running and c.labels.get("sparktui.port") == str(port)
+                   and c.labels.get("sparktui.lane") != lane})
 
-    async def _stall_ticker(self) -> None:
-        while True:
-            await self.clock.sleep(self.poll_s)
-            if self.tracker.check_stall(self.clock.monotonic()):
-                self._finish(Outcome.STALLED)
-                return
 
-    async def _memory_progress(self) -> None:
-        nodes = sorted({r.node for r in self.ranks})
-        memory = MemoryProgress()
-        while self.tracker.phase not in (Phase.SERVING, Phase.FAILED):
-            for node in nodes:
-                avail = await self._mem_available(node)
-                if avail is not None and self.on_memory is not None:
-                    self.on_memory(node, avail)
-                note = memory.observe(node, avail) if avail is not None else None
-                if note is not None:
-                    self.tracker.note_progress(note, self.clock.monotonic())
-            await self.clock.sleep(self.memory_poll_s)
-
-    async def _mem_available(self, node: str) -> int | None:
-        try:
-            result = await self.links[node].run("cat /proc/meminfo", MEMINFO_TIMEOUT_S)
-        except RemoteError:
-            return None
-        text = getattr(result, "stdout", "")
-        mem = parse_probe(f"@@meminfo\n{text}\n@@rc 0\n@@end\n").meminfo
-        return mem.available_kib if mem else None
-
-    async def _probe_endpoint(self, port: int) -> None:
-        wanted = list(STAGES if self.first_token else STAGES[:-1])
-        async with EngineClient(self.api_host, port) as client:
-            model = ""
-            while wanted:
-                stage = wanted[0]
-                passed = False
-                if stage == "port":
-                    passed = await client.port_open()
-                elif stage == "health":
-                    passed = (await client.health()).ok
-                elif stage == "models":
-                    models = await client.models()
-                    model, passed = (models[0], True) if models else ("", False)
-                else:
-                    passed = await client.first_token(model) is not None
-                if passed:
-                    now = self.clock.monotonic()
-                    self.stages[stage] = now - self.tracker.start
-                    self.tracker.note_progress(f"endpoint: {stage} passed", now)
-                    wanted.pop(0)
-                    continue
-                if stage != "port" and not await client.port_open():
-                    # the server went away (engine death closes the port):
-                    # start over; the log says why
-                    wanted = list(STAGES if self.first_token else STAGES[:-1])
-                    self.stages.clear()
-                await self.clock.sleep(self.poll_s)
-        self.ready = True
-        self.tracker.mark_serving(self.clock.monotonic())
-        if self.stop_when_ready:
-            self._finish(Outcome.READY)
-
+def describe_stall(result: WaitResult, *, kept: str) -> str:
+    """What a stalled (or failed) lane leaves behind, for the operator."""
+    text = result.ranks_text()
+    return f"{text}; {kept}" if text else kept

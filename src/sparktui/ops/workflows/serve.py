@@ -6,8 +6,9 @@ On the first fatal line of any rank (or a rank's exit, or a stall) the run
 reports the rank and the line, collects the last lines of every rank, and
 stops the ranks unless ``keep``. The lock is released whatever happens.
 ``detach`` returns once the ranks started (``sparktui wait`` picks it up).
-The boot itself is watched by ``watch/readiness.LaneWatch``; nothing here
-re-implements log parsing.
+The boot itself is watched by ``watch/lane.LaneWatcher`` (the console's own
+watcher of the lane when the context carries one: a lane is followed once);
+nothing here re-implements log parsing.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, run_gate
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
+from sparktui.watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
 from sparktui.watch.oom import OomWatch
-from sparktui.watch.readiness import LaneWatch, Outcome, RankContainer, WaitResult
+from sparktui.watch.readiness import Outcome, RankContainer, WaitResult
 from sparktui.watch.thrash import ThrashDetector
 
 GID_TIMEOUT_S = 15.0
@@ -285,12 +287,12 @@ async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDe
         await ctx.clock.sleep(interval_s)
 
 
-async def _watch(watch: LaneWatch, memory: Coroutine[Any, Any, ThrashVerdict],
+async def _watch(watch: LaneWatcher, memory: Coroutine[Any, Any, ThrashVerdict],
                  oom_stop: asyncio.Future[OomPredicted]
                  ) -> WaitResult | ThrashVerdict | OomPredicted:
     """The lane's boot and its nodes' memory side by side; the first verdict wins
     (``oom_stop`` resolves when a predicted OOM is to stop the lane)."""
-    tasks = [asyncio.create_task(watch.run(), name=f"serve-watch-{watch.lane}"),
+    tasks = [asyncio.create_task(watch.verdict(), name=f"serve-watch-{watch.lane}"),
              asyncio.create_task(memory, name=f"serve-memory-{watch.lane}"),
              asyncio.ensure_future(oom_stop)]
     try:
@@ -310,22 +312,31 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                            recipe.engine, True) for r in launch.ranks]
     stall = (options.stall_after_s or recipe.readiness.stall_after_s
              or ctx.config.console.stall_after_s)
-    watch = LaneWatch(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
-                      ctx.api_host(launch.ranks[0].node), stall_after_s=stall, clock=ctx.clock,
-                      poll_s=options.poll_s,
-                      first_token=options.first_token and recipe.readiness.first_token)
+
+    def make() -> LaneWatcher:
+        return LaneWatcher(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
+                           ctx.api_host(launch.ranks[0].node), stall_after_s=stall,
+                           clock=ctx.clock, poll_s=options.poll_s,
+                           first_token=options.first_token and recipe.readiness.first_token)
+
+    shared = ctx.lane_watchers
+    if shared is not None:
+        watch = await shared.replace(lane, make)
+    else:
+        watch = make()
+        watch.start()
     detector = ThrashDetector(ctx.config.thrash, clock=ctx.clock)
-    node_of = {r.rank: r.node for r in launch.ranks}
     last_phase: list[Phase | None] = [None]
 
-    def on_line(rank: int, line: str) -> None:
-        detector.on_line(node_of[rank], line)
-        tr = watch.tracker
-        if tr.phase is not last_phase[0]:
-            last_phase[0] = tr.phase
-            run.progress("readiness", lane, tr.summary())
+    def on_event(event: LaneEvent) -> None:
+        if isinstance(event, LinesArrived):
+            for ev in event.events:
+                if ev is not None:
+                    detector.on_event(event.node, ev)
+        elif isinstance(event, PhaseChanged) and event.phase is not last_phase[0]:
+            last_phase[0] = event.phase
+            run.progress("readiness", lane, event.summary)
 
-    watch.on_line = on_line
     oom_stop: asyncio.Future[OomPredicted] = asyncio.get_running_loop().create_future()
 
     def predicted(w: OomPredicted) -> None:
@@ -338,7 +349,13 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
 
     oom = OomWatch(lane, ranks, watch.tracker, load_plan(fit(ctx.config, recipe, cluster)),
                    ctx.clock, predicted)
-    watch.on_memory = oom.on_memory
+
+    def on_memory(event: LaneEvent) -> None:
+        if isinstance(event, MemoryRead):
+            oom.on_memory(event.node, event.available_kib)
+
+    unsubscribe = watch.subscribe(on_event)
+    unsubscribe_memory = watch.subscribe(on_memory)
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
     memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
@@ -352,6 +369,11 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         if not options.keep:
             await _stop_ranks(run, launch.ranks)
         raise
+    finally:
+        unsubscribe()
+        unsubscribe_memory()
+        if shared is None:
+            await watch.stop()
     tr = watch.tracker
     detail: dict[str, Any] = {
         "recipe": recipe.name, "cluster": cluster, "summary": tr.summary(),
@@ -391,15 +413,24 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
             return
         if result.failure is not None:
             f = result.failure
-            detail["failure"] = {"rank": f.rank, "kind": f.kind.value, "line": f.line,
-                                 "timestamp": f.timestamp}
+            detail["failure"] = f.to_json()
             why = f"failed on rank {f.rank}: {f.line}"
+            if f.cause:
+                why += f" (cause: {f.cause})"
         else:
             why = f"{result.outcome.value}; last progress: {result.last_progress}"
+            if result.ranks:
+                detail["ranks"] = {str(k): v for k, v in result.ranks.items()}
+                why += f"; ranks {result.ranks_text()}"
+        if result.unread:
+            detail["unread"] = list(result.unread)
+        if result.port_taken:
+            detail["port_taken"] = result.port_taken
+            why += f"; {result.port_taken}"
     reachable = [r for r in launch.ranks if r.node not in hung]
     detail["last_lines"] = await _last_lines(run, reachable)
     if options.keep:
-        why += " (ranks kept: --keep)"
+        why += f" (ranks kept: --keep; `sparktui stop {lane}` stops them)"
     else:
         await _stop_ranks(run, reachable)
         left = f"{', '.join(sorted(hung))} do not answer" if hung else ""

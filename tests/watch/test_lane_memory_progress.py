@@ -1,12 +1,12 @@
 """A healthy load that prints nothing (InstantTensor, worker ranks) must never be
 declared stalled while memory keeps filling on the lane's nodes: the console's
-lane watch takes that progress from the poller's snapshots."""
+lane watcher takes that progress from the poller's snapshots."""
 
 from __future__ import annotations
 
 from sparktui.core.phases import MemoryProgress
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult
-from sparktui.service.lane_watch import LaneWatch
+from sparktui.watch.lane import LaneWatcher
 from sparktui.watch.readiness import RankContainer
 
 GIB_KIB = 1024 * 1024
@@ -32,11 +32,11 @@ def snap(node: str, available_gib: float, t: float) -> NodeSnapshot:
     return NodeSnapshot(node, NodeState.ONLINE, t, probe=ProbeResult(meminfo=mem))
 
 
-def watch(clock: Clock) -> LaneWatch:
+def watch(clock: Clock) -> LaneWatcher:
     ranks = tuple(RankContainer(r, f"dgx{5 + r}", f"sparktui-x-r{r}", 4, 8000, "vllm", True)
                   for r in range(4))
-    w = LaneWatch("x", "4nodes-switch-b", ranks, links={}, clock=clock, sink=lambda e: None,
-                  stall_after_s=900.0)
+    w = LaneWatcher("x", ranks, {}, "127.0.0.1", clock=clock, stall_after_s=900.0,
+                    resource_poll_s=None)
     w.tracker.feed(0, "2026-11-30T01:00:00.000000000Z (EngineCore_DP0 pid=312) INFO 11-30 "
                       "01:00:00 [gpu_model_runner.py:2000] Starting to load model x...", clock.t)
     return w

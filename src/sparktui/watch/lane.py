@@ -1,0 +1,703 @@
+"""The one lane watcher: follows every rank of a lane once and tells its
+subscribers what happens (phase, progress, lines, fatal, exit, endpoint).
+
+Readiness (`sparktui wait`, the serve workflow) and the console consume the
+same watcher; a serve started from the console shares the console's watcher
+through :class:`LaneWatchers`, so no rank is followed twice.
+
+- **Fatal, decided right.** Ranks' streams arrive with different lags (a
+  `docker logs -f` that started 0.4 s later). The first fatal line seen is
+  only a candidate; the lane's failure is decided once every rank's log has
+  been read past the candidate's timestamp (its stream delivered a later
+  line, or ended, or a one-shot catch-up read returned what the log holds up
+  to now). An earlier fatal line of another rank found meanwhile replaces
+  the candidate. The failure keeps the rank's root-cause line (the exception
+  line after a traceback), read to the end of the rank's log at decision time.
+- **Container exit is a failure** (timestamped by docker's FinishedAt).
+- **Stalled** only when nothing progressed for ``stall_after_s``, in every
+  phase until the endpoint is confirmed (core/phases.py). Progress: log
+  progress lines, phase changes, endpoint stages, memory becoming resident
+  and bytes read from disk or NFS on a rank's node.
+- **Serving** only when the endpoint proves to be this lane's
+  (watch/readiness.py), and only after this lane's log reached the API phase.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import secrets
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sparktui.adapters.engine_http import EngineClient
+from sparktui.core.clock import Clock
+from sparktui.core.errors import RemoteError
+from sparktui.core.logsig import (
+    Kind,
+    LogEvent,
+    Phase,
+    Severity,
+    container_exit,
+    parse_timestamp,
+)
+from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
+from sparktui.core.probe import parse_probe
+from sparktui.core.state import NodeSnapshot
+from sparktui.watch.follower import LogFollower, LogLine, running_check
+from sparktui.watch.readiness import (
+    STAGES,
+    NodeLink,
+    Outcome,
+    RankContainer,
+    WaitResult,
+    inspect_container,
+    port_holders,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_BUFFER_LINES = 5000
+"""Lines kept per rank for the console; older ones are dropped."""
+FEED_SLICE = 64
+"""Lines classified between two yields to the event loop during a burst."""
+ENGINE_TIMEOUT_S = 3.0
+ECHO_READS = 3
+"""Reads of the rank-0 log for the tag of a ``/v1/models`` request before the
+start-time fallback and the port's owner are asked."""
+START_SKEW_S = 2.0
+"""Clock skew allowed between the server's start time and its container's."""
+RESOURCE_TIMEOUT_S = 10.0
+IO_PROGRESS_BYTES = 256 * 1024 * 1024
+"""This many more bytes read on a rank's node (disk or NFS) is load progress."""
+RESOURCE_COMMAND = ("cat /proc/meminfo 2>&1; echo @@io; "
+                    "cat /proc/diskstats /proc/self/mountstats 2>/dev/null")
+"""MemAvailable, block-device sectors read and NFS bytes read (page-cache
+reads of a sparse shard show in no MemAvailable change, only here)."""
+
+
+class Verdict(StrEnum):
+    READY = "ready"
+    FAILED = "failed"
+    STALLED = "stalled"
+
+
+@dataclass(frozen=True)
+class LaneEvent:
+    lane: str
+
+
+@dataclass(frozen=True)
+class PhaseChanged(LaneEvent):
+    phase: Phase
+    summary: str
+
+
+@dataclass(frozen=True)
+class LinesArrived(LaneEvent):
+    rank: int
+    node: str
+    lines: tuple[LogLine, ...]
+    events: tuple[LogEvent | None, ...]
+    """What each line means (core/logsig), classified once for every consumer."""
+    delivered: int
+    """Lines of that rank delivered so far (the console's buffer index)."""
+
+
+@dataclass(frozen=True)
+class FatalDecided(LaneEvent):
+    failure: Failure
+
+
+@dataclass(frozen=True)
+class RankExited(LaneEvent):
+    rank: int
+    node: str
+    exit_code: int | None
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class MemoryRead(LaneEvent):
+    """MemAvailable of a rank's node while the lane boots (OOM prediction)."""
+
+    node: str
+    available_kib: int
+
+
+@dataclass(frozen=True)
+class EndpointChecked(LaneEvent):
+    health: str
+    decode_tps: float | None
+    metrics: Mapping[str, float]
+    """The engine's ``/metrics`` samples (empty when it did not answer)."""
+
+
+@dataclass(frozen=True)
+class WatchEnded(LaneEvent):
+    result: WaitResult
+
+
+Subscriber = Callable[[LaneEvent], None]
+
+
+@dataclass
+class _RankState:
+    rc: RankContainer
+    follower: LogFollower | None = None
+    fed_time: float | None = None
+    """Epoch seconds of the last line fed to the tracker."""
+    busy: bool = False
+    """A batch is being fed (its lines are not all in the tracker yet)."""
+    ended: bool = False
+    unreadable: str = ""
+
+
+def _rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
+class LaneWatcher:
+    """Watches one lane: :meth:`start`, then :meth:`verdict` (readiness) or
+    events (the console); :meth:`stop` cancels every task it started."""
+
+    def __init__(
+        self,
+        lane: str,
+        ranks: Sequence[RankContainer],
+        links: Mapping[str, NodeLink],
+        api_host: str,
+        *,
+        stall_after_s: float,
+        clock: Clock,
+        poll_s: float = 1.0,
+        first_token: bool = True,
+        tail: int | None = None,
+        resource_poll_s: float | None = 10.0,
+        endpoint_every_s: float = 5.0,
+    ) -> None:
+        """``resource_poll_s`` None: memory comes from :meth:`on_snapshot`
+        (the console's poller) instead of the watcher's own reads."""
+        self.lane = lane
+        self.ranks = tuple(ranks)
+        self.links = links
+        self.api_host = api_host
+        self.clock = clock
+        self.poll_s = poll_s
+        self.first_token = first_token
+        self.tail = tail
+        self.resource_poll_s = resource_poll_s
+        self.endpoint_every_s = endpoint_every_s
+        self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
+        self.created_at = clock.time()
+        self.stages: dict[str, float] = {}
+        self.buffers: dict[int, deque[LogLine]] = {}
+        self.delivered: dict[int, int] = {}
+        self.health = "—"
+        self.decode_tps: float | None = None
+        self._subscribers: list[Subscriber] = []
+        self._ranks: dict[int, _RankState] = {}
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._result: WaitResult | None = None
+        self._verdict = asyncio.Event()
+        self._decided: Failure | None = None
+        self._phase: Phase | None = None
+        self._memory = MemoryProgress()
+        self._io: dict[str, int] = {}
+        self._tags: set[str] = set()
+        self._echoed: set[str] = set()
+        self._last_tokens: tuple[float, float] | None = None
+        self._unread: list[str] = []
+        self._port_taken = ""
+
+    # -- subscribers ---------------------------------------------------------
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        """Events from now on go to ``fn`` too; returns the unsubscribe."""
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def _emit(self, event: LaneEvent) -> None:
+        for fn in list(self._subscribers):
+            try:
+                fn(event)
+            except Exception:  # a broken consumer must not stop the watch
+                log.exception("lane %s: subscriber failed on %r", self.lane, event)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    @property
+    def port(self) -> int | None:
+        rank0 = next((r for r in self.ranks if r.rank == 0), None)
+        return rank0.port if rank0 else None
+
+    @property
+    def ready(self) -> bool:
+        return self.tracker.ready
+
+    def start(self) -> None:
+        for rc in self.ranks:
+            self._follow(rc)
+        self._spawn("ticker", self._ticker)
+        if self.resource_poll_s is not None:
+            self._spawn("resources", self._resources)
+        if (port := self.port) is not None:
+            self._spawn("endpoint", lambda: self._endpoint(port))
+
+    def update_ranks(self, ranks: Sequence[RankContainer]) -> None:
+        """Ranks seen in a newer snapshot: a new container gets its follower."""
+        self.ranks = tuple(ranks)
+        for rc in self.ranks:
+            self._follow(rc)
+
+    async def stop(self) -> None:
+        tasks, self._tasks = list(self._tasks.values()), {}
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def verdict(self) -> WaitResult:
+        """The first verdict: ready, failed or stalled. A watcher task that
+        crashed raises here instead of leaving the wait hanging."""
+        waiter = asyncio.create_task(self._verdict.wait())
+        try:
+            while not waiter.done():
+                tasks = [t for t in self._tasks.values() if not t.done()]
+                await asyncio.wait([waiter, *tasks], return_when=asyncio.FIRST_COMPLETED)
+                for t in tasks:
+                    if t.done() and not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                if not waiter.done() and not any(not t.done() for t in self._tasks.values()):
+                    # every task ended without a verdict: nothing more can arrive
+                    self._finish(Verdict.STALLED)
+        finally:
+            waiter.cancel()
+        assert self._result is not None
+        return self._result
+
+    async def run(self) -> WaitResult:
+        """Start, wait for the verdict, stop (for a watch of its own)."""
+        self.start()
+        try:
+            return await self.verdict()
+        finally:
+            await self.stop()
+
+    def _spawn(self, key: str, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        if key not in self._tasks:
+            self._tasks[key] = asyncio.create_task(make(), name=f"lane:{self.lane}:{key}")
+
+    def _follow(self, rc: RankContainer) -> None:
+        key = f"rank:{rc.rank}:{rc.container}"
+        if key in self._tasks or rc.node not in self.links:
+            return
+        self.buffers.setdefault(rc.rank, deque(maxlen=LOG_BUFFER_LINES))
+        self._ranks[rc.rank] = _RankState(rc)
+        st = self._ranks[rc.rank]
+        self._spawn(key, lambda: self._follow_rank(st))
+
+    # -- verdicts ------------------------------------------------------------
+
+    def _finish(self, verdict: Verdict, ranks: dict[int, str] | None = None) -> None:
+        if self._result is not None:
+            return
+        tr = self.tracker
+        self._result = WaitResult(
+            self.lane, Outcome(verdict.value), dict(self.stages), tr.stage_seconds(),
+            tr.failure, tr.last_progress, tr.summary(), ranks or {}, tuple(self._unread),
+            self._port_taken)
+        self._verdict.set()
+        self._emit(WatchEnded(self.lane, self._result))
+
+    def _phase_changed(self) -> None:
+        phase = self.tracker.phase
+        if phase is not self._phase and phase is not Phase.FAILED:
+            self._phase = phase
+            self._emit(PhaseChanged(self.lane, phase, self.tracker.summary()))
+
+    async def _rank_states(self) -> dict[int, str]:
+        async def one(rc: RankContainer) -> tuple[int, str]:
+            facts = await inspect_container(self.links[rc.node], rc.container)
+            if facts is None:
+                return rc.rank, "unknown"
+            if facts.running:
+                return rc.rank, "running"
+            return rc.rank, f"exited ({facts.exit_code})"
+
+        pairs = await asyncio.gather(*(one(rc) for rc in self.ranks if rc.node in self.links))
+        return dict(pairs)
+
+    # -- following -----------------------------------------------------------
+
+    async def _follow_rank(self, st: _RankState) -> None:
+        rc = st.rc
+        link = self.links[rc.node]
+        follower = LogFollower.for_container(
+            link, rc.container, rc.rank, follow=True, tail=self.tail,
+            still_running=running_check(link, rc.container), clock=self.clock)
+        st.follower = follower
+        async for batch in follower.batches():
+            await self._ingest(st, batch)
+        # the log was read to its end and the container stopped: an exit
+        facts = await inspect_container(link, rc.container)
+        code = facts.exit_code if facts else None
+        oom = facts.oom_killed if facts else False
+        st.ended = True
+        self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
+        self.tracker.feed_event(rc.rank, container_exit(code if code is not None else -1, oom),
+                                self.clock.monotonic(), facts.finished if facts else None)
+        self._after_feed()
+
+    async def _ingest(self, st: _RankState, batch: Sequence[LogLine]) -> None:
+        rank = st.rc.rank
+        tr = self.tracker
+        st.busy = True
+        events: list[LogEvent | None] = []
+        try:
+            now = self.clock.monotonic()
+            for i, line in enumerate(batch, 1):
+                events.append(tr.feed(rank, line.text, now, line.ts))
+                if self._tags and rank == 0:
+                    for tag in self._tags:
+                        if tag in line.text:
+                            self._echoed.add(tag)
+                if i % FEED_SLICE == 0:
+                    await asyncio.sleep(0)  # a burst must not hold the loop
+            if batch and (t := batch[-1].ts) is not None:
+                st.fed_time = parse_timestamp(t) or st.fed_time
+        finally:
+            st.busy = False
+        self.buffers.setdefault(rank, deque(maxlen=LOG_BUFFER_LINES)).extend(batch)
+        end = self.delivered[rank] = self.delivered.get(rank, 0) + len(batch)
+        self._emit(LinesArrived(self.lane, rank, st.rc.node, tuple(batch), tuple(events), end))
+        self._after_feed()
+
+    def _after_feed(self) -> None:
+        self._phase_changed()
+        if self.tracker.failure is not None and self._decided is None:
+            self._spawn("decide", self._decide)
+
+    # -- the fatal decision --------------------------------------------------
+
+    def _caught_up(self, st: _RankState, at: float | None) -> bool:
+        if st.busy:
+            return False
+        if st.ended or st.unreadable or (st.follower is not None and st.follower.ended):
+            return True
+        return at is not None and st.fed_time is not None and st.fed_time >= at
+
+    async def _decide(self) -> None:
+        """Decide the lane's failure once every rank's log is read past the
+        candidate's time; an earlier fatal line found meanwhile replaces it.
+        Beside it, the head node is asked whether another lane holds the port."""
+        holders = asyncio.create_task(self._port_holders())
+        try:
+            await self._read_past_failure()
+            failure = self.tracker.failure
+            assert failure is not None
+            self._decided = failure
+            self._emit(FatalDecided(self.lane, failure))
+            self._port_taken = await holders
+        finally:
+            holders.cancel()
+        self._finish(Verdict.FAILED, {st.rc.rank: "exited" for st in self._ranks.values()
+                                      if st.ended})
+
+    async def _read_past_failure(self) -> None:
+        read_once: set[int] = set()
+        while True:
+            f = self.tracker.failure
+            assert f is not None
+            at = parse_timestamp(f.timestamp)
+            behind = [st for st in self._ranks.values() if not self._caught_up(st, at)]
+            # the failing rank is read to its end too: its root cause follows the line
+            if f.cause is None and f.rank not in read_once:
+                rank_st = self._ranks.get(f.rank)
+                if rank_st is not None and rank_st not in behind and not rank_st.ended:
+                    behind.append(rank_st)
+            behind = [st for st in behind if st.rc.rank not in read_once or st.busy]
+            if not behind:
+                if self.tracker.failure is f:
+                    return
+                continue
+            if any(st.busy for st in behind):
+                await asyncio.sleep(0)
+                continue
+            read_once.update(st.rc.rank for st in behind)
+            await asyncio.gather(*(self._catch_up(st) for st in behind))
+
+    async def _port_holders(self) -> str:
+        rank0 = next((r for r in self.ranks if r.rank == 0), None)
+        if rank0 is None or rank0.port is None or rank0.node not in self.links:
+            return ""
+        holders = await port_holders(self.links[rank0.node], rank0.port, self.lane)
+        return (f"port {rank0.port} on {rank0.node} answered by lane {', '.join(holders)}"
+                if holders else "")
+
+    async def _catch_up(self, st: _RankState) -> None:
+        if st.follower is None:
+            st.unreadable = "not followed yet"
+            self._unread.append(f"rank {st.rc.rank}: its log was not followed yet")
+            return
+        try:
+            lines = await st.follower.catch_up(self.links[st.rc.node])
+        except RemoteError as exc:
+            st.unreadable = exc.message
+            self._unread.append(f"rank {st.rc.rank} ({st.rc.node}): {exc.message}")
+            return
+        if lines:
+            await self._ingest(st, lines)
+        st.fed_time = max(st.fed_time or 0.0, self.clock.time())
+
+    # -- stall, memory and I/O -----------------------------------------------
+
+    async def _ticker(self) -> None:
+        while True:
+            await self.clock.sleep(self.poll_s)
+            was = self.tracker.phase
+            if self.tracker.check_stall(self.clock.monotonic()) and was is not Phase.STALLED:
+                self._phase_changed()
+                if self._result is None:
+                    self._finish(Verdict.STALLED, await self._rank_states())
+
+    def on_snapshot(self, snap: NodeSnapshot) -> None:
+        """A poll of one node (the console's poller): memory filling on a
+        rank's node is load progress. Ignored while the watcher reads the
+        nodes itself (one source of memory readings, not two)."""
+        if self.resource_poll_s is not None or self.tracker.done \
+                or all(rc.node != snap.node for rc in self.ranks):
+            return
+        mem = snap.probe.meminfo if snap.probe is not None else None
+        if mem is not None:
+            self._emit(MemoryRead(self.lane, snap.node, mem.available_kib))
+            self._note(self._memory.observe(snap.node, mem.available_kib))
+
+    def _note(self, note: str | None) -> None:
+        if note is not None:
+            self.tracker.note_progress(note, self.clock.monotonic())
+            self._phase_changed()
+
+    async def _resources(self) -> None:
+        assert self.resource_poll_s is not None
+        nodes = sorted({r.node for r in self.ranks if r.node in self.links})
+        while not self.tracker.done:
+            for node in nodes:
+                try:
+                    result = await self.links[node].run(RESOURCE_COMMAND, RESOURCE_TIMEOUT_S)
+                except RemoteError:
+                    continue
+                text = getattr(result, "stdout", "")
+                mem_text, _, io_text = text.partition("@@io\n")
+                mem = parse_probe(f"@@meminfo\n{mem_text}\n@@rc 0\n@@end\n").meminfo
+                if mem is not None:
+                    self._emit(MemoryRead(self.lane, node, mem.available_kib))
+                    self._note(self._memory.observe(node, mem.available_kib))
+                self._note(self._io_progress(node, read_bytes(io_text)))
+            await self.clock.sleep(self.resource_poll_s)
+
+    def _io_progress(self, node: str, total: int | None) -> str | None:
+        if total is None:
+            return None
+        before = self._io.get(node)
+        if before is None or total < before:
+            self._io[node] = total
+            return None
+        if total - before < IO_PROGRESS_BYTES:
+            return None
+        self._io[node] = total
+        return f"{node}: {(total - before) / 2**30:.1f} GiB more read from disk/NFS"
+
+    # -- the endpoint --------------------------------------------------------
+
+    def _api_reached(self) -> bool:
+        times = self.tracker.phase_times
+        return Phase.API_STARTING in times or Phase.SERVING in times
+
+    async def _endpoint(self, port: int) -> None:
+        while not self._api_reached():
+            await self.clock.sleep(self.poll_s)
+        rank0 = next(r for r in self.ranks if r.rank == 0)
+        wanted = list(STAGES if self.first_token else STAGES[:-1])
+        async with EngineClient(self.api_host, port, timeout=ENGINE_TIMEOUT_S) as client:
+            model = ""
+            while wanted:
+                if self.tracker.failure is not None:
+                    return  # the log or the identity check said why
+                stage = wanted[0]
+                if stage == "port":
+                    passed = await client.port_open()
+                elif stage == "health":
+                    passed = (await client.health()).ok
+                elif stage == "models":
+                    model = await self._identity(client, rank0, port)
+                    if self.tracker.failure is not None:
+                        return
+                    passed = bool(model)
+                else:
+                    passed = await client.first_token(model) is not None
+                if passed:
+                    now = self.clock.monotonic()
+                    self.stages[stage] = now - self.tracker.start
+                    self.tracker.note_progress(f"endpoint: {stage} passed", now)
+                    wanted.pop(0)
+                    continue
+                if stage != "port" and not await client.port_open():
+                    wanted = list(STAGES if self.first_token else STAGES[:-1])
+                    self.stages.clear()
+                await self.clock.sleep(self.poll_s)
+            self.tracker.mark_serving(self.clock.monotonic())
+            self._phase_changed()
+            self._finish(Verdict.READY)
+            while True:
+                await self.clock.sleep(self.endpoint_every_s)
+                await self._check(client)
+
+    async def _identity(self, client: EngineClient, rank0: RankContainer, port: int) -> str:
+        """The model this lane serves when the answering server proves to be
+        this lane's; "" while it cannot tell yet. A server that is not this
+        lane's fails the lane (through the tracker)."""
+        link = self.links[rank0.node]
+        facts = await inspect_container(link, rank0.container)
+        if facts is None or not facts.running:
+            return ""  # its exit reaches the tracker through the follower
+        tag = secrets.token_hex(6)
+        self._tags.add(tag)
+        try:
+            models = await client.models(tag)
+            if not models:
+                return ""
+            mine = [m for m in models if m in facts.served_models] if facts.served_models \
+                else models
+            if not mine:
+                await self._not_ours(link, port, f"/v1/models lists {', '.join(models)}, not "
+                                     f"{', '.join(facts.served_models)}")
+                return ""
+            if await self._echo(tag, rank0.rank):
+                return mine[0]
+            start = (await client.metrics()).get("process_start_time_seconds")
+            if start is not None and facts.started is not None:
+                if start >= facts.started - START_SKEW_S:
+                    return mine[0]
+                await self._not_ours(link, port, "the server started before this lane's "
+                                     "container")
+                return ""
+            holders = await port_holders(link, port, self.lane)
+            if holders:
+                await self._not_ours(link, port, "")
+            return ""
+        finally:
+            self._tags.discard(tag)
+
+    async def _echo(self, tag: str, rank: int) -> bool:
+        """Did the request tagged ``tag`` show up in the rank's log? The log
+        is read to "now" (a one-shot read beside the live stream) a few times,
+        so a slow stream cannot make the lane's own server look foreign."""
+        st = self._ranks.get(rank)
+        for _ in range(ECHO_READS):
+            if tag in self._echoed:
+                return True
+            if st is not None and st.follower is not None and not st.busy:
+                try:
+                    lines = await st.follower.catch_up(self.links[st.rc.node])
+                except RemoteError:
+                    lines = []
+                if lines:
+                    await self._ingest(st, lines)
+            if tag in self._echoed:
+                return True
+            await self.clock.sleep(min(self.poll_s, 0.5))
+        return False
+
+    async def _not_ours(self, link: NodeLink, port: int, why: str) -> None:
+        holders = await port_holders(link, port, self.lane)
+        who = f"lane {', '.join(holders)}" if holders else "a server that is not this lane's"
+        text = f"port {port} answered by {who}" + (f" ({why})" if why else "")
+        ev = LogEvent(Kind.PORT_TAKEN, Severity.FATAL, Phase.FAILED, {"port": str(port)}, text)
+        self.tracker.feed_event(0, ev, self.clock.monotonic(), _rfc3339(self.clock.time()))
+        self._after_feed()
+
+    async def _check(self, client: EngineClient) -> None:
+        """Health and decode rate of a serving lane (the console shows them)."""
+        answer = await client.health()
+        self.health = "refused" if answer.status is None else (
+            "ok" if answer.ok else str(answer.status))
+        metrics: dict[str, float] = {}
+        if answer.status is not None:
+            metrics = await client.metrics()
+            tokens = metrics.get("vllm:generation_tokens_total",
+                                 metrics.get("sglang:generation_tokens_total"))
+            now = self.clock.monotonic()
+            if tokens is not None:
+                if self._last_tokens is not None and now > self._last_tokens[0]:
+                    self.decode_tps = max(0.0, (tokens - self._last_tokens[1])
+                                          / (now - self._last_tokens[0]))
+                self._last_tokens = (now, tokens)
+        self._emit(EndpointChecked(self.lane, self.health, self.decode_tps, metrics))
+
+
+def read_bytes(text: str) -> int | None:
+    """Bytes read on a node so far: sectors read of every block device in
+    ``/proc/diskstats`` (a partition counts with its disk too: only growth
+    matters here) plus the NFS bytes read from the server, page-ins of
+    mmapped shards included (``bytes:`` of ``/proc/self/mountstats``). None
+    when neither is there."""
+    total = 0
+    found = False
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 14 and parts[0].isdigit() and parts[1].isdigit():
+            if parts[2].startswith(("loop", "ram")):
+                continue
+            with contextlib.suppress(ValueError):
+                total += int(parts[5]) * 512
+                found = True
+        elif parts[:1] == ["bytes:"] and len(parts) >= 7:
+            with contextlib.suppress(ValueError):
+                total += int(parts[5])
+                found = True
+    return total if found else None
+
+
+class LaneWatchers:
+    """One watcher per lane for a whole process: the console's service and a
+    serve started from it share it. ``on_new`` hears of every watcher made
+    here (the service subscribes its feed to it)."""
+
+    def __init__(self, on_new: Callable[[LaneWatcher], None] | None = None) -> None:
+        self._watchers: dict[str, LaneWatcher] = {}
+        self.on_new = on_new
+
+    def get(self, lane: str) -> LaneWatcher | None:
+        return self._watchers.get(lane)
+
+    def attach(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
+        """The lane's watcher, made by ``make`` and started when there is none."""
+        w = self._watchers.get(lane)
+        return w if w is not None else self._add(lane, make)
+
+    async def replace(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
+        """A new boot of the lane: the watcher of the previous one (its verdict
+        is about other containers) is stopped and a new one started."""
+        await self.drop(lane)
+        return self._add(lane, make)
+
+    def _add(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
+        w = self._watchers[lane] = make()
+        w.start()
+        if self.on_new is not None:
+            self.on_new(w)
+        return w
+
+    async def drop(self, lane: str) -> None:
+        w = self._watchers.pop(lane, None)
+        if w is not None:
+            await w.stop()
+
+    async def close(self) -> None:
+        watchers, self._watchers = list(self._watchers.values()), {}
+        await asyncio.gather(*(w.stop() for w in watchers), return_exceptions=True)

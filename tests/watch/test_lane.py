@@ -1,0 +1,173 @@
+"""The lane watcher's truth rules against the in-memory docker and a real
+HTTP engine on loopback: whose server answered, bounded readiness, the
+earliest fatal rank across lagging streams, the root cause."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_readiness import FakeEngine, FakeNode, FastClock, P, engine, two_node_lane, until
+
+from sparktui.core.logsig import Kind, Phase
+from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher, read_bytes
+from sparktui.watch.readiness import Outcome, served_models
+
+__all__ = ["engine"]
+
+
+def watcher(nodes: dict[str, FakeNode], ranks: list, stall: float = 900,
+            clock: FastClock | None = None, **kw: object) -> LaneWatcher:
+    return LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=stall,  # type: ignore[arg-type]
+                       clock=clock or FastClock(), poll_s=1.0, first_token=False, **kw)
+
+
+async def api_up(node: FakeNode, container: str = "sparktui-m-r0") -> None:
+    await node.log(container, P + "Starting vLLM server on http://0.0.0.0:8000")
+    await node.log(container, "INFO:     Application startup complete.")
+
+
+async def test_a_stale_server_on_the_port_is_never_taken_for_the_boot(engine: FakeEngine
+                                                                      ) -> None:
+    nodes, ranks = await two_node_lane(engine)
+    engine.node = None  # an old server: its access log is not this lane's log
+    engine.health_status, engine.models = 200, ["m"]
+    await engine.start()
+    watch = watcher(nodes, ranks)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+    await asyncio.sleep(0.3)
+    assert not task.done() and not watch.stages  # no readiness before this lane's API phase
+    nodes["dgx2"].ps.append({"Names": "sparktui-old-r0", "Image": "vllm", "State": "running",
+                             "Status": "Up 2 hours", "Labels": "sparktui.lane=old,"
+                             f"sparktui.rank=0,sparktui.port={engine.port}"})
+    nodes["dgx1"].ps.append(nodes["dgx2"].ps[-1])
+    await api_up(nodes["dgx1"])
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome is Outcome.FAILED, result.summary
+    f = result.failure
+    assert f is not None and f.kind is Kind.PORT_TAKEN
+    assert f"port {engine.port} answered by lane old" in f.line
+    assert "ready" not in result.summary
+
+
+async def test_a_server_listing_another_model_fails_with_its_lane(engine: FakeEngine) -> None:
+    nodes, ranks = await two_node_lane(engine)
+    engine.health_status, engine.models = 200, ["other/model"]
+    await engine.start()
+    nodes["dgx1"].ps.append({"Names": "sparktui-x-r0", "Image": "vllm", "State": "running",
+                             "Status": "Up 1 hour", "Labels": "sparktui.lane=x,"
+                             f"sparktui.rank=0,sparktui.port={engine.port}"})
+    watch = watcher(nodes, ranks)
+    task = asyncio.create_task(watch.run())
+    await api_up(nodes["dgx1"])
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome is Outcome.FAILED
+    assert result.failure is not None
+    assert result.failure.line == (f"port {engine.port} answered by lane x (/v1/models lists "
+                                   "other/model, not m)")
+
+
+async def test_the_lanes_own_server_is_ready_by_its_access_log_echo(engine: FakeEngine
+                                                                    ) -> None:
+    nodes, ranks = await two_node_lane(engine)
+    engine.health_status, engine.models = 200, ["m"]
+    await engine.start()
+    watch = watcher(nodes, ranks)
+    task = asyncio.create_task(watch.run())
+    await api_up(nodes["dgx1"])
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome is Outcome.READY, result.summary
+    assert any("GET /v1/models?sparktui=" in line for line in nodes["dgx1"].logs["sparktui-m-r0"])
+
+
+async def test_startup_complete_but_endpoint_silent_stalls_at_the_window(engine: FakeEngine
+                                                                         ) -> None:
+    nodes, ranks = await two_node_lane(engine)
+    clock = FastClock(speed=2000)
+    watch = watcher(nodes, ranks, stall=300, clock=clock)
+    task = asyncio.create_task(watch.run())
+    await api_up(nodes["dgx1"])
+    await until(lambda: Phase.SERVING in watch.tracker.phase_times)
+    result = await asyncio.wait_for(task, 10)
+    assert result.outcome is Outcome.STALLED, result.summary
+    serving = result.phase_times[Phase.SERVING]
+    assert result.phase_times[Phase.STALLED] - serving >= 300 - 10
+    assert result.ranks == {0: "running", 1: "running"}
+    assert result.ranks_text() == "still running: r0, r1"
+
+
+async def test_the_earliest_fatal_rank_wins_over_a_lagging_stream(engine: FakeEngine) -> None:
+    """Rank 1 fails 0.4 s before rank 0 by the nodes' clocks, but its stream
+    starts later: the old 50 ms grace named rank 0."""
+    for run in range(5):
+        nodes, ranks = await two_node_lane(engine)
+        nodes["dgx2"].stream_delay_s = 0.4
+        watch = watcher(nodes, ranks)
+        task = asyncio.create_task(watch.run())
+        await nodes["dgx2"].log("sparktui-m-r1", "huggingface_hub.errors.LocalEntryNotFoundError:"
+                                " Cannot find an appropriate cached snapshot folder", at=10)
+        await nodes["dgx1"].log("sparktui-m-r0", P.replace("INFO", "ERROR") +
+                                "Worker proc VllmWorker-1 died unexpectedly (exit code: 1), "
+                                "shutting down executor.", at=11)
+        result = await asyncio.wait_for(task, 10)
+        f = result.failure
+        assert f is not None and f.rank == 1 and f.kind is Kind.HF_ENTRY_MISSING, (run, f)
+
+
+async def test_the_failure_keeps_the_root_cause_line_after_the_traceback(
+        engine: FakeEngine) -> None:
+    nodes, ranks = await two_node_lane(engine)
+    events: list[LaneEvent] = []
+    watch = watcher(nodes, ranks)
+    watch.subscribe(events.append)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P.replace("INFO", "ERROR") +
+                            "EngineCore encountered a fatal error.")
+    for line in ("Traceback (most recent call last):",
+                 '  File "/x/multiproc_executor.py", line 312, in get_response',
+                 '    raise TimeoutError(f"RPC call to {method} timed out.") from e',
+                 "TimeoutError: RPC call to sample_tokens timed out."):
+        await nodes["dgx1"].log("sparktui-m-r0", line)
+    result = await asyncio.wait_for(task, 10)
+    f = result.failure
+    assert f is not None and f.rank == 0 and f.kind is Kind.ENGINE_DEAD
+    assert f.cause == "TimeoutError: RPC call to sample_tokens timed out."
+    assert next(e for e in events if isinstance(e, FatalDecided)).failure == f
+
+
+async def test_a_silent_sparse_scan_is_progress_not_a_stall(engine: FakeEngine) -> None:
+    """The seeds' I5 risk: a 101.5 GB shard read for an hour without a log
+    line and with MemAvailable flat (page cache): the bytes read are progress."""
+    nodes, ranks = await two_node_lane(engine)
+    clock = FastClock(speed=2000)
+    watch = watcher(nodes, ranks, stall=300, clock=clock, resource_poll_s=20.0)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+    for _ in range(15):  # 15 x 60 s = 900 s > stall window; 28 MB/s read, nothing printed
+        await asyncio.sleep(60 / clock.speed)
+        nodes["dgx2"].read_sectors += 28 * 60 * 2048
+        assert not task.done(), task.result().summary
+    result = await asyncio.wait_for(task, 5)  # reads stop: stalled after the window
+    assert result.outcome is Outcome.STALLED
+    assert "more read from disk/NFS" in result.last_progress
+
+
+def test_served_models_from_engine_argv() -> None:
+    assert served_models(["vllm", "serve", "org/m", "--port", "8000"]) == ("org/m",)
+    assert served_models(["vllm", "serve", "org/m", "--served-model-name", "a", "b",
+                          "--port", "1"]) == ("a", "b")
+    assert served_models(["python3", "-m", "sglang.launch_server", "--model-path", "org/s",
+                          "--tp", "2"]) == ("org/s",)
+    assert served_models(["sh"]) == ()
+
+
+def test_read_bytes_sums_disks_and_nfs_server_reads() -> None:
+    text = ("   8       0 sda 100 0 2048 10 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+            "   7       0 loop0 5 0 999999 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+            "device nas:/v mounted on /mnt/nas with fstype nfs4 statvers=1.1\n"
+            "\tbytes:\t10 20 30 40 5000 60 7 8\n")
+    assert read_bytes(text) == 2048 * 512 + 5000
+    assert read_bytes("garbage") is None

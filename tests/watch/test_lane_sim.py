@@ -1,0 +1,140 @@
+"""The lane watcher against the simulator (real SSH and HTTP on loopback,
+manual clock): another lane on the port is never taken for this boot; a
+serving log whose endpoint stays silent stalls at the window; a stream cut
+while the engine dies still yields the EngineDead alert (20 runs); the
+earliest failing rank is named although its stream starts late."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_readiness_sim import World, drive, lane_watch, serve, world
+
+from sparktui.core.logsig import Kind, Phase, parse_timestamp
+from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.service.lane_feed import LaneFeed
+from sparktui.watch.lane import LaneWatcher
+from sparktui.watch.readiness import Outcome, discover_lane
+
+SERVING = "glm53-flash-eugr-2x"      # 2nodes-dac: dgx1 (head), dgx2; port 8000
+SAME_HEAD = "dsv41-flash-eugr-0913-4x"  # 4nodes-switch: dgx1 (head) .. dgx4; port 8000
+
+
+async def until_ready(w: World, watch: LaneWatcher, max_sim_s: float = 4 * 3600) -> None:
+    task = asyncio.create_task(watch.verdict())
+    await drive(w.sim, task, step=5.0, max_sim_s=max_sim_s, why=watch.tracker.summary)
+    assert task.result().outcome is Outcome.READY, task.result().summary
+
+
+async def test_another_lane_on_the_port_is_never_taken_for_this_boot(tmp_path: Path) -> None:
+    async with world(tmp_path, "normal") as w:
+        first = await serve(w, SERVING)
+        a = await lane_watch(w, first.lane, first_token=False)
+        a.start()
+        try:
+            await until_ready(w, a)
+            second = await serve(w, SAME_HEAD)
+            b = await lane_watch(w, second.lane, first_token=False)
+            task = asyncio.create_task(b.run())
+            await drive(w.sim, task, step=1.0, max_sim_s=3600, why=b.tracker.summary)
+        finally:
+            await a.stop()
+        result = task.result()
+        assert result.outcome is Outcome.FAILED, result.summary
+        assert not result.stages and Phase.SERVING not in result.phase_times
+        assert result.port_taken == f"port 8000 on dgx1 answered by lane {SERVING}"
+
+
+async def test_startup_complete_but_a_silent_port_stalls_at_the_window(tmp_path: Path) -> None:
+    async with world(tmp_path, "normal") as w:
+        w.sim.schedule_http_start = lambda engine: None  # type: ignore[method-assign]
+        launch = await serve(w, SERVING)
+        watch = await lane_watch(w, launch.lane, first_token=False, stall_after_s=600)
+        task = asyncio.create_task(watch.run())
+        await drive(w.sim, task, step=10.0, max_sim_s=4 * 3600, why=watch.tracker.summary)
+        result = task.result()
+        assert result.outcome is Outcome.STALLED, result.summary
+        times = result.phase_times
+        assert 600 <= times[Phase.STALLED] - times[Phase.SERVING] <= 600 + 30
+        assert result.ranks == {0: "running", 1: "running"}
+
+
+async def test_engine_dead_reaches_the_console_although_the_stream_was_cut(
+        tmp_path: Path) -> None:
+    """The console's missed EngineDead, 20 times: the engine writes its last
+    lines and its container exits while rank 0's log stream is being cut (a
+    stalled probe closes the connection). Every run raises the fatal alert."""
+    async with world(tmp_path, "normal") as w:
+        for run in range(20):
+            launch = await serve(w, SERVING)
+            watch = await lane_watch(w, launch.lane, first_token=False, resource_poll_s=None)
+            events: list[ServiceEvent] = []
+            feed = LaneFeed(watch, lambda: "2nodes-dac", events.append)
+            watch.start()
+            try:
+                await w.sim.advance(8.0)
+                head = w.sim.lane_rank0(launch.lane)
+                while watch.delivered.get(0, 0) < len(head.container.logs):
+                    await asyncio.sleep(0.005)  # the stream is established and caught up
+                head.style.rpc_timeout(head)
+                head.oom_killed()
+                await w.fleet.get("dgx1").close()  # the cut: a clean EOF, no error
+                task = asyncio.create_task(watch.verdict())
+                await drive(w.sim, task, step=0.5, max_sim_s=120, why=watch.tracker.summary)
+            finally:
+                feed.unsubscribe()
+                await watch.stop()
+            alerts = [e.alert for e in events if isinstance(e, AlertRaised)]
+            assert len(alerts) == 1, (run, alerts)
+            assert alerts[0].evidence[0].startswith("rank 0 "), alerts[0]
+            assert "fatal error" in alerts[0].evidence[0] or "EngineDead" in alerts[0].evidence[0]
+            assert any("sample_tokens" in e for e in alerts[0].evidence), alerts[0]
+            for r in launch.ranks:
+                await w.fleet.get(r.node).run(f"docker rm -f {r.container}", 30)
+
+
+class LateStream:
+    """A node link whose log streams start late (a slow channel open)."""
+
+    def __init__(self, link: object, delay_s: float) -> None:
+        self.link = link
+        self.delay_s = delay_s
+
+    async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+        await asyncio.sleep(self.delay_s)
+        async for chunk in self.link.stream(cmd):  # type: ignore[attr-defined]
+            yield chunk
+
+    async def run(self, cmd: str, timeout: float) -> object:
+        return await self.link.run(cmd, timeout)  # type: ignore[attr-defined]
+
+
+async def test_cache_not_symlink_names_the_earliest_rank_with_staggered_streams(
+        tmp_path: Path) -> None:
+    for run in range(3):
+        async with world(tmp_path / str(run), "cache-not-symlink") as w:
+            launch = await serve(w, "dsv41-flash-8x")
+            links = {n: w.fleet.get(n) for n in w.config.nodes}
+            ranks = await discover_lane(links, launch.lane)  # type: ignore[arg-type]
+            # the failing ranks' streams start late, rank 0's at once
+            late = {n: LateStream(links[n], 0.3 + 0.1 * run) for n in ("dgx6", "dgx7", "dgx8")}
+            watch = LaneWatcher(launch.lane, ranks, {**links, **late},  # type: ignore[arg-type]
+                                w.endpoints.node("dgx1").api_host, stall_after_s=900,
+                                clock=w.sim.clock, first_token=False)
+            task = asyncio.create_task(watch.run())
+            await drive(w.sim, task, step=1.0, max_sim_s=600, why=watch.tracker.summary)
+            f = task.result().failure
+            assert f is not None and f.kind is Kind.HF_ENTRY_MISSING, f
+            first: dict[int, float] = {}
+            for r in launch.ranks:
+                c = w.sim.nodes[r.node].docker.containers[r.container]
+                for ln in c.logs:
+                    if "LocalEntryNotFoundError" in ln.text:
+                        first[r.rank] = ln.t
+                        break
+            assert f.rank == min(first, key=lambda k: first[k]), (f, first)
+            assert parse_timestamp(f.timestamp) is not None
