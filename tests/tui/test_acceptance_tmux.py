@@ -6,8 +6,10 @@ lane -> quit. Every assertion reads the captured screen."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -33,6 +35,7 @@ class Terminal:
 
     def __init__(self, socket: str) -> None:
         self.socket = socket
+        self.pid = 0
 
     def tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(["tmux", "-L", self.socket, *args], check=check,
@@ -41,6 +44,21 @@ class Terminal:
     def start(self, command: list[str], env: dict[str, str]) -> None:
         self.tmux("-f", "/dev/null", "new-session", "-d", "-s", "console", "-x", "80",
                   "-y", "24", "env", *(f"{k}={v}" for k, v in env.items()), *command)
+        self.pid = int(self.tmux("display-message", "-p", "-t", "console",
+                                 "#{pane_pid}").stdout.strip())
+        """The console's process (env execs it): ended by pid at teardown, since
+        a console whose terminal vanished does not always notice."""
+
+    def close(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGTERM)
+        end = time.monotonic() + 15
+        while time.monotonic() < end and _running(self.pid):
+            time.sleep(0.2)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        self.tmux("kill-server", check=False)
+
 
     def alive(self) -> bool:
         return self.tmux("has-session", "-t", "console", check=False).returncode == 0
@@ -70,6 +88,14 @@ class Terminal:
         raise AssertionError(f"not on screen after {timeout:.0f} s: {what}\n{text}")
 
 
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
 @pytest.fixture
 def terminal(tmp_path: Path) -> Iterator[Terminal]:
     term = Terminal(f"sparktui-accept-{os.getpid()}")
@@ -82,7 +108,7 @@ def terminal(tmp_path: Path) -> Iterator[Terminal]:
     try:
         yield term
     finally:
-        term.tmux("kill-server", check=False)
+        term.close()
 
 
 def lines(screen: str) -> list[str]:
