@@ -16,6 +16,7 @@ plan says why; ``--hard`` cuts every plug at once, as before.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -30,6 +31,7 @@ from sparktui.ops.workflows.power import (
     plug_action,
     power_off_modes,
     poweroff,
+    tell_plug,
     wait_back,
     wait_dark,
 )
@@ -97,25 +99,38 @@ class ClusterPower:
         run.lock(list(p.nodes))
         power = _power(ctx)
         graceful = [n for n in p.nodes if not on and modes.get(n) == GRACEFUL]
-        await together(*(poweroff(run, n, modes) for n in graceful))
-        await together(*(wait_dark(run, n, modes) for n in graceful if modes[n] == GRACEFUL))
-        for entity in p.switches_before:
-            await run.step("switch on", entity, plug_action(entity, True),
-                           partial(power.turn, entity, True),
+        touched: list[str] = []
+        # plugs and switches a call was sent to: told after an interruption
+
+        async def switch(step: str, entity: str, state: bool) -> None:
+            touched.append(entity)
+            await run.step(step, entity, plug_action(entity, state),
+                           partial(power.turn, entity, state),
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
-        for node in p.nodes:
-            entity = ctx.config.nodes[node].switch
-            await run.step("plug on" if on else "plug off", entity, plug_action(entity, on),
-                           partial(power.turn, entity, on),
-                           describe=lambda s: f"{s.entity} confirmed {s.state}")
+
         found: dict[str, object] = {}
-        if on:
-            results = await together(*(wait_back(run, n) for n in p.nodes))
-            found = {n: r["summary"] for n, r in zip(p.nodes, results, strict=True)}
-        for entity in p.switches_after:
-            await run.step("switch off", entity, plug_action(entity, False),
-                           partial(power.turn, entity, False),
-                           describe=lambda s: f"{s.entity} confirmed {s.state}")
+        try:
+            await together(*(poweroff(run, n, modes) for n in graceful))
+            await together(*(wait_dark(run, n, modes) for n in graceful
+                             if modes[n] == GRACEFUL))
+            for entity in p.switches_before:
+                await switch("switch on", entity, True)
+            for node in p.nodes:
+                await switch("plug on" if on else "plug off", ctx.config.nodes[node].switch, on)
+            if on:
+                results = await together(*(wait_back(run, n) for n in p.nodes))
+                found = {n: r["summary"] for n, r in zip(p.nodes, results, strict=True)}
+            for entity in p.switches_after:
+                await switch("switch off", entity, False)
+        except (asyncio.CancelledError, KeyboardInterrupt) as exc:
+            again = (f"`sparktui power cluster {'on' if on else 'off'} {cluster}"
+                     f"{' --hard' if self.hard else ''}`")
+            for entity in touched:
+                await tell_plug(run, entity, exc, lambda reads, e=entity: (
+                    f"{e} reads {reads} (re-read now) -> to finish: {again}"))
+            if not touched:
+                run.progress("plug state", cluster, f"no plug was switched -> to finish: {again}")
+            raise
         skipped = [v.subject for v in report.warnings if v.guard == "protected-node"]
         kept = [v.subject for v in report.warnings if v.guard == "shared-switch"]
         hard = {n: why for n, why in modes.items() if why}

@@ -298,17 +298,26 @@ async def _plug_left(run: WorkflowRun, node: str, entity: str, exc: BaseExceptio
                                        .timeout_s * 3)
         except StepFailed:
             pass
-    reads = await _read_plug(ctx, entity)
-    if reads == "on":
-        run.settle(entity)
-        said = f"{entity} reads on (re-read now): power is back; the node boots"
-    else:
-        said = (f"{entity} reads {reads} (re-read now): {node} may be left without power -> "
+
+    def say(reads: str) -> str:
+        if reads == "on":
+            run.settle(entity)
+            return f"{entity} reads on (re-read now): power is back; the node boots"
+        return (f"{entity} reads {reads} (re-read now): {node} may be left without power -> "
                 f"`sparktui power resume {run.wf}`")
+
+    return await tell_plug(run, entity, exc, say)
+
+
+async def tell_plug(run: WorkflowRun, entity: str, exc: BaseException,
+                    say: Callable[[str], str]) -> str:
+    """Re-read `entity` after `exc` and tell the operator (progress line and a
+    journal note) what `say` makes of what it reads; returns that sentence."""
+    said = say(await _read_plug(run.ctx, entity))
     run.progress("plug state", entity, said)
     with contextlib.suppress(JournalError):
-        ctx.journal.append(run.wf, "note", workflow=run.kind, target=run.target,
-                           message=f"after {_what(exc)}: {said}")
+        run.ctx.journal.append(run.wf, "note", workflow=run.kind, target=run.target,
+                               message=f"after {_what(exc)}: {said}")
     return said
 
 
