@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..core.errors import InputError
+from .output_guard import redacted_output
 
 
 def default_config_path() -> Path:
@@ -81,11 +82,12 @@ def main(argv: list[str] | None = None) -> int:
     """The entry point: any error nobody expected becomes one line plus a
     debug log (cli/crash.py), never a traceback."""
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        return _dispatch(argv)
-    except Exception as exc:
-        from . import crash
-        return crash.report(exc, _command_in(argv), argv, default_config_path())
+    with redacted_output():
+        try:
+            return _dispatch(argv)
+        except Exception as exc:
+            from . import crash
+            return crash.report(exc, _command_in(argv), argv, default_config_path())
 
 
 def _dispatch(argv: list[str]) -> int:
