@@ -50,7 +50,7 @@ def redacted_output() -> Iterator[None]:
     """stdout, stderr and every log record redacted until the block ends."""
     out, err = sys.stdout, sys.stderr
     make = logging.getLogRecordFactory()
-    sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)  # type: ignore[assignment]
+    sys.stdout, sys.stderr = _Redacting(out), _Redacting(err)
     logging.setLogRecordFactory(_redacting_factory(make))
     try:
         yield

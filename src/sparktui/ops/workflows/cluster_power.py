@@ -125,9 +125,12 @@ class ClusterPower:
         except (asyncio.CancelledError, KeyboardInterrupt) as exc:
             again = (f"`sparktui power cluster {'on' if on else 'off'} {cluster}"
                      f"{' --hard' if self.hard else ''}`")
+
+            def say(entity: str, reads: str) -> str:
+                return f"{entity} reads {reads} (re-read now) -> to finish: {again}"
+
             for entity in touched:
-                await tell_plug(run, entity, exc, lambda reads, e=entity: (
-                    f"{e} reads {reads} (re-read now) -> to finish: {again}"))
+                await tell_plug(run, entity, exc, partial(say, entity))
             if not touched:
                 run.progress("plug state", cluster, f"no plug was switched -> to finish: {again}")
             raise
