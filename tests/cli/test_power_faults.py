@@ -229,3 +229,41 @@ async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_res
                 f"`sparktui power resume {record.wf}`") in text
         assert "Traceback" not in text
         assert sim.spec.entities["switch.dgx7"].state == "off"
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+async def test_ctrl_c_or_sigterm_while_a_cluster_boots_prints_each_plug_and_the_command(
+        tmp_path, sig):
+    import asyncio
+    import signal
+    import sys
+
+    cfg = h.fleet(tmp_path)
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    cluster = "4nodes-switch-b"
+    async with h.published(cfg, scenario="switch-off", speed=1.0) as sim:
+        src = Path(__file__).resolve().parents[2] / "src"
+        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cluster",
+            "on", cluster, "--yes", env={**env, "PYTHONPATH": str(src)},
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE)
+        try:
+            async with asyncio.timeout(60):
+                while not any(e.step == "liveness" for e in journal.entries()):
+                    await asyncio.sleep(0.05)
+            proc.send_signal(getattr(signal, sig))
+            async with asyncio.timeout(60):
+                _, err = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        text = err.decode()
+        assert proc.returncode == (130 if sig == "SIGINT" else 143), text
+        for n in ("dgx5", "dgx6", "dgx7", "dgx8"):
+            assert (f"switch.{n} reads on (re-read now) -> to finish: "
+                    f"`sparktui power cluster on {cluster}`") in text, text
+            assert sim.spec.entities[f"switch.{n}"].state == "on"
+        assert "Traceback" not in text
