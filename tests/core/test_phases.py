@@ -195,14 +195,6 @@ def test_failure_order_compares_times_not_text() -> None:
     assert tr.failure is not None and tr.failure.rank == 1
 
 
-def test_pulling_phase() -> None:
-    tr = PhaseTracker("lane", stall_after_s=1, start=0.0)
-    tr.mark_pulling(0.5)
-    assert tr.phase is Phase.PULLING
-    tr.feed(0, P + "Starting to load model m...", now=1)
-    assert tr.phase is Phase.LOADING
-
-
 def test_sglang_boot() -> None:
     s = "[2026-11-29 01:02:03 TP0] "
     tr = PhaseTracker("lane", stall_after_s=900, start=0.0)

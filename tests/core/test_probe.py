@@ -17,7 +17,11 @@ from sparktui.core.probe import (
     parse_up_for,
     probe_script,
 )
-from sparktui.core.state import MemInfo, Psi, PsiLine
+from sparktui.core.state import DiskFree, MemInfo, ProbeResult, Psi, PsiLine
+
+
+def _disk_at(r: ProbeResult, mountpoint: str) -> DiskFree | None:
+    return next((d for d in r.disks if d.mountpoint == mountpoint), None)
 
 
 def node(**kw: object) -> NodeConfig:
@@ -168,7 +172,7 @@ def test_parses_every_section_of_real_output() -> None:
     assert r.mount_at("/media/my disk") is not None
     assert r.hf_cache is not None and r.hf_cache.is_symlink
     assert r.hf_cache.target == "/mnt/nas/ai/huggingface"
-    nas_disk = r.disk_at("/mnt/nas")
+    nas_disk = _disk_at(r, "/mnt/nas")
     assert nas_disk is not None and nas_disk.available_kib == 48828125000
     assert [c.name for c in r.containers] == ["sparktui-glm53-r0", "sparktui-old-r0"]
     running = r.running_containers
@@ -214,7 +218,7 @@ def test_df_keeps_rows_when_nas_mountpoint_is_missing() -> None:
         "df: /mnt/nas: No such file or directory\n@@rc 1",
     )
     r = parse_probe(text)
-    assert r.disk_at("/") is not None and r.disk_at("/mnt/nas") is None
+    assert _disk_at(r, "/") is not None and _disk_at(r, "/mnt/nas") is None
     assert r.problems == ("df: df: /mnt/nas: No such file or directory",)
 
 
@@ -265,7 +269,7 @@ def test_script_runs_in_a_real_posix_shell() -> None:
     r = parse_probe(out)
     assert r.meminfo is not None and r.meminfo.total_kib > 0
     assert r.kernel and r.uptime_s and r.loadavg and r.mount_at("/") is not None
-    assert r.disk_at("/") is not None
+    assert _disk_at(r, "/") is not None
     assert any(p.startswith("hfcache: exit 1: stat: cannot stat") for p in r.problems)
 
 

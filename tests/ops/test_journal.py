@@ -63,7 +63,7 @@ def test_fold_pairs_intents_with_outcomes_and_finds_the_unfinished(tmp_path):
     j.append("b", "end", workflow="stop", target="lane", ok=True, message="stopped")
     (a,) = j.unfinished()
     assert a.wf == "a" and a.done("plug off", "switch.dgx6")
-    assert [s.step for s in a.in_doubt] == ["wait off"]
+    assert [s.step for s in a.steps if s.ok is None] == ["wait off"]
     assert "plug off [switch.dgx6] done" in a.describe()
     assert "wait off [dgx6] in doubt" in a.describe()
     b = next(w for w in j.workflows() if w.wf == "b")

@@ -1,6 +1,6 @@
 """The boot-phase tracker of one lane, fed the log lines of all its ranks.
 
-pulling image -> starting -> loading weights (shard i/N, rate, ETA) -> KV
+starting -> loading weights (shard i/N, rate, ETA) -> KV
 allocation (pool tokens, concurrency) -> graph capture -> API starting ->
 serving; or failed (first fatal line of any rank, with the lines before it)
 or stalled.
@@ -253,11 +253,6 @@ class PhaseTracker:
         self._progress("endpoint ready", now)
         self.ready = True
         self._advance(Phase.SERVING, now)
-
-    def mark_pulling(self, now: float) -> None:
-        """The image is being pulled or synced (reported by the serve workflow)."""
-        if self.phase is Phase.STARTING:
-            self._set_phase(Phase.PULLING, now)
 
     # ---- output ------------------------------------------------------------
     @property

@@ -217,12 +217,6 @@ class ProbeResult:
                 return mount
         return None
 
-    def disk_at(self, mountpoint: str) -> DiskFree | None:
-        for disk in self.disks:
-            if disk.mountpoint == mountpoint:
-                return disk
-        return None
-
     @property
     def running_containers(self) -> tuple[ContainerInfo, ...]:
         return tuple(c for c in self.containers if c.running)

@@ -141,10 +141,6 @@ class WorkflowRecord:
     def finished(self) -> bool:
         return self.ended_at is not None
 
-    @property
-    def in_doubt(self) -> tuple[StepRecord, ...]:
-        return tuple(s for s in self.steps if s.ok is None)
-
     def done(self, step: str, target: str | None = None) -> bool:
         return any(s.step == step and s.ok and (target is None or s.target == target)
                    for s in self.steps)

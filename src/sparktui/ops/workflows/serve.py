@@ -205,12 +205,16 @@ async def _sync(run: WorkflowRun, image: str, source: str, target: str) -> None:
         if not src_sum:
             raise RuntimeError(f"{image} on {source} has no sparktui.checksum label: a synced "
                                f"copy could not be verified -> rebuild it with the label")
+        # the lane has no watcher (nor phase) yet: its containers start after the
+        # sync, so the pull is reported as the workflow's own progress
+        pulling = f"pulling image {image} to {target} from {source}"
+        run.progress("sync image", target, pulling)
         last = [0]
 
         def progress(n: int) -> None:
             if n - last[0] >= 1 << 30:
                 last[0] = n
-                run.progress("sync image", target, f"{n / 1e9:.1f} GB from {source}")
+                run.progress("sync image", target, f"{pulling}: {n / 1e9:.1f} GB")
 
         sent = await ctx.pipe_image(image, source, target, progress)
         dst_sum = await _checksum(ctx, target, image)
