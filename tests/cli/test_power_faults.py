@@ -194,37 +194,45 @@ async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, m
         assert "long-lived access token" in said[0]
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_resume_command(
-        tmp_path, sig):
+async def _signal_at(cfg, step: str, sig: str, *argv: str) -> tuple[int, str]:  # type: ignore[no-untyped-def]
+    """Run `sparktui --config CFG ARGV...` as a process, send it `sig` once the
+    journal shows `step` started; its exit code and stderr."""
     import asyncio
     import signal
     import sys
 
+    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sparktui", "--config", str(cfg.path), *argv,
+        env={**env, "PYTHONPATH": str(src)}, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    try:
+        async with asyncio.timeout(60):
+            while not any(e.step == step for e in journal.entries()):
+                await asyncio.sleep(0.05)
+        proc.send_signal(getattr(signal, sig))
+        async with asyncio.timeout(60):
+            _, err = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode is not None
+    return proc.returncode, err.decode()
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_resume_command(
+        tmp_path, sig):
     cfg = h.fleet(tmp_path)
     journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
     async with h.published(cfg) as sim:
-        src = Path(__file__).resolve().parents[2] / "src"
-        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cycle",
-            "dgx7", "--yes", "--off-seconds", "600", env={**env, "PYTHONPATH": str(src)},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        try:
-            async with asyncio.timeout(60):
-                while not any(e.step == "wait off" for e in journal.entries()):
-                    await asyncio.sleep(0.05)
-            proc.send_signal(getattr(signal, sig))
-            async with asyncio.timeout(60):
-                _, err = await proc.communicate()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        text = err.decode()
+        code, text = await _signal_at(cfg, "wait off", sig, "power", "cycle", "dgx7", "--yes",
+                                      "--off-seconds", "600")
         (record,) = journal.unfinished()
-        assert proc.returncode == (130 if sig == "SIGINT" else 143), text
+        assert code == (130 if sig == "SIGINT" else 143), text
         assert ("switch.dgx7 reads off (re-read now): dgx7 may be left without power -> "
                 f"`sparktui power resume {record.wf}`") in text
         assert "Traceback" not in text
@@ -234,34 +242,12 @@ async def test_ctrl_c_or_sigterm_during_the_off_wait_prints_the_plug_and_the_res
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
 async def test_ctrl_c_or_sigterm_while_a_cluster_boots_prints_each_plug_and_the_command(
         tmp_path, sig):
-    import asyncio
-    import signal
-    import sys
-
     cfg = h.fleet(tmp_path)
-    journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
     cluster = "4nodes-switch-b"
     async with h.published(cfg, scenario="switch-off", speed=1.0) as sim:
-        src = Path(__file__).resolve().parents[2] / "src"
-        env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "sparktui", "--config", str(cfg.path), "power", "cluster",
-            "on", cluster, "--yes", env={**env, "PYTHONPATH": str(src)},
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE)
-        try:
-            async with asyncio.timeout(60):
-                while not any(e.step == "liveness" for e in journal.entries()):
-                    await asyncio.sleep(0.05)
-            proc.send_signal(getattr(signal, sig))
-            async with asyncio.timeout(60):
-                _, err = await proc.communicate()
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
-        text = err.decode()
-        assert proc.returncode == (130 if sig == "SIGINT" else 143), text
+        code, text = await _signal_at(cfg, "liveness", sig, "power", "cluster", "on", cluster,
+                                      "--yes")
+        assert code == (130 if sig == "SIGINT" else 143), text
         for n in ("dgx5", "dgx6", "dgx7", "dgx8"):
             assert (f"switch.{n} reads on (re-read now) -> to finish: "
                     f"`sparktui power cluster on {cluster}`") in text, text
