@@ -49,7 +49,7 @@ from sparktui.core.logsig import (
 from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import NodeSnapshot
-from sparktui.watch.follower import LogFollower, LogLine, running_check
+from sparktui.watch.follower import CATCH_UP_TIMEOUT_S, LogFollower, LogLine, running_check
 from sparktui.watch.readiness import (
     STAGES,
     NodeLink,
@@ -445,7 +445,7 @@ class LaneWatcher:
             self._unread.append(f"rank {st.rc.rank}: its log was not followed yet")
             return
         try:
-            lines = await st.follower.catch_up(self.links[st.rc.node])
+            lines = await self._bounded_catch_up(st.follower, st.rc.node)
         except RemoteError as exc:
             st.unreadable = exc.message
             self._unread.append(f"rank {st.rc.rank} ({st.rc.node}): {exc.message}")
@@ -453,6 +453,25 @@ class LaneWatcher:
         if lines:
             await self._ingest(st, lines)
         st.fed_time = max(st.fed_time or 0.0, self.clock.time())
+
+    async def _bounded_catch_up(self, follower: LogFollower, node: str) -> list[LogLine]:
+        """A catch-up read bounded on the watcher's own clock: a starved node
+        must not hold the lane's verdict (its rank counts as unreadable), and
+        under the simulator's clock the bound is simulated time, as the rest
+        of the watch is."""
+        read = asyncio.ensure_future(follower.catch_up(self.links[node]))
+        timer = asyncio.ensure_future(self.clock.sleep(CATCH_UP_TIMEOUT_S))
+        try:
+            await asyncio.wait({read, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not read.done():
+            read.cancel()
+            with contextlib.suppress(asyncio.CancelledError, RemoteError):
+                await read
+            raise RemoteError(node, "docker logs --since (catch-up)",
+                              f"no answer within {CATCH_UP_TIMEOUT_S:g} s")
+        return read.result()
 
     # -- stall, memory and I/O -----------------------------------------------
 
