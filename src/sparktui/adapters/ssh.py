@@ -155,7 +155,8 @@ class NodeConnection:
             except BaseException as exc:
                 error = exc if isinstance(exc, RemoteError) else self._connect_error(exc)
                 self._failures += 1
-                delay = self._backoff_initial_s * 2 ** (self._failures - 1)
+                # the exponent is capped: a night of refusals must not overflow
+                delay = self._backoff_initial_s * 2 ** min(self._failures - 1, 20)
                 self._retry_at = self._clock.monotonic() + min(delay, self._backoff_max_s)
                 self._last_error = error
                 if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):

@@ -203,6 +203,7 @@ class LaneWatcher:
         self._subscribers: list[Subscriber] = []
         self._ranks: dict[int, _RankState] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._stopped = False
         self._result: WaitResult | None = None
         self._verdict = asyncio.Event()
         self._decided: Failure | None = None
@@ -256,6 +257,10 @@ class LaneWatcher:
             self._follow(rc)
 
     async def stop(self) -> None:
+        """Cancel every task of the watch. Nothing is spawned after this (a
+        rank read being cancelled must not start a new decision), so one
+        drain ends them all."""
+        self._stopped = True
         tasks, self._tasks = list(self._tasks.values()), {}
         for t in tasks:
             t.cancel()
@@ -289,7 +294,7 @@ class LaneWatcher:
             await self.stop()
 
     def _spawn(self, key: str, make: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        if key not in self._tasks:
+        if not self._stopped and key not in self._tasks:
             self._tasks[key] = asyncio.create_task(make(), name=f"lane:{self.lane}:{key}")
 
     def _follow(self, rc: RankContainer) -> None:
@@ -463,12 +468,18 @@ class LaneWatcher:
         timer = asyncio.ensure_future(self.clock.sleep(CATCH_UP_TIMEOUT_S))
         try:
             await asyncio.wait({read, timer}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            read.cancel()
+            raise
         finally:
             timer.cancel()
         if not read.done():
             read.cancel()
-            with contextlib.suppress(asyncio.CancelledError, RemoteError):
-                await read
+            # wait for the read to end without awaiting it: our own cancellation
+            # (the watch stopping) must still reach us, not be swallowed here
+            await asyncio.wait({read})
+            if not read.cancelled():
+                read.exception()  # retrieved: its failure is reported below
             raise RemoteError(node, "docker logs --since (catch-up)",
                               f"no answer within {CATCH_UP_TIMEOUT_S:g} s")
         return read.result()
@@ -690,6 +701,7 @@ class LaneWatchers:
     def __init__(self, on_new: Callable[[LaneWatcher], None] | None = None) -> None:
         self._watchers: dict[str, LaneWatcher] = {}
         self.on_new = on_new
+        self._closed = False
 
     def get(self, lane: str) -> LaneWatcher | None:
         return self._watchers.get(lane)
@@ -702,10 +714,20 @@ class LaneWatchers:
     async def replace(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
         """A new boot of the lane: the watcher of the previous one (its verdict
         is about other containers) is stopped and a new one started."""
-        await self.drop(lane)
-        return self._add(lane, make)
+        # swapped before the first await: a snapshot arriving while the old
+        # watch stops must find the new one, not make a third nobody owns
+        old = self._watchers.pop(lane, None)
+        try:
+            return self._add(lane, make)
+        finally:
+            if old is not None:
+                await old.stop()
 
     def _add(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
+        if self._closed:
+            # the owner is shutting down: a serve still finishing must not
+            # start a watch nobody will stop
+            raise asyncio.CancelledError(f"lane watchers closed; {lane} is not watched")
         w = self._watchers[lane] = make()
         w.start()
         if self.on_new is not None:
@@ -718,5 +740,6 @@ class LaneWatchers:
             await w.stop()
 
     async def close(self) -> None:
+        self._closed = True
         watchers, self._watchers = list(self._watchers.values()), {}
         await asyncio.gather(*(w.stop() for w in watchers), return_exceptions=True)
