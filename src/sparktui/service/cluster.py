@@ -35,12 +35,14 @@ from sparktui.ops.plan import Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
+from sparktui.ops.workflows import qualify as qualify_workflow
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
 from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
+from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
@@ -274,6 +276,11 @@ class ClusterService:
         """What is wrong with ``node`` from its latest snapshot (core/nodehealth: the
         same definition the serve guards and `sparktui health` use)."""
         return node_findings(self.config, self.snapshot().get(node), node)
+
+    async def qualify(self, lane: str) -> WorkflowResult:
+        """The quality gate on a serving lane, as `sparktui qualify LANE` runs it;
+        the verdict reaches the lane's view through the workflow's events."""
+        return await qualify_workflow.qualify(self._ctx(), lane)
 
     def shift_log(self, since_s: float = 16 * 3600) -> str:
         ctx = self._ctx()

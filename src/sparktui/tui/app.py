@@ -163,7 +163,7 @@ class SparkTUI(App[None]):
         self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge))
 
     def explain_read_only(self, action: str) -> None:
-        self.notify(f"{action} changes the cluster: this console is read-only. Start a "
+        self.notify(f"{action} is not offered: this console is read-only. Start a "
                     "writable one without --read-only (`sparktui console` or "
                     "`sparktui demo`)", title="read-only", severity="warning")
 
@@ -230,6 +230,23 @@ class SparkTUI(App[None]):
             "runlock-close": lambda: s.preview_runlock_close(target),
         }
         self.propose(factories[kind], f"{kind} {target}")
+
+    def qualify_lane(self, lane: str) -> None:
+        """The quality gate on a serving lane, in the background (it only reads
+        from the lane; no confirm). Its state shows in the lane's row as it runs;
+        the verdict ends on the notice line."""
+        if self.read_only:
+            self.explain_read_only("qualify")
+            return
+        view = self.service.lanes().get(lane)
+        if view is None or view.phase != "serving":
+            phase = view.phase if view is not None else "gone"
+            self.notify(f"{lane} is {phase}; the gate needs a serving lane",
+                        severity="warning")
+            return
+        self.notify(f"quality gate of {lane} started")
+        self.run_worker(self.service.qualify(lane), group="actions", exclusive=False,
+                        exit_on_error=False, description=f"qualify {lane}")
 
     def propose_serve(self, recipe: str, cluster: str | None = None,
                       overrides: frozenset[Override] = frozenset()) -> None:

@@ -78,6 +78,8 @@ def lane_details(lane: LaneView) -> Text:
     row("health", lane.health)
     if lane.decode_tps is not None:
         row("decode", f"{lane.decode_tps:.1f} tokens/s")
+    if lane.gate:
+        row("gate", lane.gate_text or lane.gate)
     if lane.protected:
         row("protected", "yes: never stopped by the console")
     if lane.failure:
