@@ -31,7 +31,8 @@ from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.guards import Override
 from sparktui.ops.lanes import discover_lanes
-from sparktui.ops.plan import Workflow
+from sparktui.ops.observe import observe
+from sparktui.ops.plan import Needs, Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
@@ -276,6 +277,14 @@ class ClusterService:
         """What is wrong with ``node`` from its latest snapshot (core/nodehealth: the
         same definition the serve guards and `sparktui health` use)."""
         return node_findings(self.config, self.snapshot().get(node), node)
+
+    async def switch_states(self) -> dict[str, str | None]:
+        """Each shared switch's state now, by name: on, off, unavailable; None when
+        Home Assistant did not answer (read as the guards read them)."""
+        switches = self.config.switches
+        state = await observe(self._ctx(), Needs(switches=tuple(
+            sw.entity for sw in switches.values())))
+        return {name: state.switch_states.get(sw.entity) for name, sw in switches.items()}
 
     async def qualify(self, lane: str) -> WorkflowResult:
         """The quality gate on a serving lane, as `sparktui qualify LANE` runs it;

@@ -48,6 +48,8 @@ OverrideRetry = Callable[[frozenset[Override]], None]
 """Proposes the refused action again with these overrides."""
 NOTICES = 30
 """Console messages kept for the alerts list."""
+SWITCHES_EVERY_S = 15.0
+"""Real seconds between two reads of the shared switches."""
 
 
 class SparkTUI(App[None]):
@@ -58,6 +60,8 @@ class SparkTUI(App[None]):
     COMMAND_PALETTE_BINDING = "ctrl+p"
     ACKS_ALERTS = True
     """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
+    READS_SWITCHES = True
+    """The shared switches' states are read every SWITCHES_EVERY_S (header, nodes pane)."""
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-short"), (36, "-tall")]
     """Modals fit their body to the terminal (the main screen has its own)."""
@@ -99,6 +103,9 @@ class SparkTUI(App[None]):
                         title=f"{len(problems)} recipe problem(s): those recipes are not offered",
                         severity="warning", timeout=30)
         await self.service.start(self._from_service)
+        if self.READS_SWITCHES and self.config.switches:
+            self.read_switches()
+            self.set_interval(SWITCHES_EVERY_S, self.read_switches, name="switch states")
         if self.tune_gc:
             quiet_collector()
             self.set_interval(GC_FULL_EVERY_S, gc.collect, name="full collection")
@@ -119,9 +126,20 @@ class SparkTUI(App[None]):
         else:
             self.main_screen.post_message(ServiceReported(event))
 
+    def read_switches(self) -> None:
+        """Read the shared switches' states in the background (Home Assistant)."""
+        self.run_worker(self._read_switches(), group="switches", exclusive=True,
+                        exit_on_error=False, description="read the shared switches")
+
+    async def _read_switches(self) -> None:
+        self.main_screen.show_switches(await self.service.switch_states())
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker outcomes reach the operator."""
         worker = event.worker
+        if event.state is WorkerState.SUCCESS and worker.group == "actions" \
+                and self.READS_SWITCHES and self.config.switches:
+            self.read_switches()  # a cluster power on/off moves the switches
         if event.state is WorkerState.ERROR:
             title = {"actions": "workflow error", "preview": "could not prepare"}.get(
                 worker.group, "service error")

@@ -90,6 +90,8 @@ class MainScreen(Screen[None]):
         """Active alerts (acknowledged or not) and the recently cleared ones."""
         self._workflows: dict[str, tuple[str, str, str, str]] = {}
         """workflow id -> (kind, target, current step in full, its name)."""
+        self._switches: dict[str, str | None] = {}
+        """Shared switch name -> on, off, unavailable, None (unknown)."""
         self._predicted: dict[str, str] = {}
         """node -> the evidence of a predicted OOM of a lane loading on it."""
 
@@ -139,10 +141,7 @@ class MainScreen(Screen[None]):
     def _flush(self) -> None:
         """Paint what arrived while a pane was hidden or under a modal."""
         if self._visible("nodes") and self._pending_nodes:
-            table = self.query_one(NodesTable)
-            for snap, verdict in self._pending_nodes.values():
-                table.show(snap, verdict, _busy(snap))
-            self._pending_nodes.clear()
+            self._paint_nodes()
         if self._visible("lanes") and self._pending_lanes:
             for name in self._pending_lanes:
                 if name in self._lanes:
@@ -269,17 +268,31 @@ class MainScreen(Screen[None]):
         counts = [(snapshot.count(state), word) for state, word in SUMMARY_WORDS]
         parts = [f"{counts[0][0]}/{len(snapshot.nodes)} online"]
         parts += [f"{n} {word}" for n, word in counts[1:] if n]
+        parts += [f"{name} {(state or 'unknown').upper()}"
+                  for name, state in self._switches.items() if state != "on"]
         summary = " · ".join(parts)
         if summary != self._summary:
             self._summary = summary
             self.spark.sub_title = f"{summary} · {self.spark.base_sub_title}"
 
+    def show_switches(self, states: dict[str, str | None]) -> None:
+        """Every shared switch under the nodes; one that is not on in the header too."""
+        self._switches = dict(states)
+        self.query_one("#nodes-pane").border_subtitle = " · ".join(
+            f"{name} {'on' if state == 'on' else (state or 'unknown').upper()}"
+            for name, state in states.items())
+        self._summarise()
+
+    def _paint_nodes(self) -> None:
+        table = self.query_one(NodesTable)
+        service = self.spark.service
+        for snap, verdict in self._pending_nodes.values():
+            table.show(snap, verdict, _busy(snap), service.findings(snap.node))
+        self._pending_nodes.clear()
+
     def _flush_nodes(self) -> None:
         if self._visible("nodes"):
-            table = self.query_one(NodesTable)
-            for snap, verdict in self._pending_nodes.values():
-                table.show(snap, verdict, _busy(snap))
-            self._pending_nodes.clear()
+            self._paint_nodes()
         if self._visible("memory"):
             self.query_one(MemoryPane).render_now()
 
@@ -324,10 +337,11 @@ class MainScreen(Screen[None]):
         if key is None:
             return
         if event.data_table.id == "nodes":
-            snap = self.spark.service.snapshot().get(key)
-            verdict = self.spark.service.detector.verdict(key)
+            service = self.spark.service
+            snap = service.snapshot().get(key)
+            verdict = service.detector.verdict(key)
             self.app.push_screen(TextScreen(f"Node {key}", node_details(
-                self.spark.config, key, snap, verdict)))
+                self.spark.config, key, snap, verdict, service.findings(key))))
         elif key in self._lanes:
             self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
 

@@ -14,6 +14,7 @@ from textual.widgets import DataTable
 from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
 from sparktui.core.kernel import known_bad, off_pin
+from sparktui.core.nodehealth import Finding
 from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -87,7 +88,8 @@ class NodesTable(KeyedTable):
     """Columns by priority: what an 80-column terminal must show comes first."""
 
     COLUMNS = (("node", "Node"), ("state", "State"), ("risk", "Risk"), ("mem", "Used/Avail"),
-               ("psi", "PSI"), ("busy", "Busy with"), ("role", "Role"), ("kernel", "Kernel"))
+               ("psi", "PSI"), ("busy", "Busy with"), ("problem", "Problem"), ("role", "Role"),
+               ("kernel", "Kernel"))
 
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -97,7 +99,10 @@ class NodesTable(KeyedTable):
         for name in self.config.nodes:
             self.show(NodeSnapshot(name, NodeState.UNKNOWN, 0.0, error="not polled"), None, "")
 
-    def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str) -> None:
+    def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str,
+             findings: Sequence[Finding] = ()) -> None:
+        """``findings``: what is wrong with the node (core/nodehealth): a ``!`` by
+        its name (red when a serve would be refused), the first in Problem."""
         cfg = self.config.nodes[snap.node]
         guards = self.config.guards
         role = cfg.role + ("*" if snap.node in guards.protected_nodes else "")
@@ -116,8 +121,17 @@ class NodesTable(KeyedTable):
         age = stale_age(snap.last_ok_at, snap.taken_at, self.config.console.poll_interval_s)
         if age is not None:  # the age of the last good sample (issue 17)
             state.append(f" {format_duration(age)}", style="dim")
-        self.put_row(snap.node, (snap.node, state, risk_cell(verdict), mem, psi,
-                                 busy or "free", role, kernel))
+        problems = [f for f in findings if f.check != "online"]  # State says that
+        node: Text | str = snap.node
+        problem: Text | str = ""
+        if problems:
+            style = "bold red" if any(f.blocks_serve for f in problems) else "yellow"
+            node = Text(snap.node)
+            node.append(" !", style=style)
+            problem = Text(problems[0].summary + (f" (+{len(problems) - 1})"
+                                                  if len(problems) > 1 else ""), style=style)
+        self.put_row(snap.node, (node, state, risk_cell(verdict), mem, psi,
+                                 busy or "free", problem, role, kernel))
 
 
 def kernel_cell(kernel: str, guards: GuardConfig) -> Text:
