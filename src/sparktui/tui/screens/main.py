@@ -387,7 +387,12 @@ class MainScreen(Screen[None]):
             text.append(" ")
         self.query_one("#tabs", Static).update(text)
 
+    def action_next_pane(self, step: int) -> None:
+        """Tab / shift+tab: focus moves pane by pane (the one that shows, at 80x24)."""
+        self.action_pane(PANES[(PANES.index(self.current_pane) + step) % len(PANES)])
+
     def action_pane(self, name: str) -> None:
+        self.query_one("#log-input", Input).display = False
         if name != self.current_pane:
             self.query_one(f"#{self.current_pane}-pane").remove_class("-current")
             self.query_one(f"#{name}-pane").add_class("-current")
