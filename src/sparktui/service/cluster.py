@@ -26,7 +26,7 @@ from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.ops.bundle import BundleSources, token_values
+from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.guards import Override
@@ -277,6 +277,16 @@ class ClusterService:
         """What is wrong with ``node`` from its latest snapshot (core/nodehealth: the
         same definition the serve guards and `sparktui health` use)."""
         return node_findings(self.config, self.snapshot().get(node), node)
+
+    async def bundle(self, subject: str, reason: str) -> BundleResult:
+        """An incident bundle of a lane or a node now (the console's alert list),
+        written as `sparktui bundle` writes it, with what this console holds of
+        nodes gone dark."""
+        if self._endpoints is None:
+            raise RuntimeError("the service is not started")
+        return await write_bundle(self._bundle_sources(self._endpoints), subject,
+                                  held=self.night.memory.held(self.detector.journal_tails),
+                                  reason=reason)
 
     async def switch_states(self) -> dict[str, str | None]:
         """Each shared switch's state now, by name: on, off, unavailable; None when

@@ -10,6 +10,7 @@ import signal
 from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -26,7 +27,7 @@ from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
-from sparktui.service.events import LogLinesArrived, ServiceEvent
+from sparktui.service.events import Alert, LogLinesArrived, ServiceEvent
 from sparktui.tui.alertbook import AlertBook
 from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
 from sparktui.tui.commands import ActionCommands, Command
@@ -141,8 +142,8 @@ class SparkTUI(App[None]):
                 and self.READS_SWITCHES and self.config.switches:
             self.read_switches()  # a cluster power on/off moves the switches
         if event.state is WorkerState.ERROR:
-            title = {"actions": "workflow error", "preview": "could not prepare"}.get(
-                worker.group, "service error")
+            title = {"actions": "workflow error", "preview": "could not prepare",
+                     "bundle": "bundle failed"}.get(worker.group, "service error")
             self.notify(f"{worker.description}: {worker.error}", title=title,
                         severity="error", timeout=20)
         elif event.state is WorkerState.SUCCESS and worker.group == "actions":
@@ -178,7 +179,25 @@ class SparkTUI(App[None]):
             self.main_screen.show_alerts()
 
     def show_alert_list(self) -> None:
-        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge))
+        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge,
+                                      None if self.read_only else self.bundle_alert))
+
+    def bundle_alert(self, alert: Alert) -> None:
+        """An incident bundle of the alert's lane or node, as `sparktui bundle`
+        writes it, in the background; the notice line says where it is."""
+        self.notify(f"collecting an incident bundle of {alert.subject}…")
+        self.run_worker(self._bundle(alert), group="bundle", exclusive=False,
+                        exit_on_error=False, description=f"bundle {alert.subject}")
+
+    async def _bundle(self, alert: Alert) -> None:
+        result = await self.service.bundle(alert.subject, f"asked for from the console: "
+                                                          f"{alert.level} {alert.subject}")
+        missing = len(result.incident.missing)
+        home = Path.home()
+        path = (f"~/{result.path.relative_to(home)}" if result.path.is_relative_to(home)
+                else str(result.path))
+        self.notify(path + (f" ({missing} part(s) not collected: see SUMMARY.md)"
+                            if missing else ""), title="bundle", timeout=30)
 
     def explain_read_only(self, action: str) -> None:
         self.notify(f"{action} is not offered: this console is read-only. Start a "
