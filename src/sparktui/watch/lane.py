@@ -180,9 +180,14 @@ class LaneWatcher:
         tail: int | None = None,
         resource_poll_s: float | None = 10.0,
         endpoint_every_s: float = 5.0,
+        follow: bool = True,
+        probe_endpoint: bool = True,
     ) -> None:
         """``resource_poll_s`` None: memory comes from :meth:`on_snapshot`
-        (the console's poller) instead of the watcher's own reads."""
+        (the console's poller) instead of the watcher's own reads.
+        ``follow`` False: each rank's log is read to its current end once (a
+        rank still running then is not an exit). ``probe_endpoint`` False:
+        the lane's endpoint is never asked (a log viewer sends no request)."""
         self.lane = lane
         self.ranks = tuple(ranks)
         self.links = links
@@ -193,6 +198,8 @@ class LaneWatcher:
         self.tail = tail
         self.resource_poll_s = resource_poll_s
         self.endpoint_every_s = endpoint_every_s
+        self.follow = follow
+        self.probe_endpoint = probe_endpoint
         self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
         self.created_at = clock.time()
         self.stages: dict[str, float] = {}
@@ -247,7 +254,7 @@ class LaneWatcher:
         self._spawn("ticker", self._ticker)
         if self.resource_poll_s is not None:
             self._spawn("resources", self._resources)
-        if (port := self.port) is not None:
+        if self.probe_endpoint and (port := self.port) is not None:
             self._spawn("endpoint", lambda: self._endpoint(port))
 
     def update_ranks(self, ranks: Sequence[RankContainer]) -> None:
@@ -284,6 +291,16 @@ class LaneWatcher:
             waiter.cancel()
         assert self._result is not None
         return self._result
+
+    async def settled(self, rank: int | None = None) -> None:
+        """Until the reads of every rank (or of ``rank``) end -- a one-shot
+        read reached the log's end, a followed container exited -- and then
+        until a fatal decision under way is made."""
+        keys = [k for k in self._tasks if k.startswith("rank:")
+                and (rank is None or k.split(":")[1] == str(rank))]
+        await asyncio.gather(*(self._tasks[k] for k in keys))
+        if (decide := self._tasks.get("decide")) is not None:
+            await decide
 
     async def run(self) -> WaitResult:
         """Start, wait for the verdict, stop (for a watch of its own)."""
@@ -343,13 +360,16 @@ class LaneWatcher:
         rc = st.rc
         link = self.links[rc.node]
         follower = LogFollower.for_container(
-            link, rc.container, rc.rank, follow=True, tail=self.tail,
-            still_running=running_check(link, rc.container), clock=self.clock)
+            link, rc.container, rc.rank, follow=self.follow, tail=self.tail,
+            still_running=running_check(link, rc.container) if self.follow else None,
+            clock=self.clock)
         st.follower = follower
         async for batch in follower.batches():
             await self._ingest(st, batch)
-        # the log was read to its end and the container stopped: an exit
+        # the log was read to its end: an exit when the container stopped
         facts = await inspect_container(link, rc.container)
+        if not self.follow and (facts is None or facts.running):
+            return  # read once while it runs (or cannot tell): not an exit
         code = facts.exit_code if facts else None
         oom = facts.oom_killed if facts else False
         st.ended = True
