@@ -20,6 +20,10 @@ through :class:`LaneWatchers`, so no rank is followed twice.
   and bytes read from disk or NFS on a rank's node.
 - **Serving** only when the endpoint proves to be this lane's
   (watch/readiness.py), and only after this lane's log reached the API phase.
+- **Stopped, not failed**: once told the lane is being stopped by us
+  (:meth:`LaneWatcher.stopping`, through :meth:`LaneWatchers.stopping`), an
+  exit or a fatal line stamped after that moment is the stop's doing: the
+  lane ends "stopped". Whatever happened before it still counts.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from sparktui.core.logsig import (
     LogEvent,
     Phase,
     Severity,
+    classify,
     container_exit,
     parse_timestamp,
 )
@@ -85,6 +90,7 @@ class Verdict(StrEnum):
     READY = "ready"
     FAILED = "failed"
     STALLED = "stalled"
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -136,6 +142,13 @@ class EndpointChecked(LaneEvent):
     decode_tps: float | None
     metrics: Mapping[str, float]
     """The engine's ``/metrics`` samples (empty when it did not answer)."""
+
+
+@dataclass(frozen=True)
+class Stopping(LaneEvent):
+    """The lane is being stopped by us (``ended``: every rank has exited)."""
+
+    ended: bool
 
 
 @dataclass(frozen=True)
@@ -222,6 +235,10 @@ class LaneWatcher:
         self._last_tokens: tuple[float, float] | None = None
         self._unread: list[str] = []
         self._port_taken = ""
+        self.stopping_since: float | None = None
+        """Epoch seconds when we began stopping the lane (None: not stopping)."""
+        self.stopped = False
+        """Every rank exited after our stop."""
 
     # -- subscribers ---------------------------------------------------------
 
@@ -291,6 +308,33 @@ class LaneWatcher:
             waiter.cancel()
         assert self._result is not None
         return self._result
+
+    def stopping(self) -> None:
+        """We are stopping the lane (the stop workflow says so before its
+        first ``docker stop``): exits and fatal lines from now on are ours."""
+        if self.stopping_since is not None or self._stopped:
+            return
+        self.stopping_since = self.clock.time()
+        if (endpoint := self._tasks.get("endpoint")) is not None:
+            endpoint.cancel()  # a lane going down is not probed (stop() reaps it)
+        self._emit(Stopping(self.lane, False))
+        self._stop_seen()
+
+    def _ours(self, timestamp: str | None) -> bool:
+        """Did this (a line's or an exit's time) happen after our stop began?"""
+        if self.stopping_since is None:
+            return False
+        t = parse_timestamp(timestamp)
+        return t is None or t >= self.stopping_since
+
+    def _stop_seen(self) -> None:
+        """Every rank gone after our stop: the lane is stopped."""
+        if self.stopping_since is None or self.stopped or self._decided is not None \
+                or not all(st.ended for st in self._ranks.values()):
+            return
+        self.stopped = True
+        self._emit(Stopping(self.lane, True))
+        self._finish(Verdict.STOPPED, {st.rc.rank: "stopped" for st in self._ranks.values()})
 
     async def settled(self, rank: int | None = None) -> None:
         """Until the reads of every rank (or of ``rank``) end -- a one-shot
@@ -374,6 +418,9 @@ class LaneWatcher:
         oom = facts.oom_killed if facts else False
         st.ended = True
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
+        if self._ours(facts.finished if facts else None):
+            self._stop_seen()
+            return
         self.tracker.feed_event(rc.rank, container_exit(code if code is not None else -1, oom),
                                 self.clock.monotonic(), facts.finished if facts else None)
         self._after_feed()
@@ -386,7 +433,9 @@ class LaneWatcher:
         try:
             now = self.clock.monotonic()
             for i, line in enumerate(batch, 1):
-                events.append(tr.feed(rank, line.text, now, line.ts))
+                # a line written after our stop began is the shutdown's, not the boot's
+                events.append(classify(line.text) if self._ours(line.ts)
+                              else tr.feed(rank, line.text, now, line.ts))
                 if self._tags and rank == 0:
                     for tag in self._tags:
                         if tag in line.text:
@@ -510,6 +559,8 @@ class LaneWatcher:
         while True:
             await self.clock.sleep(self.poll_s)
             was = self.tracker.phase
+            if self.stopping_since is not None:
+                continue  # a lane going down makes no progress: that is no stall
             if self.tracker.check_stall(self.clock.monotonic()) and was is not Phase.STALLED:
                 self._phase_changed()
                 if self._result is None:
@@ -725,6 +776,11 @@ class LaneWatchers:
 
     def get(self, lane: str) -> LaneWatcher | None:
         return self._watchers.get(lane)
+
+    def stopping(self, lane: str) -> None:
+        """The lane is being stopped by us: its exits are no failure."""
+        if (w := self._watchers.get(lane)) is not None:
+            w.stopping()
 
     def attach(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
         """The lane's watcher, made by ``make`` and started when there is none."""

@@ -107,6 +107,8 @@ class Stop:
         ranks: tuple[RankContainer, ...] = plan.data
         nodes = list(plan.nodes)
         run.lock(nodes, {n: [r.container for r in ranks if r.node == n] for n in nodes})
+        if ctx.lane_watchers is not None:  # its exits from now on are ours, not a failure
+            ctx.lane_watchers.stopping(self.lane)
         workers = [r for r in ordered(ranks) if r.rank != 0]
         heads = [r for r in ranks if r.rank == 0]
 
