@@ -15,13 +15,17 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_readiness_sim import World, drive, lane_watch, serve, world
 
 from sparktui.core.logsig import Kind, Phase, parse_timestamp
+from sparktui.ops.context import open_runtime
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.stop import Stop
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.service.lane_feed import LaneFeed
-from sparktui.watch.lane import LaneWatcher
+from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.readiness import Outcome, discover_lane
 
 SERVING = "glm53-flash-eugr-2x"      # 2nodes-dac: dgx1 (head), dgx2; port 8000
 SAME_HEAD = "dsv41-flash-eugr-0913-4x"  # 4nodes-switch: dgx1 (head) .. dgx4; port 8000
+UNPROTECTED = "glm53-mxfp4-fp8-4x-r39-196k"  # 4nodes-switch-b: dgx5 (head) .. dgx8
 
 
 async def until_ready(w: World, watch: LaneWatcher, max_sim_s: float = 4 * 3600) -> None:
@@ -138,3 +142,37 @@ async def test_cache_not_symlink_names_the_earliest_rank_with_staggered_streams(
                         break
             assert f.rank == min(first, key=lambda k: first[k]), (f, first)
             assert parse_timestamp(f.timestamp) is not None
+
+
+async def test_a_lane_stopped_by_us_ends_stopped_not_fatal(tmp_path: Path) -> None:
+    """The console's lane is stopped with the stop workflow mid-boot: the
+    workers' exits (and the head's NCCL errors they cause) are the stop's
+    doing; no fatal alert, the lane shows "stopped", the verdict is stopped."""
+    async with world(tmp_path, "normal") as w:
+        launch = await serve(w, UNPROTECTED)
+        links = {n: w.fleet.get(n) for n in w.config.nodes}
+        ranks = await discover_lane(links, launch.lane)  # type: ignore[arg-type]
+        watchers = LaneWatchers()
+        events: list[ServiceEvent] = []
+        watch = watchers.attach(launch.lane, lambda: LaneWatcher(
+            launch.lane, ranks, links, w.endpoints.node(ranks[0].node).api_host,  # type: ignore[arg-type]
+            stall_after_s=900, clock=w.sim.clock, first_token=False, resource_poll_s=None))
+        feed = LaneFeed(watch, lambda: "4nodes-switch-b", events.append)
+        try:
+            while watch.tracker.phase is not Phase.LOADING:
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.005)
+            async with open_runtime(w.config, clock=w.sim.clock, endpoints=w.endpoints,
+                                    links=w.fleet, lane_watchers=watchers) as rt:
+                task = asyncio.create_task(execute(rt.ops, await prepare(rt.ops,
+                                                                         Stop(launch.lane))))
+                await drive(w.sim, task, step=1.0, max_sim_s=600)
+                assert task.result().ok, task.result().message
+            verdict = asyncio.create_task(watch.verdict())
+            await drive(w.sim, verdict, step=1.0, max_sim_s=120, why=watch.tracker.summary)
+        finally:
+            feed.unsubscribe()
+            await watchers.close()
+        assert verdict.result().outcome is Outcome.STOPPED, verdict.result().summary
+        assert not [e for e in events if isinstance(e, AlertRaised)]
+        assert feed.view().phase == "stopped" and not feed.view().failure

@@ -543,7 +543,7 @@ async def stop_lanes_first(run: WorkflowRun, off: OffPlan) -> str:
     result's message."""
     if not off.ranks:
         return ""
-    _, failed = await stop_ranks(run, off.ranks, off.memory_on)
+    _, failed = await stop_ranks(run, off.stops, off.memory_on)
     said = f"; stopped first: {', '.join(off.lanes())}"
     if failed:
         said += " (" + "; ".join(str(f) for f in failed) + ": the power-off ends it)"

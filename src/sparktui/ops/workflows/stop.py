@@ -9,7 +9,7 @@ admission_free_gib``, ~12.8 GiB), read from a fresh probe.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -83,13 +83,17 @@ def lanes_on(state: OpsState, nodes: Sequence[str]
     return verdicts, lanes
 
 
-async def stop_ranks(run: WorkflowRun, ranks: Sequence[RankContainer],
+async def stop_ranks(run: WorkflowRun, lanes: Mapping[str, Sequence[RankContainer]],
                      memory_on: Sequence[str]) -> tuple[dict[str, str], list[StepFailed]]:
-    """Stop ``ranks`` (workers together, then the heads), then wait for the memory
-    on the nodes of ``memory_on`` whose stops all succeeded. Returns node ->
-    memory found, and the stops that failed (the others still ran)."""
+    """Stop the ranks of ``lanes`` (workers together, then the heads), then wait
+    for the memory on the nodes of ``memory_on`` whose stops all succeeded.
+    Returns node -> memory found, and the stops that failed (the others still ran)."""
     ctx = run.ctx
     failed: list[StepFailed] = []
+    ranks = [r for lane_ranks in lanes.values() for r in lane_ranks]
+    if ctx.lane_watchers is not None:  # their exits from now on are ours, not a failure
+        for lane in lanes:
+            ctx.lane_watchers.stopping(lane)
 
     async def stop(r: RankContainer) -> None:
         cmd = stop_command(r.container)
@@ -180,7 +184,7 @@ class Stop:
         ranks: tuple[RankContainer, ...] = plan.data
         nodes = list(plan.nodes)
         run.lock(nodes, {n: [r.container for r in ranks if r.node == n] for n in nodes})
-        freed, failed = await stop_ranks(run, ranks, nodes)
+        freed, failed = await stop_ranks(run, {self.lane: ranks}, nodes)
         if failed:
             lost = {f.target for f in failed}
             run.finish(False, "; ".join(str(f) for f in failed)
