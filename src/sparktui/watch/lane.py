@@ -8,11 +8,13 @@ through :class:`LaneWatchers`, so no rank is followed twice.
 - **Fatal, decided right.** Ranks' streams arrive with different lags (a
   `docker logs -f` that started 0.4 s later). The first fatal line seen is
   only a candidate; the lane's failure is decided once every rank's log has
-  been read past the candidate's timestamp (its stream delivered a later
-  line, or ended, or a one-shot catch-up read returned what the log holds up
-  to now). An earlier fatal line of another rank found meanwhile replaces
-  the candidate. The failure keeps the rank's root-cause line (the exception
-  line after a traceback), read to the end of the rank's log at decision time.
+  been read past the candidate's time (its stream delivered a later line, or
+  ended, or a one-shot catch-up read returned what the log holds up to now).
+  An earlier fatal line of another rank found meanwhile replaces the
+  candidate; "earlier" is by the engines' own stamps where both lines have
+  one (core/enginetime.py), by docker's otherwise. The failure keeps the
+  rank's root-cause line (the exception line after a traceback), read to the
+  end of the rank's log at decision time.
 - **Container exit is a failure** (timestamped by docker's FinishedAt).
 - **Stalled** only when nothing progressed for ``stall_after_s``, in every
   phase until the endpoint is confirmed (core/phases.py). Progress: log
@@ -487,7 +489,7 @@ class LaneWatcher:
         while True:
             f = self.tracker.failure
             assert f is not None
-            at = parse_timestamp(f.timestamp)
+            at = f.read_past()
             behind = [st for st in self._ranks.values() if not self._caught_up(st, at)]
             # the failing rank is read to its end too: its root cause follows the line
             if f.cause is None and f.rank not in read_once:
