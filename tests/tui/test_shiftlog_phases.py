@@ -7,28 +7,15 @@ from pathlib import Path
 
 from sparktui.ops.journal import Journal
 from sparktui.ops.shiftlog import render
+from sparktui.sim.clock import SimClock
 
 
-class At:
-    def __init__(self) -> None:
-        self.t = 1_789_741_260.0
-
-    def time(self) -> float:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    async def sleep(self, s: float) -> None:
-        self.t += s
-
-
-def test_a_phase_read_in_one_batch_is_not_shown_as_0s(tmp_path: Path) -> None:
-    clock = At()
+async def test_a_phase_read_in_one_batch_is_not_shown_as_0s(tmp_path: Path) -> None:
+    clock = SimClock()  # manual
     j = Journal(tmp_path / "journal.jsonl", clock)
     j.append("s1", "begin", workflow="serve", target="lane", detail={"recipe": "lane",
                                                                      "cluster": "c"})
-    clock.t += 900
+    await clock.advance(900)
     j.append("s1", "end", workflow="serve", target="lane", ok=True, message="serving",
              detail={"phases": {"starting": 0.0, "loading weights": 30.0,
                                 "KV allocation": 700.0, "graph capture": 760.4,
