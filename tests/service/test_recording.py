@@ -119,8 +119,10 @@ def test_size_bound_thins_then_keeps_the_incident_then_stops(tmp_path: Path) -> 
         clock.t += 2
         rec.write(sampled(clock.t, node=f"dgx{n % 8 + 1}"))
         rec.write(LogLinesArrived("x", 1, (LogLine(1, None, f"line {n} " + "x" * 40),), n))
-    plateau = rec.size
+    rec.close()  # the writer thread has written every event queued
+    plateau = path.stat().st_size
     assert 0.85 * limit < plateau < limit and not rec.stopped  # past 90 %: steady state is dropped
+    rec.open()  # a next console run appends
     for n in range(5_000):
         if rec.stopped:
             break

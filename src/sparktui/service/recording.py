@@ -10,6 +10,12 @@ stream). The file is size bounded (``[record] max_mb``): past half of it node
 snapshots are thinned to one per node per 30 s (state changes always kept),
 past 90 % only alerts, lanes, workflows and state changes, and at the bound
 a last line says the recording stopped.
+
+The console's loop only queues an event: a writer thread owned by the
+`Recorder` encodes, compresses and writes it (at 1,000 log lines a second
+that work would otherwise sit between a key and its frame). `close()` writes
+every event still queued before it returns: the last events of a console
+ended by `q`, SIGTERM or SIGHUP are in the file.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import dataclasses
 import gzip
 import json
 import logging
+import queue
+import threading
 import time
 import typing
 import zlib
@@ -40,6 +48,8 @@ log = logging.getLogger(__name__)
 
 RECORDING_DIR = "recordings"
 FLUSH_EVERY_S = 5.0
+CLOSE_WAIT_S = 30.0
+"""How long `close()` waits for the writer thread to write what is queued."""
 THIN_EVERY_S = 30.0
 
 
@@ -121,7 +131,8 @@ def night_path(state_dir: Path, t: float) -> Path:
 
 
 class Recorder:
-    """Appends the service's events to tonight's file; `close()` ends it."""
+    """Appends the service's events to tonight's file (in its writer thread);
+    `close()` writes what is queued and ends it."""
 
     def __init__(self, path: Path, *, max_bytes: int, clock: Clock) -> None:
         self.path = path
@@ -132,31 +143,61 @@ class Recorder:
         self._raw: IO[bytes] | None = None
         self._gz: gzip.GzipFile | None = None
         self._last_flush = 0.0
+        self._unflushed = False
         self._last_node: dict[str, tuple[float, str, int]] = {}
+        self._queue: queue.SimpleQueue[tuple[float, _events.ServiceEvent] | None] = \
+            queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
 
     def open(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._raw = open(self.path, "ab")  # noqa: SIM115 (closed by close())
         self._gz = gzip.GzipFile(fileobj=self._raw, mode="ab")
+        self._thread = threading.Thread(target=self._run, name=f"recorder {self.path.name}",
+                                        daemon=True)
+        self._thread.start()
 
     @property
     def size(self) -> int:
         return self._raw.tell() if self._raw is not None else 0
 
     def write(self, ev: _events.ServiceEvent) -> None:
+        """Queue one event, stamped now; the writer thread records it."""
+        if self._thread is not None and not self.stopped:
+            self._queue.put((self.clock.time(), ev))
+
+    def _run(self) -> None:
+        """The writer thread: every queued event in order until close()'s None;
+        what it wrote reaches the file within FLUSH_EVERY_S even when the night
+        goes quiet."""
+        while True:
+            try:
+                item = self._queue.get(timeout=FLUSH_EVERY_S)
+            except queue.Empty:
+                self._flush(force=self._unflushed)
+                continue
+            if item is None:
+                break
+            try:
+                self._record(*item)
+            except Exception:  # a full disk must not lose the rest silently
+                log.exception("recording: event not written")
+        self._flush(force=True)
+
+    def _record(self, t: float, ev: _events.ServiceEvent) -> None:
         if self._gz is None or self.stopped:
             return
         size = self.size
         if size >= self.max_bytes:
-            self._line({"t": self.clock.time(), "end": "size bound reached: recording stopped"})
+            self._line({"t": t, "end": "size bound reached: recording stopped"})
             self.stopped = f"{self.path} reached {self.max_bytes} bytes"
             log.warning("recording stopped: %s", self.stopped)
-            self._flush(force=True)
+            self._flush(t, force=True)
             return
         if not self._keep(ev, size / self.max_bytes):
             return
-        self._line({"t": self.clock.time(), "e": encode(ev)})
-        self._flush(force=isinstance(ev, _events.AlertRaised))
+        self._line({"t": t, "e": encode(ev)})
+        self._flush(t, force=isinstance(ev, _events.AlertRaised))
 
     def _keep(self, ev: _events.ServiceEvent, used: float) -> bool:
         if isinstance(ev, _events.NodeSampled):
@@ -175,14 +216,25 @@ class Recorder:
     def _line(self, data: dict[str, Any]) -> None:
         assert self._gz is not None
         self._gz.write(json.dumps(data, separators=(",", ":"), default=str).encode() + b"\n")
+        self._unflushed = True
 
-    def _flush(self, *, force: bool = False) -> None:
-        now = self.clock.monotonic()
+    def _flush(self, now: float = 0.0, *, force: bool = False) -> None:
+        """``now``: the stamp of the event just written (the pace is the events')."""
         if self._gz is not None and (force or now - self._last_flush >= FLUSH_EVERY_S):
             self._gz.flush(zlib.Z_SYNC_FLUSH)
-            self._last_flush = now
+            self._last_flush = max(now, self._last_flush)
+            self._unflushed = False
 
     def close(self) -> None:
+        """Write what is queued, then close the file."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            self._queue.put(None)
+            thread.join(CLOSE_WAIT_S)
+            if thread.is_alive():  # a hung disk: the thread owns the file until it ends
+                log.warning("recording: %s still writing after %.0f s; not closed",
+                            self.path, CLOSE_WAIT_S)
+                return
         if self._gz is not None:
             self._gz.close()
             self._gz = None

@@ -92,6 +92,8 @@ class MainScreen(Screen[None]):
         """workflow id -> (kind, target, current step in full, its name)."""
         self._switches: dict[str, str | None] = {}
         """Shared switch name -> on, off, unavailable, None (unknown)."""
+        self._banner = Text()
+        self._activity_text = Text()
         self._predicted: dict[str, str] = {}
         """node -> the evidence of a predicted OOM of a lane loading on it."""
 
@@ -213,7 +215,9 @@ class MainScreen(Screen[None]):
         for line in self._predicted.values():
             text.append("\n" if text else "")
             text.append(f"! {line}", style="bold red")
-        self.query_one("#activity", Static).update(text)
+        if text != self._activity_text:
+            self._activity_text = text
+            self.query_one("#activity", Static).update(text)
         for lane in self._lanes:
             self._pending_lanes.add(lane)
         self._flush()
@@ -375,7 +379,9 @@ class MainScreen(Screen[None]):
                        and not log.show_probes else "")
                     + (" · probe lines shown (h)" if log.show_probes else "") + "]",
                     style="dim")
-        self.query_one("#phase-banner", Static).update(text)
+        if text != self._banner:  # unchanged text: no repaint, no layout pass
+            self._banner = text
+            self.query_one("#phase-banner", Static).update(text)
 
     # -- panes ---------------------------------------------------------------
 
@@ -385,7 +391,7 @@ class MainScreen(Screen[None]):
             style = "bold reverse" if name == self.current_pane else ""
             text.append(f" {PANE_TITLES[name]} ", style=style)
             text.append(" ")
-        self.query_one("#tabs", Static).update(text)
+        self.query_one("#tabs", Static).update(text, layout=False)
 
     def action_next_pane(self, step: int) -> None:
         """Tab / shift+tab: focus moves pane by pane (the one that shows, at 80x24)."""

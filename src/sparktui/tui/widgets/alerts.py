@@ -20,7 +20,20 @@ def one_line(text: Text) -> Text:
     return text
 
 
-class AlertLine(Static):
+class OneRow(Static):
+    """A one-row Static that repaints only when its text changed, and never
+    asks for a layout pass (its size cannot change): during an incident alerts
+    arrive several times a second, each would otherwise relayout the screen."""
+
+    _shown: Text | None = None
+
+    def put(self, text: Text) -> None:
+        if text != self._shown:
+            self._shown = text
+            self.update(one_line(text), layout=False)
+
+
+class AlertLine(OneRow):
     """Exactly one row: empty-calm, or ``THRASH dgx6 22:47:03Z: evidence …``."""
 
     def show(self, book: AlertBook, *, ack_key: bool = True) -> None:
@@ -34,7 +47,7 @@ class AlertLine(Static):
             text.append(" no unacknowledged alerts" if not acked else
                         f" {acked} acknowledged alert(s) still active", style="dim")
             text.append("  ·  ! list", style="dim")
-            self.update(one_line(text))
+            self.put(text)
             return
         a = top.alert
         text.append(f" {a.level.upper()} ", style="bold reverse")
@@ -48,13 +61,13 @@ class AlertLine(Static):
         text.append(f"{(a.evidence or ('no evidence recorded',))[0]}")
         if a.next_step:
             text.append(f" next: {a.next_step}")
-        self.update(one_line(text))
+        self.put(text)
 
 
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": ""}
 
 
-class NoticeLine(Static):
+class NoticeLine(OneRow):
     """The last message, on one row; it fades to dim after its time is up."""
 
     def say(self, message: str, title: str, severity: str) -> None:
@@ -63,7 +76,7 @@ class NoticeLine(Static):
             text.append(f"{title}: ", style=SEVERITY_STYLE.get(severity, "") or "bold")
         text.append(" ".join(message.split()), style=SEVERITY_STYLE.get(severity, ""))
         self.remove_class("-stale")
-        self.update(one_line(text))
+        self.put(text)
 
     def stale(self) -> None:
         self.add_class("-stale")
