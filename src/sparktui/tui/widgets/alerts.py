@@ -76,7 +76,8 @@ class NoticeLine(OneRow):
             text.append(f"{title}: ", style=SEVERITY_STYLE.get(severity, "") or "bold")
         text.append(" ".join(message.split()), style=SEVERITY_STYLE.get(severity, ""))
         self.remove_class("-stale")
-        self.put(text)
+        self._shown = text  # a message said again is painted again (the operator asked)
+        self.update(one_line(text), layout=False)
 
     def stale(self) -> None:
         self.add_class("-stale")
