@@ -13,6 +13,8 @@ from textual.widgets import Input
 
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
+from sparktui.service.events import Alert, AlertRaised, LaneChanged
+from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.alerts import AlertsScreen
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen
@@ -223,6 +225,38 @@ async def bootlog_match(pilot: Pilot, c: Console) -> None:
     await pilot.pause(0.2)
 
 
+PREDICTION = ("dgx6 runs out at shard 7/8 in ~6 min (needs ~9.3 GiB more, 4.1 GiB "
+              "available; rank 1, shard 4/8)")
+GARBLED = ("quality gate: GARBLED (RU 293-word text: 31 edits, CER 1.52 % "
+           "(\u00abмаштабировать\u00bb for \u00abмасштабировать\u00bb); "
+           "EN 337-word text clean, identifiers 6/6)")
+
+
+async def oom_predicted(pilot: Pilot, c: Console) -> None:
+    """Issue 14: a rank of the loading lane predicted to run out (the alert the
+    service raises): the lanes and memory panes say where and when."""
+    await settled(pilot, c)
+    alert = Alert("predicted oom:dgx6", "predicted oom", "dgx6", (PREDICTION,),
+                  f"stop the lane now (`sparktui stop {LANE}`) before the node thrashes")
+    c.app.main_screen.post_message(ServiceReported(AlertRaised(alert)))
+    await wait_for(pilot, lambda: "dgx6" in c.app.main_screen._predicted)
+    await pilot.press("2" if c.app.size.width < 120 else "4")
+    await pilot.pause(0.3)
+
+
+async def gate_garbled(pilot: Pilot, c: Console) -> None:
+    """Issue 14: the lane serves and its quality gate found it garbled."""
+    await settled(pilot, c)
+    screen = c.app.main_screen
+    view = dataclasses.replace(screen._lanes[LANE], phase="serving", load=None, progress=None,
+                               progress_text="", gate="garbled", gate_text=GARBLED)
+    screen.post_message(ServiceReported(LaneChanged(view)))
+    await pilot.press("2")
+    lanes = screen.query_one(LanesTable)
+    await wait_for(pilot, lambda: str(lanes.get_cell(LANE, "phase")) == "GARBLED")
+    await pilot.pause(0.3)
+
+
 SCENES = (
     Scene("main-160x48", (160, 48), main_screen),
     Scene("main-80x24", (80, 24), main_screen),
@@ -237,7 +271,8 @@ SCENES = (
                           ("serve-refused", serve_refused),
                           ("cluster-picker", cluster_picker),
                           ("lanes-loading", lanes_loading),
-                          ("bootlog-match-right", bootlog_match))
+                          ("bootlog-match-right", bootlog_match),
+                          ("oom-predicted", oom_predicted), ("gate-garbled", gate_garbled))
       for w, h in ((80, 24), (160, 48))),
 )
 

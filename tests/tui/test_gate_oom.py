@@ -14,14 +14,11 @@ from sparktui.tui.widgets.tables import LanesTable
 
 from .fakecluster import add_lane, vllm_boot_lines
 from .harness import build, wait_for
-from .scenes import LANE, settled
+from .scenes import GARBLED, LANE, PREDICTION, settled
 from .screen_text import screen_text
 
 FLASH = "glm53-flash-eugr-2x"
-GARBLED = ("quality gate: GARBLED (RU 293-word text: 31 edits, CER 1.52 % "
-           "(\u00abмаштабировать\u00bb for \u00abмасштабировать\u00bb, "
-           "\u00abупровляемой\u00bb for \u00abуправляемой\u00bb); "
-           "EN 337-word text clean, identifiers 6/6)")
+
 
 
 def serving(c, lane: str = FLASH) -> bool:
@@ -93,8 +90,7 @@ async def test_g_on_a_loading_lane_says_why_and_read_only_explains() -> None:
             screen_text(c.app).split())
 
 
-PREDICTION = ("dgx6 runs out at shard 7/8 in ~6 min (needs ~9.3 GiB more, 4.1 GiB "
-              "available; rank 1, shard 4/8)")
+
 
 
 async def test_a_predicted_oom_shows_in_the_lanes_and_memory_panes() -> None:

@@ -50,6 +50,7 @@ class MemoryPane(Widget, can_focus=True):
         self.predicted: dict[str, str] = {}
         """node -> the predicted OOM of a rank loading on it (core/oom_predict)."""
         self.dirty = False
+        self.relayout = False
 
     def add_point(self, node: str, point: HistoryPoint) -> None:
         s = self.series[node]
@@ -69,6 +70,7 @@ class MemoryPane(Widget, can_focus=True):
     def set_predicted(self, predicted: dict[str, str]) -> None:
         """The nodes with a predicted OOM and its one-line evidence."""
         if predicted != self.predicted:
+            self.relayout = self.relayout or len(predicted) != len(self.predicted)
             self.predicted = dict(predicted)
             self.dirty = True
 
@@ -76,7 +78,8 @@ class MemoryPane(Widget, can_focus=True):
         """Paint what arrived (skipped by the screen while the pane is hidden)."""
         if self.dirty:
             self.dirty = False
-            self.refresh(layout=False)
+            self.refresh(layout=self.relayout)  # a prediction line more or less
+            self.relayout = False
 
     def render(self) -> RenderableType:
         spark_w = max(6, (self.size.width - FIXED) // 2)
