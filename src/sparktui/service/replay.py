@@ -23,6 +23,7 @@ from typing import Any
 
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
+from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.events import (
@@ -145,6 +146,10 @@ class ReplaySource:
 
     def unfinished(self) -> list[object]:
         return []  # a replay offers nothing to resume
+
+    def findings(self, node: str) -> list[Finding]:
+        """What was wrong with ``node`` at the replay's moment (core/nodehealth)."""
+        return node_findings(self.config, self.snapshot().get(node), node)
 
     # -- the replay clock ------------------------------------------------------
 
