@@ -17,7 +17,15 @@ from ..core.config import Config
 from ..ops.context import open_context
 from ..ops.workflows.execute import execute, prepare
 from ..ops.workflows.qualify import Qualify
-from .ops_common import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, run_async, show_plan, stderr_printer
+from .ops_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    dry_run,
+    run_async,
+    show_plan,
+    stderr_printer,
+)
 
 KEYS = ("lane", "state", "cer", "identifiers_ok", "identifiers_total", "ttft_ms", "decode_tps",
         "prefill_tps")
@@ -59,12 +67,7 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
     async with open_context(config, emit=stderr_printer()) as ctx:
         plan = await prepare(ctx, Qualify(args.lane, args.depth))
         if args.dry_run:
-            if args.json:
-                json.dump(plan.to_json(), sys.stdout, indent=2)
-                sys.stdout.write("\n")
-            else:
-                show_plan(plan)
-            return EXIT_OK if plan.allowed else EXIT_REFUSED
+            return dry_run(plan, args.json)
         if not args.json or not plan.allowed:
             show_plan(plan)
         result = await execute(ctx, plan)
