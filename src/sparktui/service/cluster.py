@@ -304,7 +304,7 @@ class ClusterService:
             point = history[-1] if history and snap.probe is not None else None
             self._emit(NodeSampled(snap, verdict, point))
             self._alert_for(verdict)
-            self._sync_lanes()
+            await self._sync_lanes()
             for feed in self._lanes.values():
                 feed.watcher.on_snapshot(snap)
                 feed.publish()
@@ -320,15 +320,20 @@ class ClusterService:
         elif self._alerts.pop(key, None) is not None:
             self._emit(AlertCleared(key))
 
-    def _sync_lanes(self) -> None:
+    async def _sync_lanes(self) -> None:
         """Start a watch for each new lane, update ranks, drop removed lanes
         (only once every node answered, so an unreachable node hides nothing)."""
         assert self._links is not None
         snapshot = self.snapshot()
         found = discover_lanes(snapshot)
         for name, ranks in found.items():
-            watch = self._watchers.attach(name, lambda n=name, r=ranks: self._new_watcher(n, r))
-            if watch.ranks != ranks:
+            make = lambda n=name, r=ranks: self._new_watcher(n, r)  # noqa: E731
+            watch = self._watchers.attach(name, make)
+            if watch.port is None and any(r.rank == 0 and r.port for r in ranks):
+                # found before rank 0's node was polled: the watch has no API
+                # host, so no endpoint check (and no canary verdict) ever came
+                await self._watchers.replace(name, make)
+            elif watch.ranks != ranks:
                 watch.update_ranks(ranks)
                 self._lanes[name].publish()
         if all(s.probe is not None for s in snapshot.nodes):
