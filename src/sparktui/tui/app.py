@@ -99,6 +99,8 @@ class SparkTUI(App[None]):
                         title=f"{len(problems)} recipe problem(s): those recipes are not offered",
                         severity="warning", timeout=30)
         await self.service.start(self._from_service)
+        if self.service.attached:  # the sentinel polls; this console listens
+            self.sub_title = f"{self.sub_title} · {self.service.attached}"
         if self.tune_gc:
             quiet_collector()
             self.set_interval(GC_FULL_EVERY_S, gc.collect, name="full collection")
