@@ -6,7 +6,7 @@ socket of mode 0600 (the cluster's state is its owner's alone): every service
 event it reports (node snapshots, lane changes, log lines of the ranks it
 follows, alerts) as one JSON line in the recording's encoding
 (`service.recording.encode`). A console that connects first gets what the
-sentinel holds of the night so far (`StreamState.replay`: the alerts in the
+sentinel holds of the night so far (`StreamState.story`: the alerts in the
 order they came, recent samples of every node, the lanes, the log buffers),
 then the live stream. Actions still run in the console's own process.
 
@@ -35,27 +35,14 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TypeVar
 
 from sparktui.core.clock import Clock
-from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot, NodeState
-from sparktui.service.events import (
-    Alert,
-    AlertCleared,
-    AlertRaised,
-    LaneChanged,
-    LaneGone,
-    LogLinesArrived,
-    NodeSampled,
-    ServiceEvent,
-    Sink,
-)
-from sparktui.service.lanes import LaneView
+from sparktui.service.events import Alert, AlertCleared, LaneGone, ServiceEvent, Sink
 from sparktui.service.recording import decode, encode
-from sparktui.watch.follower import LogLine
-from sparktui.watch.lane import LOG_BUFFER_LINES
+from sparktui.service.stream import StreamState
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +61,6 @@ LINE_LIMIT = 32 * 2**20
 """Longest line read: a replayed rank's log buffer is one line."""
 REPLAY_SAMPLES = 150
 """Recent samples per node replayed to a console (5 minutes at 2 s): its memory graph."""
-REPLAY_ALERTS = 500
 
 T = TypeVar("T")
 
@@ -102,70 +88,6 @@ async def _within(clock: Clock, seconds: float, aw: Awaitable[T]) -> T:
     if work.cancelled():
         raise TimeoutError(f"nothing within {seconds:g} s")
     return work.result()
-
-
-class StreamState:
-    """What a sentinel's stream has said, bounded: the sentinel keeps it to
-    replay to a console that attaches; the attached console reads it as its
-    service's state (snapshots, history, lanes, log tails, alerts)."""
-
-    def __init__(self) -> None:
-        self.samples: dict[str, deque[tuple[float, NodeSampled]]] = {}
-        self.lanes: dict[str, LaneView] = {}
-        self.logs: dict[tuple[str, int], deque[LogLine]] = {}
-        self.delivered: dict[tuple[str, int], int] = {}
-        self.alerts: dict[str, Alert] = {}
-        self.timeline: deque[tuple[float, AlertRaised | AlertCleared]] = deque(
-            maxlen=REPLAY_ALERTS)
-
-    def apply(self, t: float, ev: ServiceEvent) -> None:
-        if isinstance(ev, NodeSampled):
-            self.samples.setdefault(ev.snapshot.node, deque(maxlen=REPLAY_SAMPLES)).append(
-                (t, ev))
-        elif isinstance(ev, LaneChanged):
-            self.lanes[ev.lane.name] = ev.lane
-        elif isinstance(ev, LaneGone):
-            self.lanes.pop(ev.name, None)
-            for key in [k for k in self.logs if k[0] == ev.name]:
-                del self.logs[key], self.delivered[key]
-        elif isinstance(ev, LogLinesArrived):
-            key = (ev.lane, ev.rank)
-            self.logs.setdefault(key, deque(maxlen=LOG_BUFFER_LINES)).extend(ev.lines)
-            self.delivered[key] = ev.end
-        elif isinstance(ev, AlertRaised):
-            self.alerts[ev.alert.key] = ev.alert
-            self.timeline.append((t, ev))
-        elif isinstance(ev, AlertCleared):
-            self.alerts.pop(ev.key, None)
-            self.timeline.append((t, ev))
-
-    def replay(self) -> Iterator[tuple[float, ServiceEvent]]:
-        """The night so far as events, oldest first: alerts and node samples
-        in the order they came, then each lane's view and log buffer."""
-        timed: list[tuple[float, ServiceEvent]] = [*self.timeline]
-        for samples in self.samples.values():
-            timed.extend(samples)
-        timed.sort(key=lambda p: p[0])
-        yield from timed
-        now = timed[-1][0] if timed else 0.0
-        for view in self.lanes.values():
-            yield now, LaneChanged(view)
-        for (lane, rank), lines in self.logs.items():
-            yield now, LogLinesArrived(lane, rank, tuple(lines), self.delivered[(lane, rank)])
-
-    def snapshot(self, names: list[str], now: float) -> ClusterSnapshot:
-        def latest(n: str) -> NodeSnapshot:
-            samples = self.samples.get(n)
-            return samples[-1][1].snapshot if samples else NodeSnapshot(
-                n, NodeState.UNKNOWN, now, error="not reported by the sentinel yet")
-        return ClusterSnapshot(now, tuple(latest(n) for n in names))
-
-    def history(self, node: str) -> tuple[HistoryPoint, ...]:
-        return tuple(ev.last_point for _, ev in self.samples.get(node, ())
-                     if ev.last_point is not None)
-
-    def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
-        return list(self.logs.get((lane, rank), ())), self.delivered.get((lane, rank), 0)
 
 
 # -- the sentinel's side --------------------------------------------------------
@@ -233,7 +155,7 @@ class SentinelHub:
     def publish(self, ev: ServiceEvent) -> None:
         """Synchronous and bounded: never waits for a console."""
         t = self.clock.time()
-        self.state.apply(t, ev)
+        self.state.fold(t, ev)
         if self._clients:
             self._broadcast(_line({"k": "event", "t": t, "e": encode(ev)}))
 
@@ -249,7 +171,7 @@ class SentinelHub:
         hello = {"k": "hello", "v": WIRE_VERSION, "pid": self.pid, "since": self.since}
         return [_line(hello),
                 *(_line({"k": "event", "t": t, "e": encode(ev)})
-                  for t, ev in self.state.replay()),
+                  for t, ev in self.state.story(REPLAY_SAMPLES)),
                 _line({"k": "live"})]
 
     async def _beats(self) -> None:
@@ -362,7 +284,7 @@ class SentinelFeed:
                 kind = msg.get("k")
                 if kind == "event":
                     t, ev = float(msg["t"]), decode(msg["e"])
-                    self.state.apply(t, ev)
+                    self.state.fold(t, ev)
                     emit(ev)
                 elif kind == "resync":
                     log.warning("the sentinel resynced this console: %s", msg.get("why"))

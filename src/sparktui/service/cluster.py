@@ -24,7 +24,7 @@ from sparktui.core.errors import Problem
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
-from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
+from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleSources, token_values
 from sparktui.ops.context import OpsContext, Power, open_runtime
@@ -44,7 +44,7 @@ from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
-from sparktui.service.attach import SentinelFeed, StreamState, lost_alert
+from sparktui.service.attach import SentinelFeed, lost_alert
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -58,6 +58,7 @@ from sparktui.service.events import (
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk, Phone
+from sparktui.service.stream import StreamState
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
@@ -253,8 +254,12 @@ class ClusterService:
     # -- reading -------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
-        if self._mirror is not None:
-            return self._mirror.snapshot(list(self.config.nodes), self.clock.time())
+        if (mirror := self._mirror) is not None:
+            now = self.clock.time()
+            return ClusterSnapshot(now, tuple(
+                mirror.latest(n) or NodeSnapshot(n, NodeState.UNKNOWN, now,
+                                                 error="not reported by the sentinel yet")
+                for n in self.config.nodes))
         if self.poller is None:
             return ClusterSnapshot(self.clock.time(), ())
         return self.poller.snapshot()
@@ -397,7 +402,8 @@ class ClusterService:
         for name, ranks in found.items():
             make = lambda n=name, r=ranks: self._new_watcher(n, r)  # noqa: E731
             watch = self._watchers.attach(name, make)
-            if watch.port is None and any(r.rank == 0 and r.port for r in ranks):
+            rank0 = next((r for r in ranks if r.rank == 0 and r.port), None)
+            if rank0 is not None and watch.api_host != self._api_host(rank0.node):
                 # found before rank 0's node was polled: the watch has no API
                 # host, so no endpoint check (and no canary verdict) ever came
                 await self._watchers.replace(name, make)
@@ -419,9 +425,13 @@ class ClusterService:
         """A lane found in a snapshot: its memory comes from the poller."""
         assert self._links is not None and self._endpoints is not None
         links = {n: self._links.get(n) for n in self.config.nodes}
-        return LaneWatcher(name, ranks, links, self._endpoints.node(ranks[0].node).api_host,
+        return LaneWatcher(name, ranks, links, self._api_host(ranks[0].node),
                            stall_after_s=self.config.console.stall_after_s, clock=self.clock,
                            first_token=False, resource_poll_s=None)
+
+    def _api_host(self, node: str) -> str:
+        assert self._endpoints is not None
+        return self._endpoints.node(node).api_host
 
     def _lane_watched(self, watch: LaneWatcher) -> None:
         """A new watcher (found here, or a serve's): the console follows it."""
