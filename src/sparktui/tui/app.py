@@ -71,11 +71,17 @@ class SparkTUI(App[None]):
         self.read_only = read_only
         self.tune_gc = tune_gc
         """The process is the console's own (the CLI): tune the collector at start."""
-        self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
+        self._config_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
+
+    @property
+    def base_sub_title(self) -> str:
+        """The config, read-only, and whether the sentinel polls for this console."""
+        attached = self.service.attached
+        return f"{self._config_title} · {attached}" if attached else self._config_title
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -99,8 +105,6 @@ class SparkTUI(App[None]):
                         title=f"{len(problems)} recipe problem(s): those recipes are not offered",
                         severity="warning", timeout=30)
         await self.service.start(self._from_service)
-        if self.service.attached:  # the sentinel polls; this console listens
-            self.sub_title = f"{self.sub_title} · {self.service.attached}"
         if self.tune_gc:
             quiet_collector()
             self.set_interval(GC_FULL_EVERY_S, gc.collect, name="full collection")
