@@ -10,22 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import os
-import sys
 from pathlib import Path
 
-from sparktui.adapters.endpoints import resolve_endpoints, sim_endpoints_path
-from sparktui.core.config_load import load_config
+from sparktui.adapters.endpoints import resolve_endpoints
 from sparktui.core.state import NodeState
 from sparktui.service.attach import socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertRaised, LaneChanged, NodeSampled, ServiceEvent
 from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import Sentinel
-from sparktui.sim.testing import running_sim
 
-from .simnight import advance_until, boot_unwatched, night, phase
+from .simnight import advance_until, boot_unwatched, night, phase, sentinel_process, state_in
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,19 +143,8 @@ async def test_a_killed_sentinel_process_is_said_so_and_the_console_polls(
         tmp_path: Path, config_copy) -> None:  # type: ignore[no-untyped-def]
     """`sparktui sentinel` as its own process, SIGKILLed (no goodbye): the
     attached console says so at once and starts its own poller."""
-    path = config_copy(lambda text: text.replace(
-        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"'))
-    config = load_config(path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    env.pop("JOURNAL_STREAM", None)
-    argv = [sys.executable, "-m", "sparktui", "--config", str(path), "sentinel"]
-    async with running_sim(config, speed=20.0, workdir=tmp_path / "sim") as sim:
-        endpoints_file = sim_endpoints_path(config)
-        endpoints_file.parent.mkdir(parents=True, exist_ok=True)
-        endpoints_file.write_text(json.dumps(sim.endpoints()))
-        proc = await asyncio.create_subprocess_exec(*argv, env=env,
-                                                    stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.DEVNULL)
+    async with sentinel_process(tmp_path, config_copy(state_in(tmp_path))) as sp:
+        config, sim, proc = sp.config, sp.sim, sp.proc
         assert proc.stdout is not None
         c = Console(ClusterService(config, clock=sim.clock, endpoints=resolve_endpoints(config),
                                    sentinel=socket_path(config.state_dir())))
@@ -187,6 +171,3 @@ async def test_a_killed_sentinel_process_is_said_so_and_the_console_polls(
                     await asyncio.sleep(0.05)  # its own poller opened its own shells
         finally:
             await c.service.stop()
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
