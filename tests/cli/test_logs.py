@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from sparktui.cli.logs_cmd import FATAL_MARK, PHASE_MARK, PROGRESS_MARK, Annotator
+from sparktui.cli.logs_cmd import FATAL_MARK, PHASE_MARK, PROGRESS_MARK, LogPrinter
 from sparktui.cli.main import build_parser
+from sparktui.core.phases import PhaseTracker
+from sparktui.watch.follower import LogLine
+from sparktui.watch.lane import FatalDecided, LinesArrived
 
 P = "(EngineCore_DP0 pid=312) INFO 11-29 01:02:03 [x.py:1] "
 
@@ -17,6 +20,26 @@ class Clock:
 
     async def sleep(self, seconds: float) -> None:
         return None
+
+
+class Annotator:
+    """The lane watcher's part, one line at a time: the tracker is fed, the
+    events it would emit are handed to the printer."""
+
+    def __init__(self, lane: str, clock: Clock) -> None:
+        self.tracker = PhaseTracker(lane, float("inf"), clock.monotonic())
+        self.printer = LogPrinter(self.tracker, 0)
+
+    def annotate(self, rank: int, raw: str) -> list[str]:
+        ts, _, text = raw.partition(" ") if raw[:2] == "20" else (None, "", raw)
+        failed = self.tracker.failure is not None
+        ev = self.tracker.feed(rank, text, 0.0, ts)
+        lane = self.tracker.lane
+        out = self.printer.lines(LinesArrived(lane, rank, "n", (LogLine(rank, ts, text),),
+                                              (ev,), 1))
+        if self.tracker.failure is not None and not failed:
+            out += self.printer.lines(FatalDecided(lane, self.tracker.failure))
+        return out
 
 
 def test_logs_is_registered() -> None:
@@ -38,7 +61,15 @@ def test_annotations() -> None:
                         "TimeoutError: RPC call to sample_tokens timed out.")
     assert out[0].startswith(f"{FATAL_MARK} ")
     assert out[1] == f"{FATAL_MARK} lane failed on rank 0 (rpc_timeout)"
-    assert a.fatal_seen
+
+
+def test_another_ranks_failure_names_its_line() -> None:
+    a = Annotator("m", Clock())
+    a.printer.rank = 1
+    out = a.annotate(0, "(EngineCore_DP0 pid=312) ERROR 11-29 01:02:03 [core.py:1] "
+                        "TimeoutError: RPC call to sample_tokens timed out.")
+    assert out == [f"{FATAL_MARK} lane failed on rank 0 (rpc_timeout): "
+                   "TimeoutError: RPC call to sample_tokens timed out."]
 
 
 def test_traceback_last_line_is_flagged() -> None:

@@ -120,7 +120,7 @@ async def test_a_disk_full_after_the_plug_went_off_restores_power(tmp_path, caps
     async with h.published(cfg) as sim:
         monkeypatch.setattr(journal_mod, "_write", full_from_the_off_wait)
         code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
-                                monkeypatch=monkeypatch)
+                                "--hard", monkeypatch=monkeypatch)
         _, err = capsys.readouterr()
         assert code == 1 and "Traceback" not in err
         assert "cannot write the journal" in err and "the disk is full" in err

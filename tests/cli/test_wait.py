@@ -33,7 +33,7 @@ def test_wait_is_registered_with_its_options() -> None:
 
 
 def test_exit_codes() -> None:
-    assert EXIT == {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
+    assert EXIT == {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2, Outcome.STOPPED: 1}
 
 
 def result(outcome: Outcome, **kw: object) -> WaitResult:

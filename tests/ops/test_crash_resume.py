@@ -27,7 +27,7 @@ async def _start(config_path, *args: str) -> asyncio.subprocess.Process:
     env = {k: v for k, v in os.environ.items() if k != "SPARKTUI_HA_TOKEN"}
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sparktui.cli.main", "--config", str(config_path), "power",
-        "cycle", "dgx6", "--yes", *args, stdin=asyncio.subprocess.DEVNULL,
+        "cycle", "dgx6", "--yes", "--hard", *args, stdin=asyncio.subprocess.DEVNULL,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env)
 
 

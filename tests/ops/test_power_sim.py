@@ -18,9 +18,10 @@ async def test_power_cycle_dgx6_off_wait_on_back(sim_ctx):
         result = await run_wf(ctx, PowerCycle("dgx6"))
         assert result.ok, result.message
         steps = [e.step for e in events.of(StepStarted)]
-        assert steps == ["plug off", "wait off", "plug on", "liveness", "ssh", "re-check"]
+        assert steps == ["plug check", "poweroff", "wait dark", "plug off", "wait off",
+                         "plug on", "liveness", "ssh", "re-check"]
         assert sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
-        assert sim.nodes["dgx6"].up
+        assert sim.nodes["dgx6"].up and sim.nodes["dgx6"].unclean_losses == 0
         assert "kernel 6.17.0-1031" in result.message
         assert not ctx.locks.list()
         assert not ctx.journal.unfinished()

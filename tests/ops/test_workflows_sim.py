@@ -92,7 +92,9 @@ async def test_cluster_power_off_skips_production_and_refuses_busy_nodes(sim_ctx
         sim.ha.calls.clear()
         busy = await run_wf(ctx, ClusterPower(B, False))
         # the lane is protected: the refusal never says "stop it"
-        assert not busy.ok and "must NOT be stopped -> leave dgx5 on" in busy.message
+        assert not busy.ok, busy.message
+        assert "must NOT be stopped until they say so -> leave dgx5, dgx6, dgx7, dgx8 on" \
+            in busy.message
         assert "stop its lanes first" not in busy.message
         assert sim.ha.calls == []
 

@@ -1,12 +1,15 @@
 """The console's service predicts Boot D's OOM by itself (a lane it discovers,
 started outside the console): an alert naming the node, the shard and the next
-step, raised before any node thrashes."""
+step, raised before any node thrashes; and one phone message for the lane
+(however many ranks are predicted) reaches the simulated Home Assistant."""
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
 
+from sparktui.core.config import NotifyConfig
+from sparktui.core.notify import NotifyPolicy
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.service.events import AlertRaised, ServiceEvent
@@ -15,11 +18,14 @@ from sparktui.sim.testing import connect
 from ..tui.simconsole import sim_console
 
 LANE = "dsv41-flash-r37-4x-eager"
+PHONE = "notify.mobile_app_pixel"
 
 
 async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Path) -> None:
     async with sim_console(tmp_path, "boot-d-oom") as c:
         events: list[ServiceEvent] = []
+        c.service.night.policy = NotifyPolicy(NotifyConfig(service=PHONE,
+                                                           events=("predicted-oom",)))
         await c.service.start(events.append)
         try:
             r = load_recipe(c.config, LANE)
@@ -47,5 +53,15 @@ async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Pa
             assert f"{alert.subject} runs out at " in alert.evidence[0]
             assert f"sparktui stop {LANE}" in alert.next_step
             assert alert in c.service.alerts()
+            while not c.sim.ha.notifications:
+                assert asyncio.get_running_loop().time() < end, "no phone message"
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # the other ranks' predictions come in: no new message
+            sent, token = list(c.sim.ha.notifications), c.sim.ha.token
         finally:
             await c.service.stop()
+    assert [(s, b["title"]) for s, b in sent] == [(PHONE, f"sparktui PREDICTED-OOM {LANE}")]
+    text = str(sent[0][1]["message"])
+    assert text.startswith(f"{LANE}: dgx") and " runs out at " in text
+    assert "Next: stop" in text and f"sparktui stop {LANE}" in text
+    assert token not in str(sent)

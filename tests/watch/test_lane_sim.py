@@ -15,13 +15,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_readiness_sim import World, drive, lane_watch, serve, world
 
 from sparktui.core.logsig import Kind, Phase, parse_timestamp
+from sparktui.ops.context import open_runtime
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.stop import Stop
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.service.lane_feed import LaneFeed
-from sparktui.watch.lane import LaneWatcher
+from sparktui.sim.docker import LogLine as SimLogLine
+from sparktui.sim.timefmt import vllm_ts
+from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.readiness import Outcome, discover_lane
 
 SERVING = "glm53-flash-eugr-2x"      # 2nodes-dac: dgx1 (head), dgx2; port 8000
 SAME_HEAD = "dsv41-flash-eugr-0913-4x"  # 4nodes-switch: dgx1 (head) .. dgx4; port 8000
+UNPROTECTED = "glm53-mxfp4-fp8-4x-r39-196k"  # 4nodes-switch-b: dgx5 (head) .. dgx8
 
 
 async def until_ready(w: World, watch: LaneWatcher, max_sim_s: float = 4 * 3600) -> None:
@@ -138,3 +144,92 @@ async def test_cache_not_symlink_names_the_earliest_rank_with_staggered_streams(
                         break
             assert f.rank == min(first, key=lambda k: first[k]), (f, first)
             assert parse_timestamp(f.timestamp) is not None
+
+
+async def test_a_lane_stopped_by_us_ends_stopped_not_fatal(tmp_path: Path) -> None:
+    """The console's lane is stopped with the stop workflow mid-boot: the
+    workers' exits (and the head's NCCL errors they cause) are the stop's
+    doing; no fatal alert, the lane shows "stopped", the verdict is stopped."""
+    async with world(tmp_path, "normal") as w:
+        launch = await serve(w, UNPROTECTED)
+        links = {n: w.fleet.get(n) for n in w.config.nodes}
+        ranks = await discover_lane(links, launch.lane)  # type: ignore[arg-type]
+        watchers = LaneWatchers()
+        events: list[ServiceEvent] = []
+        watch = watchers.attach(launch.lane, lambda: LaneWatcher(
+            launch.lane, ranks, links, w.endpoints.node(ranks[0].node).api_host,  # type: ignore[arg-type]
+            stall_after_s=900, clock=w.sim.clock, first_token=False, resource_poll_s=None))
+        feed = LaneFeed(watch, lambda: "4nodes-switch-b", events.append)
+        try:
+            while watch.tracker.phase is not Phase.LOADING:
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.005)
+            async with open_runtime(w.config, clock=w.sim.clock, endpoints=w.endpoints,
+                                    links=w.fleet, lane_watchers=watchers) as rt:
+                task = asyncio.create_task(execute(rt.ops, await prepare(rt.ops,
+                                                                         Stop(launch.lane))))
+                await drive(w.sim, task, step=1.0, max_sim_s=600)
+                assert task.result().ok, task.result().message
+            verdict = asyncio.create_task(watch.verdict())
+            await drive(w.sim, verdict, step=1.0, max_sim_s=120, why=watch.tracker.summary)
+        finally:
+            feed.unsubscribe()
+            await watchers.close()
+        assert verdict.result().outcome is Outcome.STOPPED, verdict.result().summary
+        assert not [e for e in events if isinstance(e, AlertRaised)]
+        assert feed.view().phase == "stopped" and not feed.view().failure
+
+
+class SlowCatchUp:
+    """A node link whose one-shot reads answer late (the live stream is not)."""
+
+    def __init__(self, link: object, delay_s: float) -> None:
+        self.link = link
+        self.delay_s = delay_s
+
+    def stream(self, cmd: str) -> AsyncIterator[bytes]:
+        return self.link.stream(cmd)  # type: ignore[attr-defined,no-any-return]
+
+    async def run(self, cmd: str, timeout: float) -> object:
+        if cmd.startswith("docker logs"):
+            await asyncio.sleep(self.delay_s)
+        return await self.link.run(cmd, timeout)  # type: ignore[attr-defined]
+
+
+async def test_the_engines_own_stamps_name_the_first_rank_when_docker_disagrees(
+        tmp_path: Path) -> None:
+    """Rank 1's engine wrote its fatal line first (engine stamps 1 s apart),
+    but docker stamped it later than rank 0's (a buffered stderr) and its
+    stream delivers it after rank 0's: the lane failed on rank 1."""
+    for run in range(3):
+        async with world(tmp_path / str(run), "normal") as w:
+            launch = await serve(w, UNPROTECTED)
+            links = {n: w.fleet.get(n) for n in w.config.nodes}
+            ranks = await discover_lane(links, launch.lane)  # type: ignore[arg-type]
+            node1 = next(r.node for r in ranks if r.rank == 1)
+            slow = {node1: SlowCatchUp(links[node1], 0.2 + 0.1 * run)}
+            watch = LaneWatcher(launch.lane, ranks, {**links, **slow},  # type: ignore[arg-type]
+                                w.endpoints.node(ranks[0].node).api_host, stall_after_s=900,
+                                clock=w.sim.clock, first_token=False, resource_poll_s=None)
+            task = asyncio.create_task(watch.run())
+            while watch.tracker.phase is not Phase.LOADING:
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.005)
+            now = w.sim.clock.time()
+            c0, c1 = (w.sim.nodes[r.node].docker.containers[r.container]
+                      for r in sorted(ranks, key=lambda r: r.rank)[:2])
+            c0.logs.append(SimLogLine(now - 0.8, "stderr",
+                                      f"(EngineCore_DP0 pid=294) ERROR {vllm_ts(now - 1)} "
+                                      "[multiproc_executor.py:512] Worker proc VllmWorker-1 "
+                                      "died unexpectedly (exit code: -9), shutting down "
+                                      "executor."))
+            while watch.tracker.failure is None:
+                await asyncio.sleep(0.002)
+            c1.logs.append(SimLogLine(now - 0.5, "stderr",
+                                      f"(Worker_TP1 pid=294) ERROR {vllm_ts(now - 2)} "
+                                      "[multiproc_executor.py:671] RuntimeError: NCCL error: "
+                                      "unhandled system error"))
+            await drive(w.sim, task, step=0.5, max_sim_s=120, why=watch.tracker.summary)
+            f = task.result().failure
+            assert f is not None and f.rank == 1, f
+            assert "NCCL error" in f.line and f.engine_time == int(now - 2)

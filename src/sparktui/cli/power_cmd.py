@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "confirmed by re-reading the plug; protected nodes and "
                                    "shared switches are never toggled by a node action.")
     acts = p.add_subparsers(dest="power_action", metavar="ACTION", required=True)
-    for name, text in (("cycle", "plug off, wait, plug on, wait for the node, re-check"),
+    for name, text in (("cycle", "systemctl poweroff over SSH and wait until dark (a starved or "
+                                 "unreachable node: at once), then plug off, wait, plug on, "
+                                 "wait for the node, re-check"),
                        ("on", "plug on, wait for the node, re-check"),
                        ("off", "systemctl poweroff over SSH, wait until dark, then plug off "
                                "(a starved or unreachable node: plug off at once)")):
@@ -44,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             a.add_argument("--off-seconds", default=None,
                            type=flag(PowerConfig, "off_seconds"),
                            help="how long the plug stays off (default: [power] off_seconds)")
-        if name == "off":
+        if name in ("off", "cycle"):
             a.add_argument("--hard", action="store_true",
                            help="cut the plug at once, without systemctl poweroff")
         _common(a)
@@ -89,7 +91,7 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return EXIT_INPUT
         if args.power_action == "cycle":
-            return await drive(ctx, PowerCycle(node, args.off_seconds), args)
+            return await drive(ctx, PowerCycle(node, args.off_seconds, hard=args.hard), args)
         return await drive(ctx, PowerSwitch(node, args.power_action == "on",
                                             hard=getattr(args, "hard", False)), args)
 

@@ -26,7 +26,7 @@ from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import Outcome, WaitResult, discover_lane
 from .common import load
 
-EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2}
+EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2, Outcome.STOPPED: 1}
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 
 

@@ -139,7 +139,8 @@ class ThrashConfig:
     ssh_retry_interval_s: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 30.0
 
 
-NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "workflow-failed")
+NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "lane-qualified",
+                 "workflow-failed")
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,8 @@ class NotifyConfig:
     service: str = ""
     """``notify.mobile_app_<phone>``; empty turns phone alerts off."""
     events: tuple[str, ...] = ("thrash", "fatal", "stall", "predicted-oom", "workflow-failed")
-    """Which of: thrash, fatal, stall, predicted-oom, lane-ready, workflow-failed."""
+    """Which of: thrash, fatal, stall, predicted-oom, lane-ready, lane-qualified,
+    workflow-failed."""
     dedup_s: Annotated[float, Range(0, 7 * 86400, unit="s")] = 3600.0
     """One message per event and node/lane within this window (one per incident)."""
     max_per_hour: Annotated[int, Range(1, 3600)] = 12

@@ -22,6 +22,7 @@ import re
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from sparktui.core.enginetime import engine_time
 from sparktui.core.logsig import (
     BOOT_ORDER,
     Kind,
@@ -93,6 +94,17 @@ class Failure:
     """A more specific fatal line of the same rank right after a generic one."""
     after: tuple[str, ...] = ()
     """Lines of that rank after the fatal one (up to AFTER_LINES)."""
+    engine_time: float | None = None
+    """The engine's own stamp of the line (core/enginetime.py), None without one."""
+
+    def read_past(self) -> float | None:
+        """Epoch seconds every rank's log must be read past before this is
+        the lane's first fatal line: docker's time of the line, and the end
+        of the engine's second (its stamp has no fraction)."""
+        docker = parse_timestamp(self.timestamp)
+        if self.engine_time is None:
+            return docker
+        return max(docker or 0.0, self.engine_time + 1.0)
 
     def describe(self) -> str:
         text = f"rank {self.rank}: {self.line}"
@@ -103,11 +115,23 @@ class Failure:
                 "timestamp": self.timestamp, "cause": self.cause}
 
 
-def _earlier(ts: str | None, than: str | None) -> bool:
-    """Is log timestamp ``ts`` strictly before ``than`` (by time, not text:
-    docker trims trailing zeros, so ``.4Z`` sorts after ``.45Z`` as text)?"""
-    a, b = parse_timestamp(ts), parse_timestamp(than)
+def _earlier(ts: str | None, engine: float | None, than: Failure) -> bool:
+    """Did a line stamped ``ts`` by docker and ``engine`` by the engine come
+    strictly before the failure ``than``? The engines' own stamps decide when
+    both have one and they differ (they are whole seconds); otherwise docker's
+    (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts after
+    ``.45Z`` as text)."""
+    if engine is not None and than.engine_time is not None and engine != than.engine_time:
+        return engine < than.engine_time
+    a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
     return a is not None and b is not None and a < b
+
+
+def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
+    """The engine's stamp of a line that may fail the lane (only those are parsed)."""
+    if ev is None or (ev.severity is not Severity.FATAL and ev.kind is not Kind.EXCEPTION):
+        return None
+    return engine_time(body, ts)
 
 
 def _cause_candidate(ev: LogEvent) -> bool:
@@ -201,13 +225,15 @@ class PhaseTracker:
         st = self._rank(rank)
         st.lines += 1
         f = self.failure
+        engine = _engine(body, ts, ev)
         if f is not None:
             if (ev is not None and ev.severity is Severity.FATAL and rank != f.rank
-                    and _earlier(ts, f.timestamp)):
+                    and _earlier(ts, engine, f)):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
-                # the earliest by the nodes' clocks (a worker's LocalEntryNotFoundError,
+                # the earliest by the engines' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
-                self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent))
+                self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent),
+                                       engine_time=engine)
                 st.recent.append(ev.text)
                 return ev
             if rank == f.rank and len(f.after) < AFTER_LINES:
@@ -219,7 +245,7 @@ class PhaseTracker:
                 self.failure = replace(f, after=(*f.after, text), cause=cause)
             return ev
         if ev is not None:
-            self._apply(rank, st, ev, ts, now)
+            self._apply(rank, st, ev, ts, now, engine)
         st.recent.append(ev.text if ev is not None else body.rstrip("\r\n"))
         return ev
 
@@ -228,7 +254,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, f.timestamp):
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
@@ -305,7 +331,8 @@ class PhaseTracker:
             st = self._ranks[rank] = _Rank(recent=deque(maxlen=self.context_lines))
         return st
 
-    def _apply(self, rank: int, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
+    def _apply(self, rank: int, st: _Rank, ev: LogEvent, ts: str | None, now: float,
+               engine: float | None = None) -> None:
         if self.phase is Phase.FAILED:
             return
         fatal = ev.severity is Severity.FATAL
@@ -318,7 +345,8 @@ class PhaseTracker:
                 fatal = self.phase is not Phase.SERVING
             st.traceback_line = None
         if fatal:
-            self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent))
+            self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent),
+                                   engine_time=engine)
             self._set_phase(Phase.FAILED, now)
             return
         if ev.severity is not Severity.PROGRESS:

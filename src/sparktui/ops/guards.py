@@ -110,6 +110,18 @@ class GuardReport:
         return [v.to_json() for v in self.verdicts]
 
 
+def merged(report: GuardReport, more: Iterable[Verdict]) -> GuardReport:
+    """``report`` with the verdicts of ``more`` it does not already hold (one
+    verdict per guard and subject: the first one stays)."""
+    seen = {(v.guard, v.subject) for v in report.verdicts}
+    extra = []
+    for v in more:
+        if (v.guard, v.subject) not in seen:
+            seen.add((v.guard, v.subject))
+            extra.append(v)
+    return GuardReport((*report.verdicts, *extra))
+
+
 def _report(verdicts: Iterable[Verdict], overrides: frozenset[Override]) -> GuardReport:
     out = []
     for v in verdicts:
@@ -538,34 +550,14 @@ class ClusterPowerPlan:
     report: GuardReport
 
 
-def still_running(config: Config, snap: NodeSnapshot) -> Verdict | None:
-    """A power-off refuses a node that still runs containers; a protected lane's rank
-    is never to be stopped, so the fix is to leave the node on."""
-    if snap.probe is None or not snap.probe.running_containers:
-        return None
-    running = snap.probe.running_containers
-    names = ", ".join(c.name for c in running)
-    protected = sorted({c.lane for c in running
-                        if c.lane and c.lane in config.guards.protected_lanes})
-    if protected:
-        return Verdict("protected-lane", snap.node, False,
-                       f"{snap.node} runs {names}, a rank of protected lane "
-                       f"{', '.join(protected)}, which must NOT be stopped -> leave "
-                       f"{snap.node} on")
-    return Verdict("node-busy", snap.node, False,
-                   f"{snap.node} still runs {names} -> stop its lanes first "
-                   f"(`sparktui stop LANE`)")
-
-
 def plan_cluster_power(config: Config, cluster: str, on: bool,
                        locks: Mapping[str, str] | None = None,
-                       power_error: str | None = None,
-                       snapshot: ClusterSnapshot | None = None) -> ClusterPowerPlan:
+                       power_error: str | None = None) -> ClusterPowerPlan:
     """Cluster power: protected nodes are skipped (a warning, not a refusal); on
     turns the cluster's shared switches on first, off turns them off last, and
     only a switch no other powered node depends on: a switch another cluster
-    still uses (production on sw6_mt) stays on. A power-off refuses nodes that
-    still run containers (``snapshot``)."""
+    still uses (production on sw6_mt) stays on. What a power-off does to the
+    lanes on the nodes is the workflow's (``stop.lanes_on``)."""
     if cluster not in config.clusters:
         report = GuardReport((Verdict("cluster", cluster, False, f"unknown cluster {cluster!r} "
                                       f"(known: {', '.join(config.clusters)})"),))
@@ -600,10 +592,6 @@ def plan_cluster_power(config: Config, cluster: str, on: bool,
                                         f"{', '.join(users)}", warning=True))
             else:
                 after.append(sw.entity)
-        for name in nodes:
-            snap = snapshot.get(name) if snapshot else None
-            if snap is not None and (busy := still_running(config, snap)) is not None:
-                verdicts.append(busy)
     verdicts.append(home_assistant(cluster, power_error))
     return ClusterPowerPlan(cluster, on, tuple(nodes), tuple(before), tuple(after),
                             _report(verdicts, frozenset()))

@@ -66,7 +66,8 @@ class LaneFeed:
     def _serving_endpoint(self) -> tuple[str, int] | None:
         """Rank 0's (node, port) while the lane serves: the canary's target."""
         first = self.watcher.ranks[0] if self.watcher.ranks else None
-        if self.watcher.tracker.phase is not Phase.SERVING or first is None or not first.port:
+        if self.watcher.tracker.phase is not Phase.SERVING or first is None or not first.port \
+                or self.watcher.stopping_since is not None:
             return None
         return first.node, first.port
 
@@ -92,13 +93,16 @@ class LaneFeed:
         first = w.ranks[0] if w.ranks else None
         canary = self._canary.verdict if self._canary is not None else None
         unresponsive = canary is not None and canary.unresponsive and t.phase is Phase.SERVING
+        phase = "unresponsive" if unresponsive else t.phase.value
+        if w.stopping_since is not None and t.failure is None:
+            phase = "stopped" if w.stopped else "stopping"
         return LaneView(
             name=w.lane,
             cluster=self.cluster(),
             engine=first.engine if first else "",
             port=first.port if first else None,
             ranks=w.ranks,
-            phase="unresponsive" if unresponsive else t.phase.value,
+            phase=phase,
             progress=lp.fraction if lp else None,
             progress_text=lp.describe() if lp else "",
             load=lp,

@@ -25,8 +25,10 @@ from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
 from sparktui.core.notify import Happening, NotifyPolicy
+from sparktui.core.qualify import GateState
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
 from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -199,13 +201,14 @@ class NightDesk:
         """What an event means for the phone, and the alert key it belongs to."""
         if isinstance(ev, AlertRaised):
             a = ev.alert
+            evidence = a.evidence[0] if a.evidence else a.level
+            if a.level == PREDICTED_OOM_STEP:  # a node's rank: one message per lane
+                lane = self._subject_of(a.subject)
+                return Happening("predicted-oom", lane, evidence, a.next_step), a.key
             kind = {"fatal": "fatal", "thrash": "thrash"}.get(a.level)
-            if kind is None and "oom" in a.level:
-                kind = "predicted-oom"
             if kind is None:
                 return None
-            return Happening(kind, a.subject, a.evidence[0] if a.evidence else a.level,
-                             a.next_step), a.key
+            return Happening(kind, a.subject, evidence, a.next_step), a.key
         if isinstance(ev, LaneChanged):
             lane = ev.lane
             if lane.phase == "stalled":
@@ -213,9 +216,16 @@ class NightDesk:
                                  f"{self.config.console.stall_after_s:g} s",
                                  f"read the boot log of {lane.name}; stop it (x) if it is "
                                  f"really stuck, then re-serve"), None
-            if lane.phase == "serving":
-                return Happening("lane-ready", lane.name, f"serving on {lane.cluster}",
-                                 ""), None
+            ready = Happening("lane-ready", lane.name, f"serving on {lane.cluster}",
+                              f"qualify it before trusting it: `sparktui qualify {lane.name}`")
+            if lane.phase == "serving" and lane.gate == GateState.QUALIFIED \
+                    and not self.policy.is_open("lane-qualified", lane.name):
+                return Happening("lane-qualified", lane.name,
+                                 f"qualified on {lane.cluster}: {lane.gate_text}",
+                                 f"it can take traffic (port {lane.port})"), None
+            if lane.phase == "serving" and lane.gate in ("", GateState.QUALIFYING) \
+                    and not self.policy.is_open(ready.event, lane.name):
+                return ready, None
         if isinstance(ev, WorkflowProgressed) and isinstance(ev.event, WorkflowFinished) \
                 and not ev.event.ok:
             e = ev.event
@@ -253,8 +263,10 @@ class NightDesk:
                 self.policy.close("stall", ev.lane.name)
             if ev.lane.phase != "serving":
                 self.policy.close("lane-ready", ev.lane.name)
+            if ev.lane.gate != GateState.QUALIFIED:
+                self.policy.close("lane-qualified", ev.lane.name)
         elif isinstance(ev, LaneGone):
-            for kind in ("fatal", "stall", "lane-ready", "predicted-oom"):
+            for kind in ("fatal", "stall", "lane-ready", "lane-qualified", "predicted-oom"):
                 self.policy.close(kind, ev.name)
 
     async def _send(self, title: str, text: str, key: str | None) -> None:

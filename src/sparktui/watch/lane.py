@@ -8,11 +8,13 @@ through :class:`LaneWatchers`, so no rank is followed twice.
 - **Fatal, decided right.** Ranks' streams arrive with different lags (a
   `docker logs -f` that started 0.4 s later). The first fatal line seen is
   only a candidate; the lane's failure is decided once every rank's log has
-  been read past the candidate's timestamp (its stream delivered a later
-  line, or ended, or a one-shot catch-up read returned what the log holds up
-  to now). An earlier fatal line of another rank found meanwhile replaces
-  the candidate. The failure keeps the rank's root-cause line (the exception
-  line after a traceback), read to the end of the rank's log at decision time.
+  been read past the candidate's time (its stream delivered a later line, or
+  ended, or a one-shot catch-up read returned what the log holds up to now).
+  An earlier fatal line of another rank found meanwhile replaces the
+  candidate; "earlier" is by the engines' own stamps where both lines have
+  one (core/enginetime.py), by docker's otherwise. The failure keeps the
+  rank's root-cause line (the exception line after a traceback), read to the
+  end of the rank's log at decision time.
 - **Container exit is a failure** (timestamped by docker's FinishedAt).
 - **Stalled** only when nothing progressed for ``stall_after_s``, in every
   phase until the endpoint is confirmed (core/phases.py). Progress: log
@@ -20,6 +22,10 @@ through :class:`LaneWatchers`, so no rank is followed twice.
   and bytes read from disk or NFS on a rank's node.
 - **Serving** only when the endpoint proves to be this lane's
   (watch/readiness.py), and only after this lane's log reached the API phase.
+- **Stopped, not failed**: once told the lane is being stopped by us
+  (:meth:`LaneWatcher.stopping`, through :meth:`LaneWatchers.stopping`), an
+  exit or a fatal line stamped after that moment is the stop's doing: the
+  lane ends "stopped". Whatever happened before it still counts.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from sparktui.core.logsig import (
     LogEvent,
     Phase,
     Severity,
+    classify,
     container_exit,
     parse_timestamp,
 )
@@ -85,6 +92,7 @@ class Verdict(StrEnum):
     READY = "ready"
     FAILED = "failed"
     STALLED = "stalled"
+    STOPPED = "stopped"
 
 
 @dataclass(frozen=True)
@@ -139,6 +147,13 @@ class EndpointChecked(LaneEvent):
 
 
 @dataclass(frozen=True)
+class Stopping(LaneEvent):
+    """The lane is being stopped by us (``ended``: every rank has exited)."""
+
+    ended: bool
+
+
+@dataclass(frozen=True)
 class WatchEnded(LaneEvent):
     result: WaitResult
 
@@ -180,9 +195,14 @@ class LaneWatcher:
         tail: int | None = None,
         resource_poll_s: float | None = 10.0,
         endpoint_every_s: float = 5.0,
+        follow: bool = True,
+        probe_endpoint: bool = True,
     ) -> None:
         """``resource_poll_s`` None: memory comes from :meth:`on_snapshot`
-        (the console's poller) instead of the watcher's own reads."""
+        (the console's poller) instead of the watcher's own reads.
+        ``follow`` False: each rank's log is read to its current end once (a
+        rank still running then is not an exit). ``probe_endpoint`` False:
+        the lane's endpoint is never asked (a log viewer sends no request)."""
         self.lane = lane
         self.ranks = tuple(ranks)
         self.links = links
@@ -193,6 +213,8 @@ class LaneWatcher:
         self.tail = tail
         self.resource_poll_s = resource_poll_s
         self.endpoint_every_s = endpoint_every_s
+        self.follow = follow
+        self.probe_endpoint = probe_endpoint
         self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
         self.created_at = clock.time()
         self.stages: dict[str, float] = {}
@@ -215,6 +237,10 @@ class LaneWatcher:
         self._last_tokens: tuple[float, float] | None = None
         self._unread: list[str] = []
         self._port_taken = ""
+        self.stopping_since: float | None = None
+        """Epoch seconds when we began stopping the lane (None: not stopping)."""
+        self.stopped = False
+        """Every rank exited after our stop."""
 
     # -- subscribers ---------------------------------------------------------
 
@@ -247,7 +273,7 @@ class LaneWatcher:
         self._spawn("ticker", self._ticker)
         if self.resource_poll_s is not None:
             self._spawn("resources", self._resources)
-        if (port := self.port) is not None:
+        if self.probe_endpoint and (port := self.port) is not None:
             self._spawn("endpoint", lambda: self._endpoint(port))
 
     def update_ranks(self, ranks: Sequence[RankContainer]) -> None:
@@ -284,6 +310,43 @@ class LaneWatcher:
             waiter.cancel()
         assert self._result is not None
         return self._result
+
+    def stopping(self) -> None:
+        """We are stopping the lane (the stop workflow says so before its
+        first ``docker stop``): exits and fatal lines from now on are ours."""
+        if self.stopping_since is not None or self._stopped:
+            return
+        self.stopping_since = self.clock.time()
+        if (endpoint := self._tasks.get("endpoint")) is not None:
+            endpoint.cancel()  # a lane going down is not probed (stop() reaps it)
+        self._emit(Stopping(self.lane, False))
+        self._stop_seen()
+
+    def _ours(self, timestamp: str | None) -> bool:
+        """Did this (a line's or an exit's time) happen after our stop began?"""
+        if self.stopping_since is None:
+            return False
+        t = parse_timestamp(timestamp)
+        return t is None or t >= self.stopping_since
+
+    def _stop_seen(self) -> None:
+        """Every rank gone after our stop: the lane is stopped."""
+        if self.stopping_since is None or self.stopped or self._decided is not None \
+                or not all(st.ended for st in self._ranks.values()):
+            return
+        self.stopped = True
+        self._emit(Stopping(self.lane, True))
+        self._finish(Verdict.STOPPED, {st.rc.rank: "stopped" for st in self._ranks.values()})
+
+    async def settled(self, rank: int | None = None) -> None:
+        """Until the reads of every rank (or of ``rank``) end -- a one-shot
+        read reached the log's end, a followed container exited -- and then
+        until a fatal decision under way is made."""
+        keys = [k for k in self._tasks if k.startswith("rank:")
+                and (rank is None or k.split(":")[1] == str(rank))]
+        await asyncio.gather(*(self._tasks[k] for k in keys))
+        if (decide := self._tasks.get("decide")) is not None:
+            await decide
 
     async def run(self) -> WaitResult:
         """Start, wait for the verdict, stop (for a watch of its own)."""
@@ -343,17 +406,23 @@ class LaneWatcher:
         rc = st.rc
         link = self.links[rc.node]
         follower = LogFollower.for_container(
-            link, rc.container, rc.rank, follow=True, tail=self.tail,
-            still_running=running_check(link, rc.container), clock=self.clock)
+            link, rc.container, rc.rank, follow=self.follow, tail=self.tail,
+            still_running=running_check(link, rc.container) if self.follow else None,
+            clock=self.clock)
         st.follower = follower
         async for batch in follower.batches():
             await self._ingest(st, batch)
-        # the log was read to its end and the container stopped: an exit
+        # the log was read to its end: an exit when the container stopped
         facts = await inspect_container(link, rc.container)
+        if not self.follow and (facts is None or facts.running):
+            return  # read once while it runs (or cannot tell): not an exit
         code = facts.exit_code if facts else None
         oom = facts.oom_killed if facts else False
         st.ended = True
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
+        if self._ours(facts.finished if facts else None):
+            self._stop_seen()
+            return
         self.tracker.feed_event(rc.rank, container_exit(code if code is not None else -1, oom),
                                 self.clock.monotonic(), facts.finished if facts else None)
         self._after_feed()
@@ -366,7 +435,9 @@ class LaneWatcher:
         try:
             now = self.clock.monotonic()
             for i, line in enumerate(batch, 1):
-                events.append(tr.feed(rank, line.text, now, line.ts))
+                # a line written after our stop began is the shutdown's, not the boot's
+                events.append(classify(line.text) if self._ours(line.ts)
+                              else tr.feed(rank, line.text, now, line.ts))
                 if self._tags and rank == 0:
                     for tag in self._tags:
                         if tag in line.text:
@@ -418,7 +489,7 @@ class LaneWatcher:
         while True:
             f = self.tracker.failure
             assert f is not None
-            at = parse_timestamp(f.timestamp)
+            at = f.read_past()
             behind = [st for st in self._ranks.values() if not self._caught_up(st, at)]
             # the failing rank is read to its end too: its root cause follows the line
             if f.cause is None and f.rank not in read_once:
@@ -490,6 +561,8 @@ class LaneWatcher:
         while True:
             await self.clock.sleep(self.poll_s)
             was = self.tracker.phase
+            if self.stopping_since is not None:
+                continue  # a lane going down makes no progress: that is no stall
             if self.tracker.check_stall(self.clock.monotonic()) and was is not Phase.STALLED:
                 self._phase_changed()
                 if self._result is None:
@@ -705,6 +778,11 @@ class LaneWatchers:
 
     def get(self, lane: str) -> LaneWatcher | None:
         return self._watchers.get(lane)
+
+    def stopping(self, lane: str) -> None:
+        """The lane is being stopped by us: its exits are no failure."""
+        if (w := self._watchers.get(lane)) is not None:
+            w.stopping()
 
     def attach(self, lane: str, make: Callable[[], LaneWatcher]) -> LaneWatcher:
         """The lane's watcher, made by ``make`` and started when there is none."""

@@ -45,6 +45,7 @@ class Outcome(StrEnum):
     READY = "ready"
     FAILED = "failed"
     STALLED = "stalled"
+    STOPPED = "stopped"
 
 
 class NodeLink(StreamSource, Protocol):

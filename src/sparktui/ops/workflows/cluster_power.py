@@ -2,10 +2,11 @@
 cluster OFF when the tests are done") and its morning.
 
 On: the cluster's shared switches first (the fabric is invisible without
-``sw6_mt``), then each node's plug, then every node is waited for. Off: each
-node's plug, then the shared switches last, and only a switch no node outside
-this cluster depends on. Protected nodes are skipped; a node still running
-containers refuses the power-off (stop its lanes first).
+``sw6_mt``), then each node's plug, then every node is waited for. Off: the
+lanes running on the nodes are stopped first (every rank, under the guards of
+``stop``: a protected lane refuses), then each node's plug, then the shared
+switches last, and only a switch no node outside this cluster depends on.
+Protected nodes are skipped.
 
 Off is graceful for a node that answers (issue 15): ``systemctl poweroff``
 over SSH, wait until SSH and liveness are gone (``[power]
@@ -17,7 +18,7 @@ plan says why; ``--hard`` cuts every plug at once, as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -26,11 +27,13 @@ from sparktui.ops import guards
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.power import (
     GRACEFUL,
+    OffPlan,
     _power,
     graceful_off_steps,
+    off_plan,
     plug_action,
-    power_off_modes,
     poweroff,
+    stop_lanes_first,
     tell_plug,
     wait_back,
     wait_dark,
@@ -39,9 +42,11 @@ from sparktui.ops.workflows.runner import WorkflowRun, together
 
 
 def plan_steps(config: Config, p: guards.ClusterPowerPlan,
-               modes: Mapping[str, str] | None = None) -> list[PlannedStep]:
+               modes: Mapping[str, str] | None = None,
+               stops: Sequence[PlannedStep] = ()) -> list[PlannedStep]:
     modes = modes or {}
-    steps = [PlannedStep("switch on", e, plug_action(e, True)) for e in p.switches_before]
+    steps = [*stops, *(PlannedStep("switch on", e, plug_action(e, True))
+                       for e in p.switches_before)]
     graceful = [n for n in p.nodes if not p.on and modes.get(n) == GRACEFUL]
     steps += graceful_off_steps(config, graceful)
     for n in p.nodes:
@@ -73,30 +78,36 @@ class ClusterPower:
         return self.cluster
 
     def needs(self, config: Config) -> Needs:
-        """A power-off reads what still runs on the nodes."""
+        """A power-off reads what still runs, on every node: the lanes it stops
+        may have ranks outside the cluster."""
         known = self.cluster in config.clusters
-        return Needs(nodes=config.clusters[self.cluster].nodes if known and not self.on else ())
+        return Needs(nodes=tuple(config.nodes) if known and not self.on else ())
 
     def plan(self, state: OpsState) -> Plan:
         config = state.config
         p = guards.plan_cluster_power(config, self.cluster, self.on, state.holders(),
-                                      state.power_error, state.snapshot)
+                                      state.power_error)
         entities = (*p.switches_before, *(config.nodes[n].switch for n in p.nodes),
                     *p.switches_after)
-        modes = {} if self.on else power_off_modes(config, p.nodes, state.snapshot, self.hard)
-        return Plan(self.kind, self.cluster, p.report, tuple(plan_steps(config, p, modes)),
+        off, verdicts, stops = (OffPlan({}), [], []) if self.on else off_plan(
+            state, p.nodes, self.hard)
+        report = guards.merged(p.report, verdicts)
+        return Plan(self.kind, self.cluster, report,
+                    tuple(plan_steps(config, p, off.modes, stops)),
                     self, nodes=p.nodes, entities=entities,
                     detail={"nodes": list(p.nodes),
                             "switches": [*p.switches_before, *p.switches_after],
-                            "hard_cut": {n: why for n, why in modes.items() if why}},
-                    data=(p, modes))
+                            "hard_cut": {n: why for n, why in off.modes.items() if why},
+                            **({"stops": off.lanes()} if off.ranks else {})},
+                    data=(p, off))
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx, on, cluster = run.ctx, self.on, self.cluster
         p: guards.ClusterPowerPlan = plan.data[0]
-        modes: dict[str, str] = dict(plan.data[1])
-        report = p.report
-        run.lock(list(p.nodes))
+        off: OffPlan = plan.data[1]
+        modes: dict[str, str] = dict(off.modes)
+        report = plan.report
+        run.lock(*off.lock_containers(p.nodes))
         power = _power(ctx)
         graceful = [n for n in p.nodes if not on and modes.get(n) == GRACEFUL]
         touched: list[str] = []
@@ -109,6 +120,7 @@ class ClusterPower:
                            describe=lambda s: f"{s.entity} confirmed {s.state}")
 
         found: dict[str, object] = {}
+        stopped = await stop_lanes_first(run, off)
         try:
             await together(*(poweroff(run, n, modes) for n in graceful))
             await together(*(wait_dark(run, n, modes) for n in graceful
@@ -139,11 +151,13 @@ class ClusterPower:
         hard = {n: why for n, why in modes.items() if why}
         shut = [n for n in graceful if not modes[n]]
         message = (f"{cluster} powered {'on' if on else 'off'}: {', '.join(p.nodes) or 'no node'}"
+                   + stopped
                    + (f"; shut down first: {', '.join(shut)}" if shut else "")
                    + (f"; hard cut: {'; '.join(f'{n} ({w})' for n, w in hard.items())}"
                       if hard else "")
                    + (f"; skipped (protected): {', '.join(skipped)}" if skipped else "")
                    + (f"; kept on (shared): {', '.join(kept)}" if kept else ""))
         run.finish(True, message, {"nodes": list(p.nodes), "skipped": skipped,
-                                   "kept_on": kept, "back": found, "hard_cut": hard})
+                                   "kept_on": kept, "back": found, "hard_cut": hard,
+                                   "stopped": off.lanes()})
 

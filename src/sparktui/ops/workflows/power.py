@@ -1,8 +1,13 @@
 """Power a node through its Home Assistant plug: cycle, on, off.
 
-A cycle is: guards -> lock -> plug off (confirmed) -> wait ``[power]
+A cycle is: guards -> lock -> [a node that answers SSH: ``systemctl poweroff``,
+wait until it is dark (the graceful reboot: the OS shuts down cleanly, the plug
+cycle gives the cold boot)] -> plug off (confirmed) -> wait ``[power]
 off_seconds`` (35 s in the seeds' runbook) -> plug on (confirmed) -> wait for
 liveness -> wait for SSH -> re-check (snapshot: kernel, NAS mount, HF cache).
+A starved or unreachable node (or ``--hard``) gets the plug at once, and the
+plan says why. A power-off first stops the lanes running on the node
+(``stop.lanes_on``).
 From the moment the plug may be off until it is confirmed on again, the run
 owes "turn it back on": a failure or cancellation in between leaves the
 workflow unfinished in the journal, and `Resume` completes it.
@@ -12,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState, SwitchUnavailable
@@ -24,6 +29,8 @@ from sparktui.ops.context import OpsContext, Power
 from sparktui.ops.journal import JournalError, WorkflowRecord
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep, Workflow
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
+from sparktui.ops.workflows.stop import lanes_on, plan_stop, stop_ranks
+from sparktui.watch.readiness import RankContainer
 
 SSH_CHECK = ": sparktui-ssh-check; uname -r"
 SSH_CHECK_TIMEOUT_S = 10.0
@@ -103,6 +110,48 @@ def graceful_off_steps(config: Config, nodes: Sequence[str]) -> list[PlannedStep
     return [*(PlannedStep("poweroff", n, POWEROFF) for n in nodes),
             *(PlannedStep("wait dark", n, f"until SSH and liveness stop answering (at most "
                                          f"{timeout:g} s, then cut anyway)") for n in nodes)]
+
+
+def plug_check_action(entity: str) -> str:
+    return (f"GET /api/states/{entity}: the plug must answer before the node shuts down "
+            f"(a node shut down whose plug cannot be switched stays off)")
+
+
+def shutdown_first(config: Config, node: str, steps: Sequence[PlannedStep],
+                   why: str, check_plug: bool = False) -> list[PlannedStep]:
+    """``steps`` (a plug cut and what follows) preceded by the graceful shutdown
+    when ``why`` is GRACEFUL (``check_plug``: after reading the plug, for a
+    cycle that must switch it back on), else with the cut marked hard and why."""
+    if why == GRACEFUL:
+        entity = config.nodes[node].switch
+        check = [PlannedStep("plug check", entity, plug_check_action(entity))]
+        return [*(check if check_plug else []), *graceful_off_steps(config, [node]), *steps]
+    return [replace(s, action=f"{s.action}  (hard cut: {why})") if s.step == "plug off" else s
+            for s in steps]
+
+
+async def plug_check(run: WorkflowRun, entity: str) -> None:
+    """Before a cycle shuts its node down: Home Assistant answers for the plug
+    and the plug is available, else nothing is done."""
+    async def go() -> SwitchState:
+        state = await _power(run.ctx).state(entity)
+        if not state.available:
+            raise SwitchUnavailable(f"{entity} is {state.state} in Home Assistant: the node "
+                                    f"is not shut down (its plug could not bring it back)")
+        return state
+
+    await run.step("plug check", entity, plug_check_action(entity), go,
+                   describe=lambda st: f"{entity} reads {st.state}")
+
+
+async def shut_down(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
+    """The graceful part of a power-off or a cycle of one node: ``systemctl
+    poweroff``, then wait until dark (either may turn the node into a hard cut,
+    with the reason in ``modes``)."""
+    if modes.get(node) == GRACEFUL:
+        await poweroff(run, node, modes)
+    if modes.get(node) == GRACEFUL:
+        await wait_dark(run, node, modes)
 
 
 async def poweroff(run: WorkflowRun, node: str, modes: dict[str, str]) -> None:
@@ -258,17 +307,35 @@ async def recheck(ctx: OpsContext, node: str) -> dict[str, object]:
     return {"summary": summary, "kernel": snap.probe.kernel, "problems": problems}
 
 
-async def cycle_in(run: WorkflowRun, node: str, off_seconds: float) -> dict[str, object]:
-    """The cycle's steps inside an open run (used by power-cycle and recover).
+async def cycle_in(run: WorkflowRun, node: str, off_seconds: float,
+                   modes: dict[str, str] | None = None) -> dict[str, object]:
+    """The cycle's steps inside an open run (used by power-cycle and recover);
+    ``modes[node]`` GRACEFUL shuts the node down before its plug is cut.
     Once the plug may be off: a failure tries to turn it back on at once, and an
-    interruption says what the plug reads and how to resume (`_plug_left`)."""
+    interruption says what the plug reads and how to resume (`_plug_left`).
+    A node shut down whose plug was never cut stays off: the operator is told."""
     entity = run.ctx.config.nodes[node].switch
+    shutdown_sent = False
     try:
+        if modes is not None and modes.get(node) == GRACEFUL:
+            await plug_check(run, entity)
+            shutdown_sent = True
+            await shut_down(run, node, modes)
         await plug_off(run, node, entity)
         await wait_off(run, node, off_seconds)
         await plug_on(run, node, entity)
     except BaseException as exc:
         if entity not in run.obligations:
+            if shutdown_sent:  # halted with its plug on: only a plug cycle boots it
+                said = (f"{node} was told to shut down and its plug was not cycled: it stays "
+                        f"off -> `sparktui power cycle {node} --hard` boots it")
+                run.progress("plug state", entity, said)
+                with contextlib.suppress(JournalError):
+                    run.ctx.journal.append(run.wf, "note", workflow=run.kind,
+                                           target=run.target,
+                                           message=f"after {_what(exc)}: {said}")
+                if isinstance(exc, StepFailed):
+                    raise StepFailed(exc.step, exc.target, f"{exc.message}; {said}") from exc
             raise  # the plug was never switched off: nothing to restore
         said = await _plug_left(run, node, entity, exc)
         if isinstance(exc, StepFailed):
@@ -369,12 +436,17 @@ def cycle_off_seconds(record: WorkflowRecord, config: Config) -> float:
 
 
 def _power_plan(kind: str, node: str, action: str, state: OpsState, steps: list[PlannedStep],
-                workflow: Workflow, detail: dict[str, object]) -> Plan:
+                workflow: Workflow, detail: dict[str, object],
+                extra: Sequence[guards.Verdict] = (), sees_lanes: bool = True) -> Plan:
     """The plan of a one-node power action; the node's snapshot (when it answered)
-    says what the action would kill (a protected lane's rank refuses)."""
+    says what the action would kill (a protected lane's rank refuses), unless
+    ``sees_lanes`` is False (a power-off stops the lanes first: ``extra``)."""
     config = state.config
     report = guards.evaluate_power(config, node, action, state.holders(),
-                                   state.snapshot.get(node), state.power_error)
+                                   state.snapshot.get(node) if sees_lanes else None,
+                                   state.power_error)
+    if extra:
+        report = guards.merged(report, extra)
     entity = config.nodes[node].switch if node in config.nodes else ""
     return Plan(kind, node, report, tuple(steps), workflow, nodes=(node,),
                 entities=(entity,) if entity else (), detail={"node": node, "entity": entity,
@@ -402,29 +474,89 @@ class NodeCycle:
 
 @dataclass(frozen=True)
 class PowerCycle(NodeCycle):
-    """``power cycle NODE``."""
+    """``power cycle NODE [--hard]``: a node that answers SSH is shut down
+    (``systemctl poweroff``, wait until dark) before its plug is cycled; a
+    starved or unreachable one, or ``--hard``, gets the plug at once."""
 
+    hard: bool = False
     kind: str = field(default="power-cycle", init=False)
 
     def plan(self, state: OpsState) -> Plan:
         off_s = self.off_s(state.config)
-        steps = (plan_power(state.config, self.node, "cycle", off_s)
-                 if self.node in state.config.nodes else [])
-        return _power_plan(self.kind, self.node, "power cycle", state, steps, self,
-                           {"off_seconds": off_s})
+        if self.node not in state.config.nodes:
+            return _power_plan(self.kind, self.node, "power cycle", state, [], self, {})
+        why = power_off_modes(state.config, (self.node,), state.snapshot, self.hard)[self.node]
+        steps = shutdown_first(state.config, self.node,
+                               plan_power(state.config, self.node, "cycle", off_s), why,
+                               check_plug=True)
+        plan = _power_plan(self.kind, self.node, "power cycle", state, steps, self,
+                           {"off_seconds": off_s, **({"hard_cut": why} if why else {})})
+        return replace(plan, data={self.node: why})
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         run.lock([self.node])
-        found = await cycle_in(run, self.node, self.off_s(run.ctx.config))
-        run.finish(True, str(found["summary"]), found)
+        modes: dict[str, str] = dict(plan.data or {self.node: "--hard"})
+        found = await cycle_in(run, self.node, self.off_s(run.ctx.config), modes)
+        how = "shut down first" if not modes[self.node] else f"hard cut: {modes[self.node]}"
+        run.finish(True, f"{found['summary']} ({how})", {**found, "hard_cut": modes[self.node]})
+
+
+@dataclass(frozen=True)
+class OffPlan:
+    """What a power-off's run needs beyond its steps."""
+
+    modes: Mapping[str, str]
+    """node -> GRACEFUL, or why its plug is cut without a shutdown."""
+    stops: Mapping[str, tuple[RankContainer, ...]] = field(default_factory=dict)
+    """The lanes stopped first, with their ranks (``stop.lanes_on``)."""
+    memory_on: tuple[str, ...] = ()
+    """Nodes that stay on whose memory the stop waits for."""
+
+    @property
+    def ranks(self) -> tuple[RankContainer, ...]:
+        return tuple(r for ranks in self.stops.values() for r in ranks)
+
+    def lock_containers(self, nodes: Sequence[str]) -> tuple[list[str], dict[str, list[str]]]:
+        """Every node the run acts on (``nodes`` and the stopped ranks' nodes) and
+        the containers it stops on each, for the run lock."""
+        every = list(dict.fromkeys([*nodes, *(r.node for r in self.ranks)]))
+        return every, {n: [r.container for r in self.ranks if r.node == n] for n in every}
+
+    def lanes(self) -> list[str]:
+        return sorted(self.stops)
+
+
+def off_plan(state: OpsState, nodes: Sequence[str], hard: bool
+             ) -> tuple[OffPlan, list[guards.Verdict], list[PlannedStep]]:
+    """The part every power-off shares: the lanes on ``nodes`` stopped first (with
+    the stop's guards), and each node's mode. Returns the run's data, the
+    verdicts and the stop steps."""
+    verdicts, stops = lanes_on(state, nodes)
+    off = OffPlan(power_off_modes(state.config, nodes, state.snapshot, hard), stops)
+    off = replace(off, memory_on=tuple(sorted({r.node for r in off.ranks} - set(nodes))))
+    return off, verdicts, plan_stop(off.ranks, off.memory_on) if off.ranks else []
+
+
+async def stop_lanes_first(run: WorkflowRun, off: OffPlan) -> str:
+    """Stop the lanes a power-off would kill; a stop that failed is said (the
+    shutdown or the cut ends that rank anyway). Returns what to add to the
+    result's message."""
+    if not off.ranks:
+        return ""
+    _, failed = await stop_ranks(run, off.stops, off.memory_on)
+    said = f"; stopped first: {', '.join(off.lanes())}"
+    if failed:
+        said += " (" + "; ".join(str(f) for f in failed) + ": the power-off ends it)"
+    return said
 
 
 @dataclass(frozen=True)
 class PowerSwitch:
     """``power on|off NODE`` (an off node runs nothing: power on probes nothing).
-    Off is graceful for a node that answers: ``systemctl poweroff``, wait until
-    dark, then the plug; a starved or unreachable node (or ``--hard``) is cut
-    at once and the plan says why."""
+    Off first stops the lanes running on the node (guards as for stop), then is
+    graceful for a node that answers: ``systemctl poweroff``, wait until dark,
+    then the plug; a starved or unreachable node (or ``--hard``) is cut at once
+    and the plan says why."""
 
     node: str
     on: bool
@@ -440,44 +572,47 @@ class PowerSwitch:
         return self.node
 
     def needs(self, config: Config) -> Needs:
-        return Needs(nodes=(self.node,) if self.node in config.nodes and not self.on else ())
+        """A power-off reads every node: the lanes it stops may have ranks anywhere."""
+        return Needs(nodes=tuple(config.nodes) if self.node in config.nodes and not self.on
+                     else ())
 
     def plan(self, state: OpsState) -> Plan:
         action = "on" if self.on else "off"
         config, node = state.config, self.node
         if node not in config.nodes:
             return _power_plan(self.kind, node, f"power {action}", state, [], self, {})
-        steps = plan_power(config, node, action)
-        why = GRACEFUL
-        if not self.on:  # graceful unless the node cannot shut itself down, or --hard
-            why = power_off_modes(config, (node,), state.snapshot, self.hard)[node]
-            if why == GRACEFUL:
-                steps = [*graceful_off_steps(config, [node]), *steps]
-            else:
-                steps = [replace(s, action=f"{s.action}  (hard cut: {why})") for s in steps]
-        plan = _power_plan(self.kind, node, f"power {action}", state, steps, self,
-                           {"hard_cut": why} if why else {})
-        return replace(plan, data={node: why})
+        if self.on:
+            return _power_plan(self.kind, node, "power on", state,
+                               plan_power(config, node, "on"), self, {})
+        off, verdicts, stops = off_plan(state, [node], self.hard)
+        why = off.modes[node]
+        steps = [*stops, *shutdown_first(config, node, plan_power(config, node, "off"), why)]
+        plan = _power_plan(self.kind, node, "power off", state, steps, self,
+                           {**({"hard_cut": why} if why else {}),
+                            **({"stops": off.lanes()} if off.ranks else {})},
+                           verdicts, sees_lanes=False)
+        return replace(plan, data=off)
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx, node = run.ctx, self.node
         entity = ctx.config.nodes[node].switch
-        run.lock([node])
         if self.on:
+            run.lock([node])
             await plug_on(run, node, entity)
             found = await wait_back(run, node)
             run.finish(True, str(found["summary"]), found)
-        else:
-            modes: dict[str, str] = dict(plan.data or {node: GRACEFUL})
-            if modes[node] == GRACEFUL:
-                await poweroff(run, node, modes)
-            if modes[node] == GRACEFUL:
-                await wait_dark(run, node, modes)
-            await run.step("plug off", entity, plug_action(entity, False),
-                           lambda: _power(ctx).turn(entity, False),
-                           describe=lambda s: f"{entity} confirmed {s.state}")
-            how = "shut down first" if not modes[node] else f"hard cut: {modes[node]}"
-            run.finish(True, f"{node} powered off ({entity} off; {how})", {"hard_cut": modes[node]})
+            return
+        off: OffPlan = plan.data
+        run.lock(*off.lock_containers([node]))
+        stopped = await stop_lanes_first(run, off)
+        modes = dict(off.modes)
+        await shut_down(run, node, modes)
+        await run.step("plug off", entity, plug_action(entity, False),
+                       lambda: _power(ctx).turn(entity, False),
+                       describe=lambda s: f"{entity} confirmed {s.state}")
+        how = "shut down first" if not modes[node] else f"hard cut: {modes[node]}"
+        run.finish(True, f"{node} powered off ({entity} off; {how}){stopped}",
+                   {"hard_cut": modes[node], "stopped": off.lanes()})
 
 
 @dataclass(frozen=True)

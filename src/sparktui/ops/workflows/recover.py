@@ -1,7 +1,10 @@
 """``recover NODE``: the seeds' runbook as one workflow.
 
 "Any node that stops answering SSH: 3 short retries (30 s), then HA plug
-cycle of that node only, then re-check before continuing." Offered when the
+cycle of that node only, then re-check before continuing." A node that
+answers a retry is left alone (no cycle), so the cycle, when it comes, is a
+hard cut of a node that cannot shut itself down, and the plan says so
+(issue 15). Offered when the
 thrash detector flags a node; never run by itself unless ``[power]
 auto_recover`` is set (the caller decides; this module never starts it).
 """
@@ -22,6 +25,7 @@ from sparktui.ops.workflows.power import (
     NodeCycle,
     cycle_in,
     plan_power,
+    shutdown_first,
 )
 from sparktui.ops.workflows.runner import WorkflowRun
 
@@ -33,7 +37,13 @@ def plan_recover(config: Config, node: str, off_seconds: float) -> list[PlannedS
                            + (f", then wait {t.ssh_retry_interval_s:g} s" if i < t.ssh_retries
                               else ""))
                for i in range(1, t.ssh_retries + 1)]
-    return [*retries, *plan_power(config, node, "cycle", off_seconds)]
+    return [*retries, *shutdown_first(config, node, plan_power(config, node, "cycle",
+                                                                off_seconds), HARD_WHY)]
+
+
+HARD_WHY = ("reached only when no SSH retry answered: a node that does not answer SSH "
+            "cannot shut itself down")
+"""Why a recover's plug cycle is never graceful (a node that answers is left alone)."""
 
 
 def recover_guards(report: GuardReport) -> GuardReport:
@@ -62,7 +72,8 @@ class Recover(NodeCycle):
         steps = plan_recover(config, self.node, off_s) if known else []
         return Plan(self.kind, self.node, report, tuple(steps), self, nodes=(self.node,),
                     entities=(entity,) if entity else (),
-                    detail={"node": self.node, "entity": entity, "off_seconds": off_s})
+                    detail={"node": self.node, "entity": entity, "off_seconds": off_s,
+                            "hard_cut": HARD_WHY})
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx, node = run.ctx, self.node

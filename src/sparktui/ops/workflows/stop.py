@@ -9,8 +9,8 @@ admission_free_gib``, ~12.8 GiB), read from a fresh probe.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from sparktui.core.config import Config
@@ -38,13 +38,91 @@ def ordered(ranks: Sequence[RankContainer]) -> list[RankContainer]:
     return sorted(ranks, key=lambda r: (r.rank == 0, r.rank))
 
 
-def plan_stop(ranks: Sequence[RankContainer]) -> list[PlannedStep]:
+def plan_stop(ranks: Sequence[RankContainer],
+              memory_on: Sequence[str] | None = None) -> list[PlannedStep]:
+    """Stop every rank (workers first), then check the memory came back on
+    ``memory_on`` (default: every node of the ranks)."""
     steps = [PlannedStep(f"stop rank {r.rank}", r.node, stop_command(r.container))
              for r in ordered(ranks)]
-    nodes = sorted({r.node for r in ranks})
+    nodes = sorted({r.node for r in ranks}) if memory_on is None else memory_on
     steps += [PlannedStep("memory freed", n, "probe until MemAvailable is back near baseline")
               for n in nodes]
     return steps
+
+
+def lanes_on(state: OpsState, nodes: Sequence[str]
+             ) -> tuple[list[guards.Verdict], dict[str, tuple[RankContainer, ...]]]:
+    """What a power-off of ``nodes`` does to what runs there (issue 15): every lane
+    with a running rank on them is stopped whole (each rank, on every node) first,
+    under the guards of ``stop LANE`` (a protected lane refuses, as it refuses a
+    stop); containers that are no sparktui lane's are named in a warning (the
+    shutdown stops them, a hard cut kills them). Returns the verdicts and the
+    lanes to stop with their ranks."""
+    config, mine = state.config, set(nodes)
+    verdicts: list[guards.Verdict] = []
+    lanes: dict[str, tuple[RankContainer, ...]] = {}
+    for lane, lane_ranks in sorted(discover_lanes(state.snapshot).items()):
+        if not any(r.node in mine and r.running for r in lane_ranks):
+            continue
+        where = sorted({r.node for r in lane_ranks})
+        on = ", ".join(n for n in nodes if n in where)
+        verdicts += [replace(v, message=v.message.replace(
+                         " -> ", f" -> leave {on} on (a power-off stops the lane), or ", 1))
+                     if v.guard == "protected-lane" and v.refused else v
+                     for v in guards.evaluate_stop(config, lane, where, state.holders()).verdicts]
+        lanes[lane] = lane_ranks
+    for node in nodes:
+        snap = state.snapshot.get(node)
+        if snap is None or snap.probe is None:
+            continue
+        others = [c.name for c in snap.probe.running_containers if not c.lane]
+        if others:
+            verdicts.append(guards.Verdict(
+                "node-busy", node, True, f"{node} runs {', '.join(others)} (no sparktui lane): "
+                                         f"the power-off ends it", warning=True))
+    return verdicts, lanes
+
+
+async def stop_ranks(run: WorkflowRun, lanes: Mapping[str, Sequence[RankContainer]],
+                     memory_on: Sequence[str]) -> tuple[dict[str, str], list[StepFailed]]:
+    """Stop the ranks of ``lanes`` (workers together, then the heads), then wait
+    for the memory on the nodes of ``memory_on`` whose stops all succeeded.
+    Returns node -> memory found, and the stops that failed (the others still ran)."""
+    ctx = run.ctx
+    failed: list[StepFailed] = []
+    ranks = [r for lane_ranks in lanes.values() for r in lane_ranks]
+    if ctx.lane_watchers is not None:  # their exits from now on are ours, not a failure
+        for lane in lanes:
+            ctx.lane_watchers.stopping(lane)
+
+    async def stop(r: RankContainer) -> None:
+        cmd = stop_command(r.container)
+
+        async def go() -> str:
+            res = await ctx.link(r.node).run(cmd, STOP_TIMEOUT_S)
+            if res.exit_status != 0:
+                raise RuntimeError(f"exit {res.exit_status}: "
+                                   f"{(res.stderr or res.stdout).strip()[:300]}")
+            return "stopped and removed"
+
+        try:
+            await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
+        except StepFailed as exc:  # the others are still stopped
+            failed.append(exc)
+
+    await together(*(stop(r) for r in ordered(ranks) if r.rank != 0))
+    for r in ranks:
+        if r.rank == 0:
+            await stop(r)
+    lost = {f.target for f in failed}
+    freed = {}
+    for node in memory_on:
+        if node not in lost:
+            freed[node] = await run.step("memory freed", node,
+                                         "probe until MemAvailable is back near baseline",
+                                         partial(memory_freed, ctx, node),
+                                         describe=lambda m: m)
+    return freed, failed
 
 
 def baseline_gib(ctx: OpsContext) -> float:
@@ -103,42 +181,12 @@ class Stop:
                     data=tuple(ranks))
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
-        ctx = run.ctx
         ranks: tuple[RankContainer, ...] = plan.data
         nodes = list(plan.nodes)
         run.lock(nodes, {n: [r.container for r in ranks if r.node == n] for n in nodes})
-        workers = [r for r in ordered(ranks) if r.rank != 0]
-        heads = [r for r in ranks if r.rank == 0]
-
-        failed: list[StepFailed] = []
-
-        async def stop(r: RankContainer) -> None:
-            cmd = stop_command(r.container)
-
-            async def go() -> str:
-                res = await ctx.link(r.node).run(cmd, STOP_TIMEOUT_S)
-                if res.exit_status != 0:
-                    raise RuntimeError(f"exit {res.exit_status}: "
-                                       f"{(res.stderr or res.stdout).strip()[:300]}")
-                return "stopped and removed"
-
-            try:
-                await run.step(f"stop rank {r.rank}", r.node, cmd, go, describe=lambda m: m)
-            except StepFailed as exc:  # the others are still stopped
-                failed.append(exc)
-
-        await together(*(stop(r) for r in workers))
-        for r in heads:
-            await stop(r)
-        lost = {f.target for f in failed}
-        freed = {}
-        for node in nodes:
-            if node not in lost:
-                freed[node] = await run.step("memory freed", node,
-                                             "probe until MemAvailable is back near baseline",
-                                             partial(memory_freed, ctx, node),
-                                             describe=lambda m: m)
+        freed, failed = await stop_ranks(run, {self.lane: ranks}, nodes)
         if failed:
+            lost = {f.target for f in failed}
             run.finish(False, "; ".join(str(f) for f in failed)
                        + f" (stopped on {', '.join(sorted(freed)) or 'no node'})",
                        {"nodes": nodes, "memory": freed, "failed": sorted(lost)})
