@@ -12,7 +12,12 @@ from pathlib import Path
 from sparktui.core.clock import SystemClock
 from sparktui.core.state import HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.service.attach import SentinelFeed, SentinelHub, socket_path
+from sparktui.service.attach import (
+    AttachedLaneWatchers,
+    SentinelFeed,
+    SentinelHub,
+    socket_path,
+)
 from sparktui.service.events import (
     Alert,
     AlertRaised,
@@ -142,3 +147,24 @@ async def test_no_sentinel_means_no_feed(tmp_path: Path) -> None:
     path.write_text("")  # a file where the socket was: nobody listens
     assert await SentinelFeed.attach(path, SystemClock()) is None
     os.unlink(path)
+
+
+async def test_a_stop_from_a_console_is_told_to_the_sentinel(tmp_path: Path) -> None:
+    """The console stops a lane: the sentinel's watcher must take the ranks'
+    exits for that stop, not raise a fatal alert (and call a phone) for it."""
+    told: list[str] = []
+    path = socket_path(tmp_path)
+    hub = SentinelHub(path, clock=SystemClock(), pid=1, on_stopping=told.append)
+    await hub.start()
+    try:
+        c = await attach(path)
+        watchers = AttachedLaneWatchers(c.feed)
+        watchers.stopping(LANE)  # what ops/workflows/stop.py calls
+        async with asyncio.timeout(5):
+            while not told:
+                await asyncio.sleep(0.01)
+        assert told == [LANE]
+        await watchers.close()
+        await c.close()
+    finally:
+        await hub.close()

@@ -113,6 +113,14 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
                 assert 1 <= polled <= one_poller + 2, (node, polled, one_poller)
             assert first.samples() - before[0] == second.samples() - before[1]
 
+            # a stop from a console: the sentinel's watcher takes the exits for it
+            assert first.service.ops is not None and first.service.ops.lane_watchers
+            first.service.ops.lane_watchers.stopping(LANE)
+            watch = n.service._watchers.get(LANE)
+            assert watch is not None
+            await advance_until(n, lambda: watch.stopping_since is not None, step=1.0,
+                                max_sim_s=5)
+
             # -- the sentinel dies --------------------------------------------------
             for client in list(sentinel.hub._clients.values()):
                 client.writer.transport.abort()  # killed: no goodbye

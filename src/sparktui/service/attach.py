@@ -20,6 +20,10 @@ One JSON object a line, ``"k"`` says which::
                                                                was dropped, a replay follows
     bye     {"k": "bye", "why": TEXT}                          the sentinel stops
 
+and one line a console sends: ``{"k": "stopping", "lane": NAME}`` when it
+stops a lane, so the sentinel's watcher takes the ranks' exits for the stop's
+and not for a failure (no fatal alert, no phone call for an operator's stop).
+
 A slow console never stalls the sentinel: `SentinelHub.publish` only appends
 to each client's bounded queue; a queue that overflows is dropped and the
 client told to resync; a client that takes no bytes for WRITE_TIMEOUT_S is
@@ -35,7 +39,7 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +47,7 @@ from sparktui.core.clock import Clock
 from sparktui.service.events import Alert, AlertCleared, LaneGone, ServiceEvent, Sink
 from sparktui.service.recording import decode, encode
 from sparktui.service.stream import StreamState
+from sparktui.watch.lane import LaneWatchers
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +127,11 @@ class SentinelHub:
     """The sentinel's socket: every event it reports, to every attached console."""
 
     def __init__(self, path: Path, *, clock: Clock, pid: int,
-                 queue_lines: int = CLIENT_QUEUE_LINES) -> None:
+                 queue_lines: int = CLIENT_QUEUE_LINES,
+                 on_stopping: Callable[[str], None] = lambda lane: None) -> None:
+        """``on_stopping(lane)``: a console stops that lane."""
         self.path = path
+        self.on_stopping = on_stopping
         self.clock = clock
         self.pid = pid
         self.queue_lines = queue_lines
@@ -184,6 +192,8 @@ class SentinelHub:
         assert task is not None
         client = self._clients[task] = _Client(writer)
         client.reset(self._replay(), self.queue_lines)
+        # the console's notes; this task lives as long as the connection
+        listening = asyncio.create_task(self._listen(reader), name="sentinel:console-notes")
         try:
             while not (client.closing and not client.queue):
                 with contextlib.suppress(TimeoutError):
@@ -198,10 +208,21 @@ class SentinelHub:
         except ConnectionError:
             pass  # the console closed
         finally:
+            listening.cancel()
+            await asyncio.gather(listening, return_exceptions=True)
             self._clients.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT_S)
+
+    async def _listen(self, reader: asyncio.StreamReader) -> None:
+        while raw := await reader.readline():
+            try:
+                msg = json.loads(raw)
+                if msg.get("k") == "stopping" and isinstance(msg.get("lane"), str):
+                    self.on_stopping(msg["lane"])
+            except (ValueError, AttributeError) as exc:
+                log.warning("a line from a console skipped: %r", exc)
 
     async def close(self, why: str = "the sentinel stops") -> None:
         """Say goodbye to every console (bounded), stop listening, remove the socket."""
@@ -301,10 +322,29 @@ class SentinelFeed:
             except (ValueError, KeyError, TypeError) as exc:
                 log.warning("a line from the sentinel skipped: %r", exc)
 
+    def tell_stopping(self, lane: str) -> None:
+        """This console stops ``lane`` (a few bytes: written without waiting)."""
+        if not self._writer.is_closing():
+            self._writer.write(_line({"k": "stopping", "lane": lane}))
+
     async def close(self) -> None:
         self._writer.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)
+
+
+class AttachedLaneWatchers(LaneWatchers):
+    """The attached console's lane watchers (its ops context's): a serve from
+    it watches its own boot here, and a stop from it is told to the sentinel,
+    whose watcher of the lane is the one the console shows."""
+
+    def __init__(self, feed: SentinelFeed) -> None:
+        super().__init__()
+        self._feed = feed
+
+    def stopping(self, lane: str) -> None:
+        super().stopping(lane)
+        self._feed.tell_stopping(lane)
 
 
 def lost_alert(pid: int, why: str) -> Alert:

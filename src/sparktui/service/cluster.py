@@ -44,7 +44,7 @@ from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
-from sparktui.service.attach import SentinelFeed, lost_alert
+from sparktui.service.attach import AttachedLaneWatchers, SentinelFeed, lost_alert
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -140,17 +140,21 @@ class ClusterService:
         feed = await SentinelFeed.attach(self._sentinel, self.clock) \
             if self._sentinel is not None else None
         stack = AsyncExitStack()
+        watchers: LaneWatchers = self._watchers
         if feed is not None:
             stack.push_async_callback(feed.close)
+            watchers = AttachedLaneWatchers(feed)
         try:
             rt = await stack.enter_async_context(open_runtime(
                 self.config, emit=self._workflow_event, clock=self.clock,
                 endpoints=self._endpoints, links=self._links, power=self._power,
                 liveness=self._liveness, state_dir=self._state_dir,
-                lane_watchers=None if feed else self._watchers))
+                lane_watchers=watchers))
         except BaseException:
             await stack.aclose()
             raise
+        if watchers is not self._watchers:  # a serve's watch ends before its links close
+            stack.push_async_callback(watchers.close)
         self._stack = stack
         self._links, self._endpoints = rt.links, rt.endpoints
         endpoints = rt.endpoints
@@ -159,8 +163,7 @@ class ClusterService:
         self.ops = rt.ops
         self._ha = rt.ha
         if feed is not None:
-            # the sentinel polls, watches, records and notifies; a serve from
-            # here watches its own boot (as the CLI's does)
+            # the sentinel polls, watches, records and notifies
             self._mirror = feed.state
             self.attached = f"attached to sentinel (pid {feed.pid})"
             self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
@@ -250,6 +253,11 @@ class ClusterService:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
+
+    def lane_stopping(self, lane: str) -> None:
+        """A console attached to this (the sentinel's) service stops ``lane``:
+        the ranks' exits from now on are that stop's, not a failure."""
+        self._watchers.stopping(lane)
 
     # -- reading -------------------------------------------------------------
 
