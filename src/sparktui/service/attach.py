@@ -39,11 +39,11 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from sparktui.core.clock import Clock
+from sparktui.core.clock import Clock, within
 from sparktui.service.events import Alert, AlertCleared, LaneGone, ServiceEvent, Sink
 from sparktui.service.recording import decode, encode
 from sparktui.service.stream import StreamState
@@ -67,32 +67,12 @@ LINE_LIMIT = 32 * 2**20
 REPLAY_SAMPLES = 150
 """Recent samples per node replayed to a console (5 minutes at 2 s): its memory graph."""
 
-T = TypeVar("T")
-
-
 def socket_path(state_dir: Path) -> Path:
     return state_dir / SOCKET_NAME
 
 
 def _line(msg: dict[str, Any]) -> bytes:
     return json.dumps(msg, separators=(",", ":"), default=str).encode() + b"\n"
-
-
-async def _within(clock: Clock, seconds: float, aw: Awaitable[T]) -> T:
-    """``aw`` bounded on ``clock`` (the simulator's in tests): TimeoutError past it."""
-    work = asyncio.ensure_future(aw)
-    timer = asyncio.ensure_future(clock.sleep(seconds))
-    try:
-        await asyncio.wait({work, timer}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        timer.cancel()
-        if not work.done():
-            work.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await work
-    if work.cancelled():
-        raise TimeoutError(f"nothing within {seconds:g} s")
-    return work.result()
 
 
 # -- the sentinel's side --------------------------------------------------------
@@ -293,7 +273,7 @@ class SentinelFeed:
         before: tuple[set[str], set[str]] | None = None
         while True:
             try:
-                raw = await _within(self.clock, LOST_AFTER_S, self._reader.readline())
+                raw = await within(self.clock, LOST_AFTER_S, self._reader.readline())
             except TimeoutError:
                 return f"sent nothing for {LOST_AFTER_S:g} s"
             except (OSError, ValueError) as exc:  # ValueError: a line past LINE_LIMIT
