@@ -91,6 +91,8 @@ async def test_a_console_gets_the_night_so_far_then_the_live_stream(tmp_path: Pa
         assert state.lanes[LANE].phase == "serving"
         assert state.log_tail(LANE, 0)[1] == 7
         assert state.alerts == {"thrash:dgx6": THRASH}  # notified, as the sentinel sent it
+        assert state.verdict("dgx6").level is ThrashLevel.OK
+        assert state.verdict("dgx1").node == "dgx1"  # never sampled: ok, not a KeyError
         assert AlertRaised(THRASH) in first.events
 
         cleared = Alert("fatal:x", "fatal", "x", ("rank 0: EngineDead",), "stop x")

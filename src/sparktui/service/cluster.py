@@ -294,6 +294,12 @@ class ClusterService:
     def alerts(self) -> list[Alert]:
         return list(self._alerts.values())
 
+    def verdict(self, node: str) -> ThrashVerdict:
+        """The node's memory verdict now (the sentinel's while attached)."""
+        if self._mirror is not None:
+            return self._mirror.verdict(node)
+        return self.detector.verdict(node)
+
     # -- previews and actions ------------------------------------------------
 
     def _ctx(self) -> OpsContext:

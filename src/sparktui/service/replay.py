@@ -34,16 +34,6 @@ RESYNC_POINTS = 120
 """Snapshots per node reported again after a seek (the memory pane's history)."""
 
 
-class _Verdicts:
-    """The detector as the console reads it: the last recorded verdict."""
-
-    def __init__(self, source: ReplaySource) -> None:
-        self._source = source
-
-    def verdict(self, node: str) -> ThrashVerdict:
-        return self._source._state.verdict(node)
-
-
 class ReplaySource:
     """Looks like `ClusterService` to the console; plays a recording."""
 
@@ -59,7 +49,6 @@ class ReplaySource:
         self.paused = False
         self.recipe_problems: list[Problem] = []
         self.recipes: dict[str, Any] = {}
-        self.detector = _Verdicts(self)
         self.attached = ""
         """A replay listens to no sentinel (the console's header says so when one does)."""
         self._state = StreamState()
@@ -96,6 +85,10 @@ class ReplaySource:
 
     def alerts(self) -> list[Alert]:
         return list(self._state.alerts.values())
+
+    def verdict(self, node: str) -> ThrashVerdict:
+        """The last recorded verdict."""
+        return self._state.verdict(node)
 
     def unfinished(self) -> list[object]:
         return []  # a replay offers nothing to resume

@@ -287,7 +287,7 @@ class MainScreen(Screen[None]):
             return
         if event.data_table.id == "nodes":
             snap = self.spark.service.snapshot().get(key)
-            verdict = self.spark.service.detector.verdict(key)
+            verdict = self.spark.service.verdict(key)
             self.app.push_screen(TextScreen(f"Node {key}", node_details(
                 self.spark.config, key, snap, verdict)))
         elif key in self._lanes:
