@@ -69,6 +69,7 @@ async def settled(pilot: Pilot, console: Console) -> None:
         polled = all(n.probes == len(n.series) for n in console.fleet.nodes.values()
                      if n.series)
         return (polled and all(s.state is not NodeState.UNKNOWN for s in snap.nodes)
+                and bool(screen._switches)
                 and not screen._pending_nodes and lanes.row_count == 1
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 

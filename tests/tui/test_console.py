@@ -58,7 +58,8 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         modal = c.app.screen
         text = screen_text(c.app)
         assert "switch.dgx6" in text and "turn_off" not in text  # summary first
-        assert " 1. plug off [switch.dgx6]" in text
+        # a node that answers is shut down before its plug is cut (graceful, issue 15)
+        assert " 2. poweroff [dgx6]" in text and " 4. plug off [switch.dgx6]" in text
         await pilot.press("f2")  # the exact calls behind the details toggle
         text = screen_text(c.app)
         assert "turn_off" in text and "turn_on" in text
@@ -80,9 +81,10 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert not confirm.disabled
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
-        # the workflow runs in the background: its step shows in the Lanes pane
-        await wait_for(pilot, lambda: "power-cycle dgx6: wait off" in screen_text(c.app))
-        assert c.power.calls == [("turn_off", "switch.dgx6")]
+        # the workflow runs in the background: its step shows in the Lanes pane; the
+        # scripted node never goes dark, so its plug is never cut
+        await wait_for(pilot, lambda: "power-cycle dgx6: wait dark" in screen_text(c.app))
+        assert c.power.calls == []
 
 
 async def test_typed_confirm_enter_without_the_name_says_so_and_escape_cancels():

@@ -5,14 +5,26 @@ earliest fatal rank across lagging streams, the root cause."""
 from __future__ import annotations
 
 import asyncio
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_readiness import FakeEngine, FakeNode, FastClock, P, engine, two_node_lane, until
 
 from sparktui.core.logsig import Kind, Phase
-from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher, read_bytes
+from sparktui.watch.lane import (
+    FatalDecided,
+    LaneEvent,
+    LaneWatcher,
+    engine_read_bytes,
+    io_command,
+    read_bytes,
+)
 from sparktui.watch.readiness import Outcome, served_models
 
 __all__ = ["engine"]
@@ -171,3 +183,56 @@ def test_read_bytes_sums_disks_and_nfs_server_reads() -> None:
             "\tbytes:\t10 20 30 40 5000 60 7 8\n")
     assert read_bytes(text) == 2048 * 512 + 5000
     assert read_bytes("garbage") is None
+
+
+async def test_the_consoles_watcher_counts_its_ranks_engine_reads(engine: FakeEngine) -> None:
+    """The console's watcher (memory from the poller) reads the I/O itself:
+    a silent sparse scan by rank 1's engine, node counters flat, is progress
+    named after the rank; when the reads stop the window applies."""
+    nodes, ranks = await two_node_lane(engine)
+    for name, pid in (("sparktui-m-r0", 4100), ("sparktui-m-r1", 4200)):
+        node = nodes["dgx1" if name.endswith("r0") else "dgx2"]
+        node.states[name]["Pid"] = pid
+        node.engine_reads[pid] = 0
+    clock = FastClock(speed=2000)
+    watch = watcher(nodes, ranks, stall=300, clock=clock, resource_poll_s=None, io_poll_s=20.0)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+    for _ in range(15):  # 15 x 60 s = 900 s > stall window; 28 MB/s read, nothing printed
+        await asyncio.sleep(60 / clock.speed)
+        nodes["dgx2"].engine_reads[4200] += 28 * 60 * 2**20
+        assert not task.done(), task.result().summary
+    result = await asyncio.wait_for(task, 5)
+    assert result.outcome is Outcome.STALLED
+    assert "rank 1 (dgx2):" in result.last_progress
+    assert "more read by its engine" in result.last_progress
+    assert not any("meminfo" in c for n in nodes.values() for c in n.commands)
+
+
+def test_io_command_takes_only_process_ids() -> None:
+    assert "/proc/12/cgroup" in io_command([12]) and "@@pid 12" in io_command([12])
+    for bad in (0, -1, "1; rm -rf /"):
+        with pytest.raises(ValueError):
+            io_command([bad])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_io_command_reads_a_real_process_tree(shell: str) -> None:
+    """The command as a login shell runs it, on this machine's own /proc:
+    this test's process is a rank engine's main process here."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell}")
+    me = os.getpid()
+    with open(__file__, "rb") as f:  # some bytes read by this process
+        f.read()
+    out = subprocess.run([shell, "-c", io_command([me])], capture_output=True, text=True,
+                         timeout=30).stdout
+    reads = engine_read_bytes(out)
+    assert reads.get(me, 0) > 0, out[-500:]
+
+
+def test_engine_read_bytes_sums_each_process_of_a_rank() -> None:
+    text = ("@@pid 7\nrchar: 100\nwchar: 1\nread_bytes: 4096\n"
+            "rchar: 9000\nread_bytes: 0\n@@pid 9\nrchar: 5\nread_bytes: 0\n@@pid x\n"
+            "rchar: 1\nread_bytes: 1\n")
+    assert engine_read_bytes(text) == {7: 4096 + 9000, 9: 5}

@@ -11,7 +11,8 @@ its poll interval is stretched to at least MIN_REAL_POLL_S of real time so a
 
 The palette (`:`) offers the scenario's trigger first, as "demo: ..." entries:
 the long-prompt night plays from the keyboard alone (serve the 196k lane,
-then "demo: send the 150K prompt to <lane>").
+then "demo: send the 150K prompt to <lane>"), and so does Boot D ("demo: Boot D",
+the refused serve with the fit overridden: the OOM prediction, then the thrash).
 """
 
 from __future__ import annotations
@@ -26,15 +27,19 @@ from functools import partial
 from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
 from ..core.tomlschema import flag
+from ..ops.guards import Override
 from ..service.cluster import ClusterService
 from ..sim.cluster import Sim
 from ..sim.runner import AlreadyRunning, published_sim
-from ..sim.scenarios import SCENARIOS
+from ..sim.scenarios import SCENARIOS, scenario_listing
 from ..tui.app import SparkTUI, make_app
 from ..tui.commands import Command
 from .main import default_config_path
 
 MIN_REAL_POLL_S = 0.5
+BOOT_D = "dsv41-flash-r37-4x-eager"
+"""The seeds' Boot D (09-14 14:37): DS4.1 eager on 4 nodes, 127.6 GB per rank
+against 121.6 GiB; the fit refuses it, the operator overrode, all four thrashed."""
 LONG_PROMPT_TOKENS = 150_000
 """The seeds' 22:45 prompt: ~150K tokens into a 196K-context lane."""
 
@@ -56,8 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     if args.list_scenarios:
-        for name, doc in SCENARIOS.items():
-            print(f"{name:18} {doc}")
+        print(scenario_listing())
         return 0
     config = load_config(args.config or default_config_path())
     if not config.simulator.enabled:
@@ -89,10 +93,17 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
 
 
 def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
-    """What the operator did that night, offered in the palette: send the long
-    prompt to any lane that is up (the long-prompt incident's trigger; a lane
-    without a running rank 0 says so when chosen)."""
+    """What the operator did those nights, offered in the palette: Boot D's
+    overridden serve (until its lane exists), and the long prompt to any lane
+    that is up (the long-prompt incident's trigger; a lane without a running
+    rank 0 says so when chosen)."""
     out: list[Command] = []
+    if BOOT_D in service.recipes and BOOT_D not in service.lanes():
+        cluster = boot_d_cluster(service.config, service.recipes[BOOT_D].cluster)
+        out.append((f"demo: Boot D — serve {BOOT_D} on {cluster}, fit overridden",
+                    partial(app.propose_serve, BOOT_D, cluster, frozenset({Override.FIT})),
+                    "the seeds' 127.6 GB/rank boot (typed confirm): the OOM prediction, "
+                    "then the thrash"))
     for name, lane in sorted(service.lanes().items()):
         if lane.phase in ("starting", "failed"):
             continue
@@ -101,6 +112,15 @@ def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
                     f"a {LONG_PROMPT_TOKENS:,}-token request, as the 22:45 one "
                     "(long-prompt scenario: sample_tokens times out, nodes thrash)"))
     return out
+
+
+def boot_d_cluster(config: Config, own: str) -> str:
+    """Boot D's own cluster, or (its nodes protected in this config: the guard
+    would refuse, not the fit) the first unprotected cluster of as many nodes."""
+    protected = set(config.guards.protected_nodes)
+    size = len(config.clusters[own].nodes)
+    return next((name for name, c in config.clusters.items()
+                 if len(c.nodes) == size and not protected & set(c.nodes)), own)
 
 
 def _send_prompt(sim: Sim, app: SparkTUI, lane: str) -> None:

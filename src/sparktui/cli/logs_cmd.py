@@ -129,7 +129,7 @@ async def show_logs(
         watch = LaneWatcher(
             lane, found, links, endpoints.node(target.node).api_host,
             stall_after_s=float("inf"), clock=clock, tail=tail, resource_poll_s=None,
-            follow=follow, probe_endpoint=False)
+            follow=follow, probe_endpoint=False, io_poll_s=None)
         printer = LogPrinter(watch.tracker, rank)
 
         def write(event: LaneEvent) -> None:

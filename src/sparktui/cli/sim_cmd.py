@@ -19,7 +19,7 @@ from ..core.config_load import load_config
 from ..core.tomlschema import flag
 from ..sim.cluster import Sim
 from ..sim.runner import AlreadyRunning, published_sim
-from ..sim.scenarios import SCENARIOS
+from ..sim.scenarios import SCENARIOS, scenario_listing
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -38,8 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def run(args: argparse.Namespace) -> int:
     if args.list_scenarios:
-        for name, doc in SCENARIOS.items():
-            print(f"{name:18} {doc}")
+        print(scenario_listing())
         return 0
     config = load_config(args.config)
     scenario = args.scenario or config.simulator.scenario

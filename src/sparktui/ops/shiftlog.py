@@ -38,11 +38,13 @@ def _window(n: int | None) -> str:
 
 
 def _phases(phases: dict[str, float]) -> str:
-    """``{"starting": 0, "loading weights": 4, "serving": 700}`` -> durations per phase."""
+    """``{"starting": 0, "loading weights": 4, "serving": 700}`` -> durations per phase.
+    A phase under a second is left out: its lines were read in one batch (a
+    catch-up), so "0s" would be a lie about a phase the log says took 27 s."""
     known = sorted(((t, p) for p, t in phases.items() if p in PHASE_ORDER), key=lambda x: x[0])
     parts = []
     for (t, p), (t_next, _) in pairwise(known):
-        if p not in ("starting", "serving"):
+        if p not in ("starting", "serving") and t_next - t >= 1:
             parts.append(f"{p} {format_duration(t_next - t)}")
     return ", ".join(parts)
 

@@ -26,21 +26,24 @@ from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.ops.bundle import BundleSources, token_values
+from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.guards import Override
 from sparktui.ops.lanes import discover_lanes
-from sparktui.ops.plan import Workflow
+from sparktui.ops.observe import observe
+from sparktui.ops.plan import Needs, Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
+from sparktui.ops.workflows import qualify as qualify_workflow
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
 from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
+from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
@@ -200,7 +203,9 @@ class ClusterService:
 
     def _from_remote(self, event: ServiceEvent) -> None:
         """An event of the sentinel's: its night desk recorded it and sent the
-        phone alert, so it goes straight to the console."""
+        phone alert, so it goes straight to the console (held for a bundle
+        written from here, as the console's own would be)."""
+        self.night.memory.fold(event)
         if isinstance(event, AlertRaised):
             self._alerts[event.alert.key] = event.alert
         elif isinstance(event, AlertCleared):
@@ -360,6 +365,29 @@ class ClusterService:
         """What is wrong with ``node`` from its latest snapshot (core/nodehealth: the
         same definition the serve guards and `sparktui health` use)."""
         return node_findings(self.config, self.snapshot().get(node), node)
+
+    async def bundle(self, subject: str, reason: str) -> BundleResult:
+        """An incident bundle of a lane or a node now (the console's alert list),
+        written as `sparktui bundle` writes it, with what this console holds of
+        nodes gone dark."""
+        if self._endpoints is None:
+            raise RuntimeError("the service is not started")
+        return await write_bundle(self._bundle_sources(self._endpoints), subject,
+                                  held=self.night.memory.held(self.detector.journal_tails),
+                                  reason=reason)
+
+    async def switch_states(self) -> dict[str, str | None]:
+        """Each shared switch's state now, by name: on, off, unavailable; None when
+        Home Assistant did not answer (read as the guards read them)."""
+        switches = self.config.switches
+        state = await observe(self._ctx(), Needs(switches=tuple(
+            sw.entity for sw in switches.values())))
+        return {name: state.switch_states.get(sw.entity) for name, sw in switches.items()}
+
+    async def qualify(self, lane: str) -> WorkflowResult:
+        """The quality gate on a serving lane, as `sparktui qualify LANE` runs it;
+        the verdict reaches the lane's view through the workflow's events."""
+        return await qualify_workflow.qualify(self._ctx(), lane)
 
     def shift_log(self, since_s: float = 16 * 3600) -> str:
         ctx = self._ctx()

@@ -21,6 +21,7 @@ from typing import Any
 
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
+from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.state import ClusterSnapshot, HistoryPoint
 from sparktui.core.thrash import ThrashVerdict
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, ServiceEvent, Sink
@@ -92,6 +93,10 @@ class ReplaySource:
 
     def unfinished(self) -> list[object]:
         return []  # a replay offers nothing to resume
+
+    def findings(self, node: str) -> list[Finding]:
+        """What was wrong with ``node`` at the replay's moment (core/nodehealth)."""
+        return node_findings(self.config, self.snapshot().get(node), node)
 
     # -- the replay clock ------------------------------------------------------
 

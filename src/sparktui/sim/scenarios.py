@@ -53,6 +53,11 @@ SCENARIOS: dict[str, str] = {
 STALE_LANE = "glm53-full-native-8x-dspark8"
 
 
+def scenario_listing() -> str:
+    """`sim --list-scenarios` and `demo --list-scenarios`: each name and what it reproduces."""
+    return "\n".join(f"{name:18} {doc}" for name, doc in SCENARIOS.items())
+
+
 def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
     """Change `spec` (in place) into the named scenario's world; returns it."""
     if name not in SCENARIOS:

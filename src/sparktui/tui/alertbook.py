@@ -13,8 +13,10 @@ from dataclasses import dataclass, replace
 
 from sparktui.service.events import Alert
 
-SEVERITY = {"fatal": 0, "thrash": 1, "thrash suspected": 2, "pressure": 3}
-"""Most severe first. An acknowledgement holds until the alert gets worse."""
+SEVERITY = {"fatal": 0, "thrash": 1, "unresponsive": 2, "predicted oom": 3, "garbled": 4,
+            "thrash suspected": 5, "slow": 6, "failed": 7, "pressure": 8}
+"""Most severe first (a predicted OOM before a suspicion: it names the minutes
+left). An acknowledgement holds until the alert gets worse."""
 HISTORY = 50
 """Cleared alerts kept for the list (the journal and shift log keep the rest)."""
 

@@ -10,6 +10,7 @@ import signal
 from collections import deque
 from collections.abc import Awaitable, Callable
 from functools import partial
+from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
@@ -26,7 +27,7 @@ from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
-from sparktui.service.events import LogLinesArrived, ServiceEvent
+from sparktui.service.events import Alert, LogLinesArrived, ServiceEvent
 from sparktui.tui.alertbook import AlertBook
 from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
 from sparktui.tui.commands import ActionCommands, Command
@@ -48,6 +49,8 @@ OverrideRetry = Callable[[frozenset[Override]], None]
 """Proposes the refused action again with these overrides."""
 NOTICES = 30
 """Console messages kept for the alerts list."""
+SWITCHES_EVERY_S = 15.0
+"""Real seconds between two reads of the shared switches."""
 
 
 class SparkTUI(App[None]):
@@ -58,6 +61,8 @@ class SparkTUI(App[None]):
     COMMAND_PALETTE_BINDING = "ctrl+p"
     ACKS_ALERTS = True
     """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
+    READS_SWITCHES = True
+    """The shared switches' states are read every SWITCHES_EVERY_S (header, nodes pane)."""
     VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
         (0, "-short"), (36, "-tall")]
     """Modals fit their body to the terminal (the main screen has its own)."""
@@ -105,6 +110,9 @@ class SparkTUI(App[None]):
                         title=f"{len(problems)} recipe problem(s): those recipes are not offered",
                         severity="warning", timeout=30)
         await self.service.start(self._from_service)
+        if self.READS_SWITCHES and self.config.switches:
+            self.read_switches()
+            self.set_interval(SWITCHES_EVERY_S, self.read_switches, name="switch states")
         if self.tune_gc:
             quiet_collector()
             self.set_interval(GC_FULL_EVERY_S, gc.collect, name="full collection")
@@ -125,12 +133,23 @@ class SparkTUI(App[None]):
         else:
             self.main_screen.post_message(ServiceReported(event))
 
+    def read_switches(self) -> None:
+        """Read the shared switches' states in the background (Home Assistant)."""
+        self.run_worker(self._read_switches(), group="switches", exclusive=True,
+                        exit_on_error=False, description="read the shared switches")
+
+    async def _read_switches(self) -> None:
+        self.main_screen.show_switches(await self.service.switch_states())
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place worker outcomes reach the operator."""
         worker = event.worker
+        if event.state is WorkerState.SUCCESS and worker.group == "actions" \
+                and self.READS_SWITCHES and self.config.switches:
+            self.read_switches()  # a cluster power on/off moves the switches
         if event.state is WorkerState.ERROR:
-            title = {"actions": "workflow error", "preview": "could not prepare"}.get(
-                worker.group, "service error")
+            title = {"actions": "workflow error", "preview": "could not prepare",
+                     "bundle": "bundle failed"}.get(worker.group, "service error")
             self.notify(f"{worker.description}: {worker.error}", title=title,
                         severity="error", timeout=20)
         elif event.state is WorkerState.SUCCESS and worker.group == "actions":
@@ -166,10 +185,28 @@ class SparkTUI(App[None]):
             self.main_screen.show_alerts()
 
     def show_alert_list(self) -> None:
-        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge))
+        self.push_screen(AlertsScreen(self.alerts, list(self.notices), self.acknowledge,
+                                      None if self.read_only else self.bundle_alert))
+
+    def bundle_alert(self, alert: Alert) -> None:
+        """An incident bundle of the alert's lane or node, as `sparktui bundle`
+        writes it, in the background; the notice line says where it is."""
+        self.notify(f"collecting an incident bundle of {alert.subject}…")
+        self.run_worker(self._bundle(alert), group="bundle", exclusive=False,
+                        exit_on_error=False, description=f"bundle {alert.subject}")
+
+    async def _bundle(self, alert: Alert) -> None:
+        result = await self.service.bundle(alert.subject, f"asked for from the console: "
+                                                          f"{alert.level} {alert.subject}")
+        missing = len(result.incident.missing)
+        home = Path.home()
+        path = (f"~/{result.path.relative_to(home)}" if result.path.is_relative_to(home)
+                else str(result.path))
+        self.notify(path + (f" ({missing} part(s) not collected: see SUMMARY.md)"
+                            if missing else ""), title="bundle", timeout=30)
 
     def explain_read_only(self, action: str) -> None:
-        self.notify(f"{action} changes the cluster: this console is read-only. Start a "
+        self.notify(f"{action} is not offered: this console is read-only. Start a "
                     "writable one without --read-only (`sparktui console` or "
                     "`sparktui demo`)", title="read-only", severity="warning")
 
@@ -236,6 +273,23 @@ class SparkTUI(App[None]):
             "runlock-close": lambda: s.preview_runlock_close(target),
         }
         self.propose(factories[kind], f"{kind} {target}")
+
+    def qualify_lane(self, lane: str) -> None:
+        """The quality gate on a serving lane, in the background (it only reads
+        from the lane; no confirm). Its state shows in the lane's row as it runs;
+        the verdict ends on the notice line."""
+        if self.read_only:
+            self.explain_read_only("qualify")
+            return
+        view = self.service.lanes().get(lane)
+        if view is None or view.phase != "serving":
+            phase = view.phase if view is not None else "gone"
+            self.notify(f"{lane} is {phase}; the gate needs a serving lane",
+                        severity="warning")
+            return
+        self.notify(f"quality gate of {lane} started")
+        self.run_worker(self.service.qualify(lane), group="actions", exclusive=False,
+                        exit_on_error=False, description=f"qualify {lane}")
 
     def propose_serve(self, recipe: str, cluster: str | None = None,
                       overrides: frozenset[Override] = frozenset()) -> None:

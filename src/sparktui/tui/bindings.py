@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from textual.binding import Binding
 
-ACTION_IDS = frozenset({"serve", "stop", "power-cycle", "recover"})
-"""Bindings that change the cluster: in read-only mode they say so and do nothing."""
+ACTION_IDS = frozenset({"serve", "stop", "power-cycle", "recover", "qualify"})
+"""Bindings that change the cluster or run a journaled workflow: in read-only
+mode they say so and do nothing."""
 
 APP_BINDINGS: list[Binding] = [
     Binding("q", "quit", "Quit", id="quit", tooltip="Leave the console (workflows are "
@@ -47,12 +48,18 @@ MAIN_BINDINGS: list[Binding] = [
             tooltip="Show / focus the Boot log pane"),
     Binding("4", "pane('memory')", "Memory", id="pane-memory", show=False,
             tooltip="Show / focus the Memory pane"),
+    Binding("tab", "next_pane(1)", "Next pane", id="pane-next", show=False,
+            tooltip="The next pane (its frame lights up; at 80 columns it shows alone)"),
+    Binding("shift+tab", "next_pane(-1)", "Previous pane", id="pane-previous", show=False,
+            tooltip="The previous pane"),
     Binding("s", "serve", "Serve", id="serve", tooltip="Serve a recipe on a cluster (picker)"),
     Binding("x", "stop", "Stop", id="stop", tooltip="Stop the selected lane (typed name)"),
     Binding("P", "power_cycle", "Power", id="power-cycle", key_display="P",
             tooltip="Power-cycle the selected node through its Home Assistant plug"),
     Binding("R", "recover", "Recover", id="recover", key_display="R",
             tooltip="SSH retries, then a plug cycle of the selected node"),
+    Binding("g", "qualify", "Gate", id="qualify", show=False,
+            tooltip="Quality gate of the selected serving lane (copy, identifiers, bench)"),
     Binding("f", "follow", "Follow", id="follow", show=False,
             tooltip="Follow / pause the boot log (End follows, Home pauses at the top)"),
     Binding("slash", "search", "Search", id="search", key_display="/",

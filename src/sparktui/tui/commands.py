@@ -38,7 +38,10 @@ class ActionCommands(Provider):
         for recipe in sorted(service.recipes):
             out.append((f"serve {recipe}", partial(app.propose_serve, recipe),
                         f"on {service.recipes[recipe].cluster}"))
-        for lane in sorted(service.lanes()):
+        for lane, view in sorted(service.lanes().items()):
+            if view.phase == "serving":
+                out.append((f"qualify {lane}", partial(app.qualify_lane, lane),
+                            "quality gate: copy fidelity, identifiers, smoke bench"))
             out.append((f"stop {lane}", partial(app.propose_named, "stop", lane),
                         "stop every rank (typed confirmation)"))
         for node in app.config.nodes:

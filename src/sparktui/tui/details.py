@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 
 from sparktui.core.config import Config
+from sparktui.core.nodehealth import Finding
 from sparktui.core.phases import format_duration
 from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashVerdict
@@ -12,13 +15,18 @@ from sparktui.service.lanes import LaneView
 
 
 def node_details(config: Config, node: str, snap: NodeSnapshot | None,
-                 verdict: ThrashVerdict | None) -> Text:
+                 verdict: ThrashVerdict | None, findings: Sequence[Finding] = ()) -> Text:
+    """``findings``: what is wrong with the node (core/nodehealth), each with its fix."""
     cfg = config.nodes[node]
     text = Text()
 
     def row(key: str, value: str) -> None:
         text.append(f"{key:>14}: ", style="bold")
         text.append(f"{value}\n")
+
+    for f in findings:
+        row("PROBLEM", f.message + (" (refuses a serve" + (", overridable)" if f.overridable
+                                                          else ")") if f.blocks_serve else ""))
 
     row("role", cfg.role + (" (protected)" if node in config.guards.protected_nodes else ""))
     row("power entity", cfg.switch)
@@ -78,6 +86,8 @@ def lane_details(lane: LaneView) -> Text:
     row("health", lane.health)
     if lane.decode_tps is not None:
         row("decode", f"{lane.decode_tps:.1f} tokens/s")
+    if lane.gate:
+        row("gate", lane.gate_text or lane.gate)
     if lane.protected:
         row("protected", "yes: never stopped by the console")
     if lane.failure:

@@ -35,6 +35,8 @@ CLOCK_EVERY_S = 0.25
 class ReplayApp(SparkTUI):
     BINDINGS: ClassVar[list[BindingType]] = [*SparkTUI.BINDINGS, *REPLAY_BINDINGS]
     ACKS_ALERTS = False
+    READS_SWITCHES = False
+    """The recording holds no switch states; nothing is asked of Home Assistant."""
 
     def __init__(self, config: Config, source: ReplaySource) -> None:
         super().__init__(config, source, read_only=True)  # type: ignore[arg-type]

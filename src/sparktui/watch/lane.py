@@ -19,7 +19,10 @@ through :class:`LaneWatchers`, so no rank is followed twice.
 - **Stalled** only when nothing progressed for ``stall_after_s``, in every
   phase until the endpoint is confirmed (core/phases.py). Progress: log
   progress lines, phase changes, endpoint stages, memory becoming resident
-  and bytes read from disk or NFS on a rank's node.
+  and bytes read by a rank's engine processes (their ``/proc/<pid>/io``;
+  the node's disk and NFS counters when they cannot be read), for the
+  console's watchers too (their memory comes from the poller, their I/O
+  from a read every ``io_poll_s``).
 - **Serving** only when the endpoint proves to be this lane's
   (watch/readiness.py), and only after this lane's log reached the API phase.
 - **Stopped, not failed**: once told the lane is being stopped by us
@@ -81,11 +84,16 @@ START_SKEW_S = 2.0
 """Clock skew allowed between the server's start time and its container's."""
 RESOURCE_TIMEOUT_S = 10.0
 IO_PROGRESS_BYTES = 256 * 1024 * 1024
-"""This many more bytes read on a rank's node (disk or NFS) is load progress."""
-RESOURCE_COMMAND = ("cat /proc/meminfo 2>&1; echo @@io; "
-                    "cat /proc/diskstats /proc/self/mountstats 2>/dev/null")
-"""MemAvailable, block-device sectors read and NFS bytes read (page-cache
-reads of a sparse shard show in no MemAvailable change, only here)."""
+"""This many more bytes read by a rank's engine (or, when its processes
+cannot be read, on its node from disk or NFS) is load progress."""
+IO_POLL_S = 60.0
+"""How often a watcher whose memory comes from the console's poller reads
+the ranks' I/O (a 900 s stall window needs far less)."""
+NODE_IO_COMMAND = "cat /proc/diskstats /proc/self/mountstats 2>/dev/null"
+"""Block-device sectors read and NFS bytes read on a node (page-cache reads
+of a sparse shard show in no MemAvailable change, only here)."""
+RESOURCE_COMMAND = f"cat /proc/meminfo 2>&1; echo @@io; {NODE_IO_COMMAND}"
+"""MemAvailable and the node's read counters, in one command."""
 
 
 class Verdict(StrEnum):
@@ -171,6 +179,8 @@ class _RankState:
     """A batch is being fed (its lines are not all in the tracker yet)."""
     ended: bool = False
     unreadable: str = ""
+    pid: int | None = None
+    """The container's main process on its node (for its engine's I/O)."""
 
 
 def _rfc3339(epoch: float) -> str:
@@ -197,12 +207,15 @@ class LaneWatcher:
         endpoint_every_s: float = 5.0,
         follow: bool = True,
         probe_endpoint: bool = True,
+        io_poll_s: float | None = IO_POLL_S,
     ) -> None:
         """``resource_poll_s`` None: memory comes from :meth:`on_snapshot`
         (the console's poller) instead of the watcher's own reads.
         ``follow`` False: each rank's log is read to its current end once (a
         rank still running then is not an exit). ``probe_endpoint`` False:
-        the lane's endpoint is never asked (a log viewer sends no request)."""
+        the lane's endpoint is never asked (a log viewer sends no request).
+        ``io_poll_s``: how often the ranks' I/O is read when the memory comes
+        from the poller (None: never; with own memory reads, I/O comes with them)."""
         self.lane = lane
         self.ranks = tuple(ranks)
         self.links = links
@@ -212,6 +225,7 @@ class LaneWatcher:
         self.first_token = first_token
         self.tail = tail
         self.resource_poll_s = resource_poll_s
+        self.io_poll_s = io_poll_s
         self.endpoint_every_s = endpoint_every_s
         self.follow = follow
         self.probe_endpoint = probe_endpoint
@@ -232,6 +246,8 @@ class LaneWatcher:
         self._phase: Phase | None = None
         self._memory = MemoryProgress()
         self._io: dict[str, int] = {}
+        self._io_unreadable: set[str] = set()
+        self._engines_unreadable: set[str] = set()
         self._tags: set[str] = set()
         self._echoed: set[str] = set()
         self._last_tokens: tuple[float, float] | None = None
@@ -271,7 +287,7 @@ class LaneWatcher:
         for rc in self.ranks:
             self._follow(rc)
         self._spawn("ticker", self._ticker)
-        if self.resource_poll_s is not None:
+        if self.resource_poll_s is not None or self.io_poll_s is not None:
             self._spawn("resources", self._resources)
         if self.probe_endpoint and (port := self.port) is not None:
             self._spawn("endpoint", lambda: self._endpoint(port))
@@ -573,34 +589,67 @@ class LaneWatcher:
             self._phase_changed()
 
     async def _resources(self) -> None:
-        assert self.resource_poll_s is not None
-        nodes = sorted({r.node for r in self.ranks if r.node in self.links})
+        """While the lane boots: each rank node's memory (unless the poller
+        gives it) and the bytes its ranks' engines read."""
+        own_memory = self.resource_poll_s is not None
+        period = self.resource_poll_s if own_memory else self.io_poll_s
+        assert period is not None
         while not self.tracker.done:
-            for node in nodes:
-                try:
-                    result = await self.links[node].run(RESOURCE_COMMAND, RESOURCE_TIMEOUT_S)
-                except RemoteError:
-                    continue
-                text = getattr(result, "stdout", "")
-                mem_text, _, io_text = text.partition("@@io\n")
-                mem = parse_probe(f"@@meminfo\n{mem_text}\n@@rc 0\n@@end\n").meminfo
-                if mem is not None:
-                    self._emit(MemoryRead(self.lane, node, mem.available_kib))
-                    self._note(self._memory.observe(node, mem.available_kib))
-                self._note(self._io_progress(node, read_bytes(io_text)))
-            await self.clock.sleep(self.resource_poll_s)
+            for node in sorted({r.node for r in self.ranks if r.node in self.links}):
+                await self._read_node(node, own_memory)
+            await self.clock.sleep(period)
 
-    def _io_progress(self, node: str, total: int | None) -> str | None:
+    async def _read_node(self, node: str, own_memory: bool) -> None:
+        link = self.links[node]
+        node_text: str | None = None
+        if own_memory:
+            text = await self._run(link, RESOURCE_COMMAND)
+            mem_text, _, node_text = (text or "").partition("@@io\n")
+            mem = parse_probe(f"@@meminfo\n{mem_text}\n@@rc 0\n@@end\n").meminfo
+            if mem is not None:
+                self._emit(MemoryRead(self.lane, node, mem.available_kib))
+                self._note(self._memory.observe(node, mem.available_kib))
+        ranks = [st for st in self._ranks.values() if st.rc.node == node and not st.ended]
+        engines: dict[int, int] = {}
+        if node not in self._engines_unreadable:
+            for st in ranks:
+                if st.pid is None and (facts := await inspect_container(link, st.rc.container)):
+                    st.pid = facts.pid
+            pids = {st.pid: st.rc.rank for st in ranks if st.pid is not None}
+            if pids:
+                engines = engine_read_bytes(await self._run(link, io_command(sorted(pids))) or "")
+                if not engines:  # another user's processes, another shell: not asked again
+                    self._engines_unreadable.add(node)
+            for pid, read in engines.items():
+                if pid in pids:
+                    self._note(self._io_progress(f"rank {pids[pid]} ({node})", read,
+                                                 "read by its engine"))
+        if engines:
+            return
+        if not own_memory and node not in self._io_unreadable:
+            node_text = await self._run(link, NODE_IO_COMMAND)
+        total = read_bytes(node_text or "")
+        if total is None and not own_memory:
+            self._io_unreadable.add(node)  # no counter at all there: not asked again
+        self._note(self._io_progress(node, total, "read from disk/NFS"))
+
+    async def _run(self, link: NodeLink, cmd: str) -> str | None:
+        try:
+            return str(getattr(await link.run(cmd, RESOURCE_TIMEOUT_S), "stdout", ""))
+        except RemoteError:
+            return None
+
+    def _io_progress(self, who: str, total: int | None, how: str) -> str | None:
         if total is None:
             return None
-        before = self._io.get(node)
+        before = self._io.get(who)
         if before is None or total < before:
-            self._io[node] = total
+            self._io[who] = total
             return None
         if total - before < IO_PROGRESS_BYTES:
             return None
-        self._io[node] = total
-        return f"{node}: {(total - before) / 2**30:.1f} GiB more read from disk/NFS"
+        self._io[who] = total
+        return f"{who}: {(total - before) / 2**30:.1f} GiB more {how}"
 
     # -- the endpoint --------------------------------------------------------
 
@@ -728,6 +777,47 @@ class LaneWatcher:
                                           / (now - self._last_tokens[0]))
                 self._last_tokens = (now, tokens)
         self._emit(EndpointChecked(self.lane, self.health, self.decode_tps, metrics))
+
+
+def io_command(pids: Sequence[int]) -> str:
+    """For each rank engine's main process (``@@pid P``) the I/O counters of
+    every process of its container (its cgroup v2; the main process alone
+    otherwise). Shell builtins only: no fork however many processes. The
+    pids are validated integers: nothing else reaches the shell."""
+    parts = []
+    for pid in pids:
+        p = int(pid)
+        if p <= 0:
+            raise ValueError(f"not a process id: {pid!r}")
+        parts.append(
+            f'echo "@@pid {p}"; {{ cg=""; read -r cg < /proc/{p}/cgroup; case "$cg" in '
+            f'0::/) f="";; 0::/*) f="/sys/fs/cgroup${{cg#0::}}/cgroup.procs";; *) f="";; esac; '
+            f'if [ -n "$f" ] && [ -r "$f" ]; then while read -r q; do '
+            f'while read -r l; do echo "$l"; done < "/proc/$q/io"; done < "$f"; '
+            f'else while read -r l; do echo "$l"; done < /proc/{p}/io; fi; }} 2>/dev/null')
+    return "; ".join(parts)
+
+
+def engine_read_bytes(text: str) -> dict[int, int]:
+    """Bytes read so far by each rank's engine (by main pid), from
+    :func:`io_command`'s output: per process the larger of ``rchar`` (read
+    calls, page-cache hits included) and ``read_bytes`` (from storage, page
+    faults of mmapped shards included). Ranks whose processes could not be
+    read are absent."""
+    out: dict[int, int] = {}
+    pid: int | None = None
+    rchar = 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "@@pid":
+            pid = int(value) if value.strip().isdigit() else None
+        elif pid is not None and key in ("rchar:", "read_bytes:") and value.strip().isdigit():
+            if key == "rchar:":
+                rchar = int(value)
+            else:
+                out[pid] = out.get(pid, 0) + max(rchar, int(value))
+                rchar = 0
+    return out
 
 
 def read_bytes(text: str) -> int | None:

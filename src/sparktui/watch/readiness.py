@@ -153,6 +153,8 @@ class ContainerFacts:
     oom_killed: bool
     served_models: tuple[str, ...]
     """The names ``/v1/models`` will list for it (from its engine arguments)."""
+    pid: int | None = None
+    """The container's main process on the node (State.Pid) while it runs."""
 
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -206,6 +208,8 @@ async def inspect_container(link: NodeLink, container: str) -> ContainerFacts | 
         exit_code=code if isinstance(code, int) else None,
         oom_killed=bool(state.get("OOMKilled")),
         served_models=served_models([str(a) for a in args or []]),
+        pid=pid if isinstance(pid := state.get("Pid"), int) and pid > 0
+        and state.get("Running") else None,
     )
 
 

@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from sparktui.service.events import Alert
 from sparktui.tui.alertbook import AlertBook, Entry, clock_time
 
 Notice = tuple[float, str, str, str]
@@ -42,21 +43,27 @@ class AlertsScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,q,exclamation_mark", "close", "Close", id="alerts-close"),
         Binding("a", "ack", "Acknowledge", id="alerts-ack"),
+        Binding("b", "bundle", "Bundle", id="alerts-bundle"),
     ]
 
     def __init__(self, book: AlertBook, notices: Sequence[Notice],
-                 on_ack: Callable[[str], None]) -> None:
+                 on_ack: Callable[[str], None],
+                 on_bundle: Callable[[Alert], None] | None = None) -> None:
+        """``on_bundle``: write an incident bundle of the alert's lane or node
+        (None: this console offers none, e.g. a replay)."""
         super().__init__(classes="info-modal alerts-modal")
         self.book = book
         self.notices = notices
         self.on_ack = on_ack
+        self.on_bundle = on_bundle
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Alerts", id="dialog-title")
             yield OptionList(*self._options(), id="alert-list")
-            yield Label("a: acknowledge   ↑↓ / page keys: move   escape: close",
-                        classes="dialog-hint")
+            yield Label("a: acknowledge   " + ("b: incident bundle   " if self.on_bundle
+                                                   else "")
+                        + "↑↓ / page keys: move   escape: close", classes="dialog-hint")
 
     def _options(self) -> list[Option]:
         out = [Option(entry_text(e), id=e.alert.key) for e in self.book.ranked()]
@@ -74,12 +81,24 @@ class AlertsScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
 
-    def action_ack(self) -> None:
+    def _highlighted_key(self) -> str | None:
         olist = self.query_one(OptionList)
         if olist.highlighted is None:
-            return
+            return None
         key = olist.get_option_at_index(olist.highlighted).id
-        if key is None or key.startswith("-"):
+        return None if key is None or key.startswith("-") else key
+
+    def action_bundle(self) -> None:
+        """The bundle is written in the background; its path ends on the notice line."""
+        key = self._highlighted_key()
+        if self.on_bundle is None or key is None or key not in self.book.active:
+            return
+        self.on_bundle(self.book.active[key].alert)
+
+    def action_ack(self) -> None:
+        olist = self.query_one(OptionList)
+        key = self._highlighted_key()
+        if key is None:
             return
         self.on_ack(key)
         highlighted = olist.highlighted

@@ -29,6 +29,7 @@ from sparktui.ops.events import (
     WorkflowFinished,
     WorkflowStarted,
 )
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
 from sparktui.service.events import (
     AlertCleared,
     AlertRaised,
@@ -61,7 +62,7 @@ SUMMARY_WORDS = ((NodeState.ONLINE, "online"), (NodeState.STARVED, "STARVED"),
                  (NodeState.UNREACHABLE, "UNREACHABLE"), (NodeState.POWERED_OFF, "off"),
                  (NodeState.UNKNOWN, "unknown"))
 ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
-                "recover": "recover"}
+                "recover": "recover", "qualify": "qualify"}
 
 
 class MainScreen(Screen[None]):
@@ -89,6 +90,10 @@ class MainScreen(Screen[None]):
         """Active alerts (acknowledged or not) and the recently cleared ones."""
         self._workflows: dict[str, tuple[str, str, str, str]] = {}
         """workflow id -> (kind, target, current step in full, its name)."""
+        self._switches: dict[str, str | None] = {}
+        """Shared switch name -> on, off, unavailable, None (unknown)."""
+        self._predicted: dict[str, str] = {}
+        """node -> the evidence of a predicted OOM of a lane loading on it."""
 
     @property
     def spark(self) -> SparkTUI:
@@ -136,15 +141,13 @@ class MainScreen(Screen[None]):
     def _flush(self) -> None:
         """Paint what arrived while a pane was hidden or under a modal."""
         if self._visible("nodes") and self._pending_nodes:
-            table = self.query_one(NodesTable)
-            for snap, verdict in self._pending_nodes.values():
-                table.show(snap, verdict, _busy(snap))
-            self._pending_nodes.clear()
+            self._paint_nodes()
         if self._visible("lanes") and self._pending_lanes:
             for name in self._pending_lanes:
                 if name in self._lanes:
-                    self.query_one(LanesTable).show(self._lanes[name],
-                                                    self._activity.get(name, ""))
+                    lv = self._lanes[name]
+                    self.query_one(LanesTable).show(lv, self._activity.get(name, ""),
+                                                    self._oom_node(lv))
             self._pending_lanes.clear()
         log = self.query_one(BootLog)
         if self._visible("bootlog"):
@@ -167,12 +170,17 @@ class MainScreen(Screen[None]):
             self._lanes.pop(ev.name, None)
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
+            self._predictions_changed()
         elif isinstance(ev, AlertRaised):
             self.alerts.raised(ev.alert, self.spark.now())
             self.show_alerts()
+            if ev.alert.level == PREDICTED_OOM_STEP:
+                self._predictions_changed()
         elif isinstance(ev, AlertCleared):
             self.alerts.cleared_key(ev.key, self.spark.now())
             self.show_alerts()
+            if ev.key.startswith(PREDICTED_OOM_STEP):
+                self._predictions_changed()
         elif isinstance(ev, WorkflowProgressed):
             self._workflow(ev.event)
 
@@ -195,11 +203,36 @@ class MainScreen(Screen[None]):
                 del self._workflows[e.wf]
         self._activity = {t: f"{k}: {short}" if short else k
                           for k, t, _, short in self._workflows.values()}
-        lines = [f"> {k} {t}: {step}" for k, t, step, _ in self._workflows.values()]
-        self.query_one("#activity", Static).update("\n".join(lines))
+        self._show_activity()
+
+    def _show_activity(self) -> None:
+        """Below the lanes: each running workflow's step, each predicted OOM."""
+        text = Text()
+        for k, t, step, _ in self._workflows.values():
+            text.append(f"\n> {k} {t}: {step}" if text else f"> {k} {t}: {step}")
+        for line in self._predicted.values():
+            text.append("\n" if text else "")
+            text.append(f"! {line}", style="bold red")
+        self.query_one("#activity", Static).update(text)
         for lane in self._lanes:
             self._pending_lanes.add(lane)
         self._flush()
+
+    def _predictions_changed(self) -> None:
+        """Predicted OOMs (alert evidence) on the nodes of lanes still loading:
+        the lanes' Progress cells, the lines below them and the memory pane."""
+        loading = {n for lv in self._lanes.values() if lv.load is not None for n in lv.nodes}
+        predicted = {e.alert.subject: e.alert.evidence[0] if e.alert.evidence else
+                     e.alert.subject for e in self.alerts.active.values()
+                     if e.alert.level == PREDICTED_OOM_STEP and e.alert.subject in loading}
+        if predicted == self._predicted:
+            return
+        self._predicted = predicted
+        self.query_one(MemoryPane).set_predicted(predicted)
+        self._show_activity()
+
+    def _oom_node(self, lane: LaneView) -> str:
+        return next((n for n in lane.nodes if n in self._predicted), "")
 
     def log_arrived(self, ev: LogLinesArrived) -> None:
         """Called by the app for every batch: only the shown rank's lines are
@@ -235,25 +268,43 @@ class MainScreen(Screen[None]):
         counts = [(snapshot.count(state), word) for state, word in SUMMARY_WORDS]
         parts = [f"{counts[0][0]}/{len(snapshot.nodes)} online"]
         parts += [f"{n} {word}" for n, word in counts[1:] if n]
+        parts += [f"{name} {(state or 'unknown').upper()}"
+                  for name, state in self._switches.items() if state != "on"]
         summary = " · ".join(parts)
         if summary != self._summary:
             self._summary = summary
             self.spark.sub_title = f"{summary} · {self.spark.base_sub_title}"
 
+    def show_switches(self, states: dict[str, str | None]) -> None:
+        """Every shared switch under the nodes; one that is not on in the header too."""
+        self._switches = dict(states)
+        self.query_one("#nodes-pane").border_subtitle = " · ".join(
+            f"{name} {'on' if state == 'on' else (state or 'unknown').upper()}"
+            for name, state in states.items())
+        self._summarise()
+
+    def _paint_nodes(self) -> None:
+        table = self.query_one(NodesTable)
+        service = self.spark.service
+        for snap, verdict in self._pending_nodes.values():
+            table.show(snap, verdict, _busy(snap), service.findings(snap.node))
+        self._pending_nodes.clear()
+
     def _flush_nodes(self) -> None:
         if self._visible("nodes"):
-            table = self.query_one(NodesTable)
-            for snap, verdict in self._pending_nodes.values():
-                table.show(snap, verdict, _busy(snap))
-            self._pending_nodes.clear()
+            self._paint_nodes()
         if self._visible("memory"):
             self.query_one(MemoryPane).render_now()
 
     def _lane_changed(self, lane: LaneView) -> None:
+        old = self._lanes.get(lane.name)
         self._lanes[lane.name] = lane
         self.query_one("#lanes-empty").display = False
+        if old is None or (old.load is None) != (lane.load is None):
+            self._predictions_changed()
         if self._visible("lanes"):
-            self.query_one(LanesTable).show(lane, self._activity.get(lane.name, ""))
+            self.query_one(LanesTable).show(lane, self._activity.get(lane.name, ""),
+                                            self._oom_node(lane))
         else:
             self._pending_lanes.add(lane.name)
         if self.lane is None:
@@ -286,10 +337,11 @@ class MainScreen(Screen[None]):
         if key is None:
             return
         if event.data_table.id == "nodes":
-            snap = self.spark.service.snapshot().get(key)
-            verdict = self.spark.service.verdict(key)
+            service = self.spark.service
+            snap = service.snapshot().get(key)
+            verdict = service.verdict(key)
             self.app.push_screen(TextScreen(f"Node {key}", node_details(
-                self.spark.config, key, snap, verdict)))
+                self.spark.config, key, snap, verdict, service.findings(key))))
         elif key in self._lanes:
             self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
 
@@ -312,6 +364,9 @@ class MainScreen(Screen[None]):
                 text.append(f" · {lv.progress_text}")
             if lv.failure:
                 text.append(f" · first fatal: {lv.failure}", style="bold")
+            if lv.gate_text:
+                text.append(f" · {lv.gate_text}", style="bold" if lv.gate in (
+                    "garbled", "slow") else "")
         text.append(f"  [{state} · level {log.level_name}"
                     + (f" · filter '{log.text_filter}'" if log.text_filter else "")
                     + (f" · search '{log.search}'" if log.search else "")
@@ -332,7 +387,12 @@ class MainScreen(Screen[None]):
             text.append(" ")
         self.query_one("#tabs", Static).update(text)
 
+    def action_next_pane(self, step: int) -> None:
+        """Tab / shift+tab: focus moves pane by pane (the one that shows, at 80x24)."""
+        self.action_pane(PANES[(PANES.index(self.current_pane) + step) % len(PANES)])
+
     def action_pane(self, name: str) -> None:
+        self.query_one("#log-input", Input).display = False
         if name != self.current_pane:
             self.query_one(f"#{self.current_pane}-pane").remove_class("-current")
             self.query_one(f"#{name}-pane").add_class("-current")
@@ -386,6 +446,14 @@ class MainScreen(Screen[None]):
             self.notify("no lane to stop: select one in the Lanes pane (2)", severity="warning")
             return
         self.spark.propose_named("stop", lane)
+
+    def action_qualify(self) -> None:
+        lane = self._selected_lane()
+        if lane is None:
+            self.notify("no lane to qualify: select one in the Lanes pane (2)",
+                        severity="warning")
+            return
+        self.spark.qualify_lane(lane)
 
     def action_power_cycle(self) -> None:
         node = self._selected_node()

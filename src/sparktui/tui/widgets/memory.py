@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rich.console import RenderableType
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 from textual.widget import Widget
@@ -47,6 +47,8 @@ class MemoryPane(Widget, can_focus=True):
         super().__init__(id=id)
         self.series = {n: NodeSeries() for n in nodes}
         self.thrash = thrash
+        self.predicted: dict[str, str] = {}
+        """node -> the predicted OOM of a rank loading on it (core/oom_predict)."""
         self.dirty = False
 
     def add_point(self, node: str, point: HistoryPoint) -> None:
@@ -62,6 +64,12 @@ class MemoryPane(Widget, can_focus=True):
     def set_level(self, node: str, level: ThrashLevel) -> None:
         if self.series[node].level is not level:
             self.series[node].level = level
+            self.dirty = True
+
+    def set_predicted(self, predicted: dict[str, str]) -> None:
+        """The nodes with a predicted OOM and its one-line evidence."""
+        if predicted != self.predicted:
+            self.predicted = dict(predicted)
             self.dirty = True
 
     def render_now(self) -> None:
@@ -84,6 +92,9 @@ class MemoryPane(Widget, can_focus=True):
         t = self.thrash
         for node, s in self.series.items():
             word = "ok" if s.level is ThrashLevel.OK else s.level.label
+            risk = Text(word, style=RISK_STYLE[s.level])
+            if node in self.predicted and s.level < ThrashLevel.THRASH:
+                risk = Text("OOM predicted", style="bold red")
             low = max(t.mem_available_low_gib, t.mem_available_low_frac * s.total_gib)
 
             def mem_style(gib: float, low: float = low) -> str:
@@ -94,12 +105,18 @@ class MemoryPane(Widget, can_focus=True):
                         "yellow" if pct >= t.psi_some_pressure else "green")
 
             grid.add_row(
-                node, Text(word, style=RISK_STYLE[s.level]),
+                node, risk,
                 bars(s.avail_gib, spark_w, s.total_gib or 128.0, min, mem_style),
                 f"{s.avail_gib[-1]:.1f}" if s.avail_gib else "—",
                 bars(s.psi_full, spark_w, 100.0, max, psi_style),
                 f"{s.psi_full[-1]:.1f}" if s.psi_full else "—")
-        return grid
+        if not self.predicted:
+            return grid
+        notes = Text()
+        for node, line in self.predicted.items():
+            notes.append("\n! ", style="bold red")
+            notes.append(line if line.startswith(node) else f"{node}: {line}")
+        return Group(grid, notes)
 
 
 def bars(values: deque[float], width: int, top: float,

@@ -3,6 +3,7 @@ cell by cell in place, never cleared and rebuilt."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -13,6 +14,7 @@ from textual.widgets import DataTable
 from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
 from sparktui.core.kernel import known_bad, off_pin
+from sparktui.core.nodehealth import Finding
 from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -86,7 +88,8 @@ class NodesTable(KeyedTable):
     """Columns by priority: what an 80-column terminal must show comes first."""
 
     COLUMNS = (("node", "Node"), ("state", "State"), ("risk", "Risk"), ("mem", "Used/Avail"),
-               ("psi", "PSI"), ("busy", "Busy with"), ("role", "Role"), ("kernel", "Kernel"))
+               ("psi", "PSI"), ("busy", "Busy with"), ("problem", "Problem"), ("role", "Role"),
+               ("kernel", "Kernel"))
 
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -96,7 +99,10 @@ class NodesTable(KeyedTable):
         for name in self.config.nodes:
             self.show(NodeSnapshot(name, NodeState.UNKNOWN, 0.0, error="not polled"), None, "")
 
-    def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str) -> None:
+    def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str,
+             findings: Sequence[Finding] = ()) -> None:
+        """``findings``: what is wrong with the node (core/nodehealth): a ``!`` by
+        its name (red when a serve would be refused), the first in Problem."""
         cfg = self.config.nodes[snap.node]
         guards = self.config.guards
         role = cfg.role + ("*" if snap.node in guards.protected_nodes else "")
@@ -115,8 +121,17 @@ class NodesTable(KeyedTable):
         age = stale_age(snap.last_ok_at, snap.taken_at, self.config.console.poll_interval_s)
         if age is not None:  # the age of the last good sample (issue 17)
             state.append(f" {format_duration(age)}", style="dim")
-        self.put_row(snap.node, (snap.node, state, risk_cell(verdict), mem, psi,
-                                 busy or "free", role, kernel))
+        problems = [f for f in findings if f.check != "online"]  # State says that
+        node: Text | str = snap.node
+        problem: Text | str = ""
+        if problems:
+            style = "bold red" if any(f.blocks_serve for f in problems) else "yellow"
+            node = Text(snap.node)
+            node.append(" !", style=style)
+            problem = Text(problems[0].summary + (f" (+{len(problems) - 1})"
+                                                  if len(problems) > 1 else ""), style=style)
+        self.put_row(snap.node, (node, state, risk_cell(verdict), mem, psi,
+                                 busy or "free", problem, role, kernel))
 
 
 def kernel_cell(kernel: str, guards: GuardConfig) -> Text:
@@ -144,15 +159,11 @@ class LanesTable(KeyedTable):
                ("health", "Health"), ("tps", "tok/s"), ("kv", "KV tokens"), ("conc", "Conc"),
                ("up", "Up"), ("cluster", "Cluster"))
 
-    def show(self, lane: LaneView, activity: str = "") -> None:
+    def show(self, lane: LaneView, activity: str = "", oom: str = "") -> None:
+        """``oom``: the node of this lane predicted to run out of memory, if any."""
         name = lane.name + (" *" if lane.protected else "")
-        phase_style = {"serving": "green", "failed": "bold red reverse",
-                       "unresponsive": "bold red reverse",
-                       "stalled": "bold yellow"}.get(lane.phase, "")
-        loud = lane.phase in ("failed", "stalled", "unresponsive")
-        phase = Text(lane.phase.upper() if loud else lane.phase, style=phase_style)
         self.put_row(lane.name, (
-            name, phase, progress_cell(lane, activity),
+            name, phase_cell(lane), progress_cell(lane, activity, oom),
             lane.health + (f" {format_duration(lane.stale_s)}" if lane.stale_s else ""),
             f"{lane.decode_tps:.1f}" if lane.decode_tps is not None else "—",
             f"{lane.kv_tokens:,}" if lane.kv_tokens else "—",
@@ -162,10 +173,52 @@ class LanesTable(KeyedTable):
         ))
 
 
-def progress_cell(lane: LaneView, activity: str = "") -> str:
-    """``12/40 30% ETA 13m`` while loading; else the running workflow's step."""
+GATE_STYLES = {"qualifying": "dim", "qualified": "bold green", "garbled": "bold red reverse",
+               "slow": "bold yellow"}
+"""A serving lane's Phase cell shows its quality gate once one ran (issue 14)."""
+LOUD = ("failed", "stalled", "unresponsive", "garbled", "slow")
+
+
+def phase_cell(lane: LaneView) -> Text:
+    """The boot phase; once serving, the gate's state (a gate that could not
+    run leaves ``serving``: its reason is in the Progress cell)."""
+    phase = lane.gate if lane.phase == "serving" and lane.gate in GATE_STYLES else lane.phase
+    style = GATE_STYLES.get(phase) or {
+        "serving": "green", "failed": "bold red reverse", "unresponsive": "bold red reverse",
+        "stalled": "bold yellow"}.get(phase, "")
+    return Text(phase.upper() if phase in LOUD else phase, style=style)
+
+
+GATE_CELL = 34
+"""Characters of the gate's verdict in the Progress cell (the rest in details)."""
+SPAN = re.compile(r"«[^»]*» for «[^»]*»")
+
+
+def gate_brief(lane: LaneView) -> str:
+    """The gate in a few words: its worst quoted span when garbled, else its
+    verdict without the ``quality gate`` head."""
+    if not lane.gate_text or lane.gate == "qualifying":
+        return ""
+    span = SPAN.search(lane.gate_text)
+    text = span.group(0) if span else lane.gate_text.removeprefix("quality gate").lstrip(": ")
+    return text if len(text) <= GATE_CELL else text[:GATE_CELL - 1] + "…"
+
+
+def progress_cell(lane: LaneView, activity: str = "", oom: str = "") -> Text | str:
+    """``12/40 30% ETA 13m`` while loading (``OOM dgx7`` in place of the ETA
+    when a rank is predicted to run out); else the running workflow's step,
+    or the quality gate's verdict."""
     load = lane.load
     if load is not None:
-        eta = f" ETA {format_duration(load.eta_s)}" if load.eta_s is not None else ""
-        return f"{load.done}/{load.total} {load.fraction:.0%}{eta}"
-    return activity or "—"
+        text = Text(f"{load.done}/{load.total} {load.fraction:.0%}")
+        if oom:
+            text.append(f" OOM {oom}", style="bold red reverse")
+        elif load.eta_s is not None:
+            text.append(f" ETA {format_duration(load.eta_s)}")
+        return text
+    if activity:
+        return activity
+    if brief := gate_brief(lane):
+        return Text(brief, style={"garbled": "bold red", "slow": "yellow",
+                                  "failed": "yellow"}.get(lane.gate, ""))
+    return "—"
