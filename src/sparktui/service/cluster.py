@@ -40,7 +40,7 @@ from sparktui.ops.workflows import qualify as qualify_workflow
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
-from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
+from sparktui.ops.workflows.qualify import LaneNews, Qualify, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.runner import WorkflowResult
@@ -328,6 +328,11 @@ class ClusterService:
 
     async def preview_stop(self, lane: str) -> ActionPreview:
         return await self._preview(Stop(lane), f"Stop lane {lane}")
+
+    async def preview_qualify(self, lane: str, depth: int = 0) -> ActionPreview:
+        """The quality gate on a serving lane (reads only; its guards: the lane
+        exists and serves)."""
+        return await self._preview(Qualify(lane, depth), f"Qualify lane {lane}")
 
     async def preview_serve(self, recipe: str, cluster: str | None = None,
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:
