@@ -45,7 +45,7 @@ from enum import StrEnum
 from typing import Any
 
 from sparktui.adapters.engine_http import EngineClient
-from sparktui.core.clock import Clock
+from sparktui.core.clock import Clock, within
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import (
     Kind,
@@ -557,25 +557,12 @@ class LaneWatcher:
         must not hold the lane's verdict (its rank counts as unreadable), and
         under the simulator's clock the bound is simulated time, as the rest
         of the watch is."""
-        read = asyncio.ensure_future(follower.catch_up(reader(self.links[node])))
-        timer = asyncio.ensure_future(self.clock.sleep(CATCH_UP_TIMEOUT_S))
         try:
-            await asyncio.wait({read, timer}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            read.cancel()
-            raise
-        finally:
-            timer.cancel()
-        if not read.done():
-            read.cancel()
-            # wait for the read to end without awaiting it: our own cancellation
-            # (the watch stopping) must still reach us, not be swallowed here
-            await asyncio.wait({read})
-            if not read.cancelled():
-                read.exception()  # retrieved: its failure is reported below
+            return await within(self.clock, CATCH_UP_TIMEOUT_S,
+                                follower.catch_up(reader(self.links[node])))
+        except TimeoutError:
             raise RemoteError(node, "docker logs --since (catch-up)",
-                              f"no answer within {CATCH_UP_TIMEOUT_S:g} s")
-        return read.result()
+                              f"no answer within {CATCH_UP_TIMEOUT_S:g} s") from None
 
     # -- stall, memory and I/O -----------------------------------------------
 
