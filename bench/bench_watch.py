@@ -14,9 +14,12 @@ real SSH against the simulator (the shipped fleet): ingest of a 200k-line
 container log, a rank's LocalEntryNotFoundError -> LaneWatcher verdict, and Boot D
 thrash onset -> THRASH flag with the poller at its defaults (2 s interval,
 3 s probe timeout). Around each measured event the manual sim clock is
-paced at real time, so the figures are real seconds.
+paced at real time, so the figures are real seconds. ``--openssh`` measures
+fatal line -> verdict over a real OpenSSH sshd on loopback (4 ranks, the
+project's docker stand-in, streams established and idle), with the time the
+one-shot catch-up reads of the other ranks took (the verdict waits for them).
 
-Usage: .venv/bin/python bench/bench_watch.py [--lines 500000] [--repeat 20] [--sim]
+Usage: .venv/bin/python bench/bench_watch.py [--lines 500000] [--repeat 20] [--sim] [--openssh]
 """
 
 from __future__ import annotations
@@ -339,15 +342,130 @@ async def bench_sim_thrash(repeat: int) -> dict[str, object]:
             "budget_s": config.console.poll_interval_s + config.console.probe_timeout_s}
 
 
+def host_line() -> str:
+    return (f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+
+async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = True
+                             ) -> dict[str, object]:
+    """``shells`` False: each catch-up read on an exec channel of its own (as
+    before the reader shell), for the side-by-side figure."""
+    import sys
+    import time as _time
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from adapters.openssh_server import openssh_server
+    from sparktui.adapters.endpoints import NodeEndpoint
+    from sparktui.adapters.ssh import NodeConnection
+    from sparktui.core.config import SshConfig
+    from sparktui.watch.lane import FatalDecided, LaneEvent
+
+    def ts() -> str:
+        from datetime import UTC, datetime
+        return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+    total: list[float] = []
+    catch: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        bin_dir = tmp / "bin"
+        state = bin_dir / "state"
+        state.mkdir(parents=True)
+        docker = bin_dir / "docker"
+        docker.write_text(f"#!{sys.executable}\n"
+                          + (ROOT / "tests/adapters/docker_standin.py").read_text())
+        docker.chmod(0o755)
+        with openssh_server(tmp, f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n") as server:
+            def endpoint(name: str) -> NodeEndpoint:
+                return NodeEndpoint(name, "127.0.0.1", server.port, server.user,
+                                    str(server.known_hosts), (str(server.client_key),), (),
+                                    "tcp", "127.0.0.1", None, "127.0.0.1")
+
+            ssh = SshConfig(connect_timeout_s=5.0, keepalive_interval_s=5.0)
+            links = {f"n{r}": NodeConnection(endpoint(f"n{r}"), ssh) for r in range(ranks_n)}
+
+            class Timed:
+                """A link whose docker-logs one-shot reads are timed."""
+
+                def __init__(self, link: NodeConnection) -> None:
+                    self.link = link
+
+                def stream(self, cmd: str) -> AsyncIterator[bytes]:
+                    return self.link.stream(cmd)
+
+                async def run(self, cmd: str, timeout: float) -> object:
+                    return await self.link.run(cmd, timeout)
+
+                async def read(self, cmd: str, timeout: float) -> object:
+                    t0 = _time.perf_counter()
+                    try:
+                        if shells:
+                            return await self.link.read(cmd, timeout)
+                        return await self.link.run(cmd, timeout)  # a channel per read
+                    finally:
+                        catch.append(_time.perf_counter() - t0)
+
+            try:
+                for i in range(repeat):
+                    lane = f"b{i}"
+                    for r in range(ranks_n):
+                        (state / f"{lane}-r{r}.json").write_text(json.dumps({
+                            "Running": True, "ExitCode": 0, "OOMKilled": False,
+                            "StartedAt": ts(), "FinishedAt": "0001-01-01T00:00:00Z",
+                            "Labels": {"sparktui.lane": lane}, "Cmd": ["vllm", "serve", "m"]}))
+                        (state / f"{lane}-r{r}.log").write_text(
+                            f"{ts()} {P}Starting to load model m...\n")
+                    ranks = [RankContainer(r, f"n{r}", f"{lane}-r{r}", ranks_n, None, "vllm",
+                                           True) for r in range(ranks_n)]
+                    watch = LaneWatcher(lane, ranks, {n: Timed(c) for n, c in links.items()},  # type: ignore[misc]
+                                        "127.0.0.1", stall_after_s=900, clock=SystemClock(),
+                                        resource_poll_s=None, io_poll_s=None,
+                                        probe_endpoint=False)
+                    decided: list[float] = []
+
+                    def on_event(event: LaneEvent, decided: list[float] = decided) -> None:
+                        if isinstance(event, FatalDecided):
+                            decided.append(_time.perf_counter())
+
+                    watch.subscribe(on_event)
+                    task = asyncio.create_task(watch.run())
+                    while any(watch.delivered.get(r, 0) < 1 for r in range(ranks_n)):
+                        await asyncio.sleep(0.01)  # every stream established and caught up
+                    await asyncio.sleep(0.3)
+                    catch.clear()
+                    with (state / f"{lane}-r{1 + i % (ranks_n - 1)}.log").open("a") as f:
+                        f.write(f"{ts()} huggingface_hub.errors.LocalEntryNotFoundError: "
+                                "Cannot find an appropriate cached snapshot folder\n")
+                    t0 = _time.perf_counter()
+                    await asyncio.wait_for(task, 30)
+                    total.append(decided[0] - t0)
+                    catches = list(catch)
+            finally:
+                for c in links.values():
+                    await c.close()
+    return {"repeat": repeat, "ranks": ranks_n,
+            "p50_ms": statistics.median(total) * 1e3, "max_ms": max(total) * 1e3,
+            "last_run_catch_up_reads_ms": [round(c * 1e3, 1) for c in catches]}
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lines", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--sim", action="store_true", help="also measure over SSH against the sim")
+    ap.add_argument("--openssh", action="store_true",
+                    help="only fatal line -> verdict over a real sshd on loopback")
     args = ap.parse_args()
+    if args.openssh:
+        print(json.dumps({"host": host_line(),
+                          "openssh_fatal_line_to_verdict": {
+                              "reads_in_the_reader_shell": await bench_openssh_fatal(args.repeat),
+                              "a_channel_per_read": await bench_openssh_fatal(
+                                  args.repeat, shells=False)}}, indent=2))
+        return
     report: dict[str, object] = {
-        "host": f"python {platform.python_version()}, {os.cpu_count()} CPUs, load average "
-                f"{os.getloadavg()[0]:.1f}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        "host": host_line(),
         "ingest": await bench_ingest(args.lines),
         "fatal_line_to_exit": await bench_fatal_exit(args.repeat),
         "thrash_verdict": bench_thrash_verdict(args.repeat),

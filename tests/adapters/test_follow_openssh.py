@@ -237,3 +237,21 @@ async def test_ssh_config_alias_on_a_non_default_port(node: Node, tmp_path: Path
     finally:
         await conn.close()
         await runner.cleanup()
+
+
+async def test_reads_share_one_long_lived_shell_apart_from_the_probe(node: Node) -> None:
+    """The fatal decision's one-shot reads: no session per read (the same
+    shell answers), the exit status kept, not the probe's shell."""
+    conn = NodeConnection(node.endpoint(), SSH)
+    node.container("reads-r0")
+    node.log("reads-r0", "a line")
+    try:
+        first = await conn.read("echo $$", 10)
+        assert (await conn.read("echo $$", 10)).stdout == first.stdout
+        assert (await conn.probe("echo $$", 10)) != first.stdout
+        logs = await conn.read(docker_logs_command("reads-r0", follow=False), 10)
+        assert logs.exit_status == 0 and logs.stdout.endswith("a line\n")
+        assert (await conn.read("(exit 3)", 10)).exit_status == 3
+    finally:
+        await conn.close()
+    assert await gone(str(node.state.parent)) == []

@@ -5,6 +5,7 @@ for the console's held lines, and bad input named without a traceback."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import tarfile
 from pathlib import Path
 
@@ -34,10 +35,25 @@ async def test_bundle_of_a_running_lane(tmp_path, capsys, monkeypatch):
         summary = tar.extractfile(tar.getmembers()[0]).read().decode()  # type: ignore[union-attr]
         rank0 = tar.extractfile(  # type: ignore[union-attr]
             next(m for m in tar.getmembers() if m.name.endswith(f"{LANE}-r0-dgx5.log"))).read()
+        plan_json = json.loads(tar.extractfile(  # type: ignore[union-attr]
+            next(m for m in tar.getmembers() if m.name.endswith("/plan.json"))).read())
     assert names[0] == "SUMMARY.md" and f"# Incident: lane {LANE}" in summary
     assert 0 < rank0.count(b"\n") <= 51  # --lines 50 (+ the trailing newline)
     assert "none found in the ranks' logs" in summary  # a healthy boot: nothing fatal
     assert {f"kernel/dgx{i}.log" for i in (5, 6, 7, 8)} <= set(names)
+    # the plan and EVERY guard verdict that started the lane (not only the refusals):
+    # the same verdicts, in order, as the serve's own plan
+    verdicts = plan_json["guard_verdicts"]
+    serve_wf = plan_json["serve"]["wf"]
+    assert {v["wf"] for v in verdicts} >= {serve_wf}
+    mine = [v for v in verdicts if v["wf"] == serve_wf]
+    assert len(mine) > 20 and all(v["passed"] for v in mine)
+    guards = {v["guard"] for v in mine}
+    assert {"protected-node", "fit", "online", "kernel", "nas-mount", "hf-cache", "image",
+            "node-busy", "port", "runlock"} <= guards
+    steps = plan_json["serve"]["detail"]["plan"]  # the steps the operator confirmed
+    assert steps and all(set(s) == {"step", "target", "action"} for s in steps)
+    assert any(s["action"].startswith("docker run -d --name sparktui-") for s in steps)
 
 
 async def test_bad_subjects_and_files_are_named(tmp_path, capsys, monkeypatch):

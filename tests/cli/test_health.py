@@ -26,6 +26,7 @@ from sparktui.core.config import (
 from sparktui.core.state import (
     ClusterSnapshot,
     ContainerInfo,
+    DiskFree,
     MemInfo,
     Mount,
     NodeSnapshot,
@@ -238,3 +239,15 @@ def test_unknown_cluster_is_an_input_error(capsys: pytest.CaptureFixture[str]) -
 def test_json_output_is_one_object() -> None:
     report = HealthReport(make_config(), cluster(online("dgx1")))
     assert json.loads(json.dumps(report.as_json(), default=str))["ok"] is True
+
+
+def test_a_nearly_full_disk_is_shown_but_does_not_refuse() -> None:
+    root = DiskFree("/dev/nvme0n1p2", 3_905_109_820, 3_896_000_000, 5 * GIB, "/")
+    snaps = [online(n) for n in NAMES]
+    snaps[5] = online("dgx6", disks=(root,))
+    report = HealthReport(make_config(), cluster(*snaps))
+    assert report.healthy  # a warning: nothing would refuse a serve
+    assert "dgx6: /: 5.0 GiB free" in report.summary()
+    assert "/: 5.0 GiB free" in render(report)
+    (found,) = report.as_json()["nodes"][5]["findings"]
+    assert found["check"] == "disk" and not found["blocks_serve"]

@@ -18,7 +18,7 @@ async def test_production_node_is_refused_with_exit_3(tmp_path, capsys, monkeypa
         code = await h.sparktui(cfg, "power", "cycle", "dgx2", "--yes", monkeypatch=monkeypatch)
         out, err = capsys.readouterr()
         assert code == 3
-        assert "[REFUSED] protected-node dgx2" in err
+        assert "[REFUSE] protected-node dgx2" in err
         assert "power-cycle dgx2: FAILED: refused: dgx2 is a protected node" in out
         assert sim.ha.calls == []
 

@@ -43,6 +43,19 @@ async def test_qualify_of_a_lane_that_is_not_serving_fails_cleanly(tmp_path, cap
     async with h.published(cfg):
         code = await h.sparktui(cfg, "qualify", "glm53-flash-eugr-2x", monkeypatch=monkeypatch)
         out, err = capsys.readouterr()
-        assert code == 1
-        assert "no running rank 0 of glm53-flash-eugr-2x" in out
+        assert code == 3  # refused by its guard: nothing was asked
+        assert "no container labelled sparktui.lane=glm53-flash-eugr-2x" in out + err
         assert "Traceback" not in err
+        code = await h.sparktui(cfg, "qualify", "glm53-flash-eugr-2x", "--json",
+                                monkeypatch=monkeypatch)
+        out, _ = capsys.readouterr()
+        assert code == 3 and list(json.loads(out)) == KEYS
+        assert json.loads(out)["state"] == "failed"
+        code = await h.sparktui(cfg, "qualify", "glm53-flash-eugr-2x", "--dry-run", "--json",
+                                monkeypatch=monkeypatch)
+        out, _ = capsys.readouterr()
+        plan = json.loads(out)
+        assert code == 3 and plan["workflow"] == "qualify" and not plan["allowed"]
+        assert [v["guard"] for v in plan["verdicts"]] == ["lane"]
+        assert [s["step"] for s in plan["steps"]] == ["qualify copy RU", "qualify copy EN",
+                                                      "qualify identifiers", "qualify bench"]

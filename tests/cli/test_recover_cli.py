@@ -17,7 +17,7 @@ async def test_recover_a_production_node_is_refused(tmp_path, capsys, monkeypatc
     cfg = h.fleet(tmp_path)
     async with h.published(cfg) as sim:
         assert await h.sparktui(cfg, "recover", "dgx4", "--yes", monkeypatch=monkeypatch) == 3
-        assert "[REFUSED] protected-node dgx4" in capsys.readouterr().err
+        assert "[REFUSE] protected-node dgx4" in capsys.readouterr().err
         assert sim.ha.calls == []
 
 

@@ -48,7 +48,7 @@ async def test_boot_d_is_refused_with_exit_3_and_nothing_runs(tmp_path, capsys, 
                                 "--yes", monkeypatch=monkeypatch)
         out, err = capsys.readouterr()
         assert code == 3
-        assert "[REFUSED] fit dsv41-flash-r37-4x-eager@4nodes-switch-b" in err
+        assert "[REFUSE] fit dsv41-flash-r37-4x-eager@4nodes-switch-b" in err
         assert "127.6 GB/node + process > 121.6 GiB" in err
         assert "(overridable with --override fit)" in err
         assert "FAILED: refused" in out

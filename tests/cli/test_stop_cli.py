@@ -25,7 +25,7 @@ async def test_stop_a_protected_lane_is_refused(tmp_path, capsys, monkeypatch):
                                 monkeypatch=monkeypatch)
         _, err = capsys.readouterr()
         assert code == 3
-        assert "[REFUSED] protected-lane glm53-flash-eugr-2x" in err
+        assert "[REFUSE] protected-lane glm53-flash-eugr-2x" in err
         assert all(c.status == "running" for c in sim.nodes["dgx5"].docker.containers.values())
 
 

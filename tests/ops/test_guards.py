@@ -13,6 +13,7 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.core.state import (
     ClusterSnapshot,
     ContainerInfo,
+    DiskFree,
     ImageInfo,
     MemInfo,
     Mount,
@@ -376,3 +377,35 @@ def test_memtotal_far_from_the_config_is_a_health_finding(cfg):
     assert f.check == "memtotal" and not f.blocks_serve
     assert "MemTotal 110.0 GiB but [guards] node_memory_gib is 121.6" in f.message
     assert node_findings(cfg, snap("dgx6", probe("dgx6")), "dgx6") == []
+
+
+def test_low_free_disk_is_a_health_finding(cfg):
+    from sparktui.core.nodehealth import node_findings
+
+    assert cfg.guards.disk_free_min_gib == 20.0
+    root = DiskFree("/dev/nvme0n1p2", 3_905_109_820, 3_895_109_820, 10 * 1024 * 1024, "/")
+    nas = DiskFree("nas.lan:/sna", 62_499_999_744, 41_234_567_168, 21_265_432_576, "/mnt/nas")
+    full = replace(probe("dgx6"), disks=(root, nas))
+    (f,) = node_findings(cfg, snap("dgx6", full), "dgx6")
+    assert f.check == "disk" and f.subject == "dgx6" and not f.blocks_serve
+    assert f.summary == "/: 10.0 GiB free"
+    assert "only 10.0 GiB free on / (/dev/nvme0n1p2, 100% used; [guards] " \
+           "disk_free_min_gib = 20)" in f.message and "`docker image prune`" in f.message
+    roomy = replace(probe("dgx6"), disks=(replace(root, available_kib=25 * 1024 * 1024), nas))
+    assert node_findings(cfg, snap("dgx6", roomy), "dgx6") == []
+    off = replace(cfg, guards=replace(cfg.guards, disk_free_min_gib=0.0))
+    assert node_findings(off, snap("dgx6", full), "dgx6") == []
+    # the serve guards do not refuse on it
+    assert serve(cfg, cluster(dgx6=full)).allowed
+
+
+def test_disk_free_floor_is_range_checked_with_file_and_line(config_copy):
+    from sparktui.core.config_load import load_config
+    from sparktui.core.errors import InputError
+
+    path = config_copy(lambda t: t.replace("disk_free_min_gib = 20.0", "disk_free_min_gib = -3"))
+    with pytest.raises(InputError) as info:
+        load_config(path)
+    (problem,) = info.value.problems
+    text = str(problem)
+    assert f"{path}:" in text and "guards.disk_free_min_gib" in text and "-3" in text

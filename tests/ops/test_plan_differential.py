@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState
-from sparktui.cli import power_cmd, recover_cmd, runlock_cmd, serve_cmd, stop_cmd
+from sparktui.cli import power_cmd, qualify_cmd, recover_cmd, runlock_cmd, serve_cmd, stop_cmd
 from sparktui.cli.main import build_parser
 from sparktui.core.config import Config, NodeConfig
 from sparktui.core.config_load import load_config
@@ -55,7 +55,7 @@ from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import StepRecord, WorkflowRecord
 from sparktui.ops.plan import verdict_json
 from sparktui.ops.runlocks import RunLock
-from sparktui.ops.workflows.execute import execute
+from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.service.cluster import ClusterService
 
 RECIPES = ("glm53-flash-eugr-2x", "glm53-full-mxfp4-4x-dspark8", "dsv41-flash-8x")
@@ -319,6 +319,7 @@ def strategies(base: Config) -> tuple[st.SearchStrategy[World],
         st.builds(_route, st.just("resume"), st.just("power resume"),
                   node.map(_wf_of)),
         st.builds(_route, st.just("runlock-close"), st.just("runlock close"), node),
+        st.builds(_route, st.just("qualify"), st.just("qualify"), st.sampled_from(LANES)),
     )
     return world_parts.map(build), routes
 
@@ -329,6 +330,8 @@ async def _console(service: ClusterService, kind: str, argv: list[str]):
         return await service.preview_serve(argv[1], argv[3])
     if kind == "stop":
         return await service.preview_stop(target)
+    if kind == "qualify":
+        return await service.preview_qualify(target)
     if kind == "power-cycle":
         return await service.preview_power_cycle(target)
     if kind in ("power-on", "power-off"):  # no console key: the same object from the CLI
@@ -347,7 +350,7 @@ async def _console(service: ClusterService, kind: str, argv: list[str]):
 
 PARSERS: dict[str, Any] = {}
 COMMANDS = {"serve": serve_cmd, "stop": stop_cmd, "power": power_cmd, "recover": recover_cmd,
-            "runlock": runlock_cmd}
+            "runlock": runlock_cmd, "qualify": qualify_cmd}
 
 
 async def _cli(world: World, ctx: OpsContext, argv: list[str]) -> tuple[int, dict[str, Any]]:
@@ -426,10 +429,14 @@ def test_console_cli_and_run_agree_verdict_for_verdict(service, world, route):
             assert [verdict_json(v) for v in preview.report.verdicts] == printed["verdicts"]
             plan = preview.plan
         else:
-            from sparktui.ops.workflows.execute import prepare
-
             plan = await prepare(ctx, _workflow_of(argv, world.config))
             assert plan.to_json() == printed
+        if kind == "qualify" and plan.allowed:
+            # an allowed gate would ask the lane's HTTP API (no fake here): the run's
+            # verdicts are the fresh plan's, checked as for every workflow
+            fresh = await prepare(ctx, plan.source)
+            assert fresh.to_json() == printed and not plan.changes(fresh)
+            return
         result = await execute(ctx, plan)
         assert result.report is not None, result.message
         assert [verdict_json(v) for v in result.report.verdicts] == printed["verdicts"]
@@ -452,6 +459,7 @@ def test_every_workflow_was_exercised():
     if not seen or EXAMPLES < 2000:
         pytest.skip("the full differential run (2,000 examples) did not run in this session")
     assert set(seen) == {"serve", "stop", "power-cycle", "power-on", "power-off", "recover",
-                         "cluster-power-on", "cluster-power-off", "resume", "runlock-close"}
+                         "cluster-power-on", "cluster-power-off", "resume", "runlock-close",
+                         "qualify"}
     assert sum(seen.values()) >= EXAMPLES
 

@@ -17,7 +17,8 @@ from sparktui.core.render import plan
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import StepProgressed
 from sparktui.ops.shiftlog import render
-from sparktui.ops.workflows.qualify import qualify
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.qualify import Qualify
 from sparktui.sim.cluster import Sim
 from sparktui.sim.engine import DECODE_GIB_TOKENS_PER_S
 
@@ -54,7 +55,10 @@ async def drive(sim: Sim, task: asyncio.Task, *, step: float = 0.05,
 
 
 async def run_qualify(sim: Sim, ctx: OpsContext, lane: str):
-    task = asyncio.create_task(qualify(ctx, lane))
+    plan = await prepare(ctx, Qualify(lane))
+    assert plan.allowed, plan.to_json()
+    assert {v.guard for v in plan.report.verdicts} == {"lane", "serving", "rank0", "port"}
+    task = asyncio.create_task(execute(ctx, plan))
     await drive(sim, task)
     return task.result()
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
+import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -132,3 +134,41 @@ async def boot_unwatched(n: Night, recipe: str) -> None:
 def phase(n: Night, lane: str) -> str:
     view = n.service.lanes().get(lane)
     return view.phase if view else "-"
+
+
+@dataclass
+class SentinelProcess:
+    config: Config
+    sim: Sim
+    proc: asyncio.subprocess.Process
+    argv: list[str]
+    env: dict[str, str]
+
+
+@asynccontextmanager
+async def sentinel_process(tmp_path: Path, config_path: Path) -> AsyncIterator[SentinelProcess]:
+    """`sparktui sentinel` as its own process on ``config_path`` (its state in
+    tmp_path), against a simulator at 20x; killed if the test left it running."""
+    config = load_config(config_path)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    env.pop("JOURNAL_STREAM", None)
+    argv = [sys.executable, "-m", "sparktui", "--config", str(config_path), "sentinel"]
+    async with running_sim(config, speed=20.0, workdir=tmp_path / "sim") as sim:
+        endpoints = sim_endpoints_path(config)
+        endpoints.parent.mkdir(parents=True, exist_ok=True)
+        endpoints.write_text(json.dumps(sim.endpoints()))
+        proc = await asyncio.create_subprocess_exec(*argv, env=env,
+                                                    stdout=asyncio.subprocess.PIPE,
+                                                    stderr=asyncio.subprocess.PIPE)
+        try:
+            yield SentinelProcess(config, sim, proc, argv, env)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+
+
+def state_in(tmp_path: Path) -> Callable[[str], str]:
+    """A config edit: the state directory in tmp_path."""
+    return lambda text: text.replace('state_dir = "~/.local/state/sparktui"',
+                                     f'state_dir = "{tmp_path / "state"}"')

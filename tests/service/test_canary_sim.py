@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from sparktui.watch.canary import CANARY_TIMEOUT_S
 
 from .simnight import advance_until, boot_unwatched, night, phase
@@ -48,10 +46,6 @@ async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: 
         assert view.canary == alert.evidence
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "since the single lane watcher (issue 11) landed, the canary's first round in the "
-    "throughput-collapse scenario gives no verdict within 300 simulated s (target and task "
-    "are set, the round never completes); open in issue 17's notes"))
 async def test_throughput_collapse_is_thrash_evidence_before_ssh_starves(tmp_path: Path) -> None:
     lane = "glm53-mxfp4-fp8-4x-r39-196k"
     async with night(tmp_path, "throughput-collapse", "4nodes-switch-b", start=False,

@@ -7,15 +7,21 @@ Home Assistant is in test_oom_alert_sim.py)."""
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from pathlib import Path
 
+from sparktui.core.config import NotifyConfig
+from sparktui.core.notify import NotifyPolicy
+from sparktui.core.state import NodeState
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LaneGone, ServiceEvent
 from sparktui.service.lanes import LaneView
 from sparktui.service.night import NightDesk
 from sparktui.watch.readiness import RankContainer
 
+from ..tui.simconsole import sim_console
 from .test_night_desk import TOKEN, Phone
 from .test_night_desk import desk as night_desk
+from .test_night_sim import PHONE, start_lane, until
 
 EVENTS = ("predicted-oom", "lane-ready", "lane-qualified")
 
@@ -84,3 +90,50 @@ async def test_a_lane_found_qualified_is_told_once(tmp_path: Path) -> None:
     await feed(d, lane("serving", "qualified", "6/6"), lane("serving", "qualified", "6/6"))
     assert [t for _, t, _ in phone.sent] == ["sparktui LANE-QUALIFIED x"]
     await d.stop()
+
+
+async def test_a_lane_that_serves_then_qualifies_reaches_the_simulated_phone(
+        tmp_path: Path) -> None:
+    """The console's service, the simulator's Home Assistant: a lane found serving
+    is lane-ready; the console's qualify (its plan, confirmed) makes it
+    lane-qualified; one message per incident, with the next step, no token."""
+    lane = "glm53-flash-eugr-2x"
+    async with sim_console(tmp_path) as c:
+        c.service.night.policy = NotifyPolicy(NotifyConfig(service=PHONE, events=EVENTS))
+        seen: list[ServiceEvent] = []
+        await c.service.start(seen.append)
+        try:
+            await until(lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
+            await start_lane(c, lane)
+            await until(lambda: lane in c.service.lanes()
+                        and c.service.lanes()[lane].phase == "serving", timeout=120,
+                        why=lambda: str(c.service.lanes().get(lane)))
+            preview = await c.service.preview_qualify(lane)
+            assert preview.allowed and preview.plan is not None, preview.plan
+            assert preview.run is not None
+            result = await preview.run()
+            assert result.ok, result.message
+
+            def sent_titles() -> list[str]:
+                return [str(b["title"]) for _, b in c.sim.ha.notifications]
+
+            await until(lambda: f"sparktui LANE-QUALIFIED {lane}" in sent_titles(),
+                        why=lambda: str(sent_titles()))
+            await asyncio.sleep(0.5)
+            sent, token = list(c.sim.ha.notifications), c.sim.ha.token
+        finally:
+            await c.service.stop()
+    phases = [e.lane.phase for e in seen if isinstance(e, LaneChanged)]
+    titles = [str(b["title"]) for _, b in sent]
+    assert titles[0] == f"sparktui LANE-READY {lane}"
+    assert titles.count(f"sparktui LANE-QUALIFIED {lane}") == 1, titles
+    # one "ready" per incident: another only after the lane left serving (a loaded
+    # machine can make the canary miss) and the dedup window passed
+    left = sum(1 for a, b in pairwise(phases) if a == "serving" and b != "serving")
+    assert titles.count(f"sparktui LANE-READY {lane}") - 1 <= left, (titles, phases)
+    ready = str(sent[0][1]["message"])
+    qualified = next(str(b["message"]) for _, b in sent if "QUALIFIED" in str(b["title"]))
+    assert f"Next: qualify it before trusting it: `sparktui qualify {lane}`" in ready
+    assert qualified.startswith(f"{lane}: qualified on ") and "Next: it can take traffic" \
+        in qualified
+    assert token not in str(sent)

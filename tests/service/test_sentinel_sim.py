@@ -8,21 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
-import os
 import signal
-import sys
 from pathlib import Path
 
-from sparktui.adapters.endpoints import sim_endpoints_path
-from sparktui.core.config_load import load_config
 from sparktui.ops import sentinel_state
 from sparktui.service.events import AlertRaised, NodeSampled
 from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import PID_FILE, Sentinel
-from sparktui.sim.testing import running_sim
 
-from .simnight import advance_until, boot_unwatched, night, phase
+from .simnight import advance_until, boot_unwatched, night, phase, sentinel_process, state_in
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,40 +77,24 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
 
 async def test_sentinel_process_locks_logs_and_ends_on_sigterm(tmp_path: Path, config_copy
                                                                 ) -> None:
-    path = config_copy(lambda text: text.replace(
-        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"'))
-    config = load_config(path)
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    env.pop("JOURNAL_STREAM", None)
-    argv = [sys.executable, "-m", "sparktui", "--config", str(path), "sentinel"]
-    async with running_sim(config, speed=20.0, workdir=tmp_path / "sim") as sim:
-        endpoints = sim_endpoints_path(config)
-        endpoints.parent.mkdir(parents=True, exist_ok=True)
-        endpoints.write_text(json.dumps(sim.endpoints()))
-        proc = await asyncio.create_subprocess_exec(*argv, env=env,
-                                                    stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)
+    async with sentinel_process(tmp_path, config_copy(state_in(tmp_path))) as sp:
+        config, proc = sp.config, sp.proc
         assert proc.stdout is not None
         seen: list[str] = []
-        try:
-            async with asyncio.timeout(60):
-                while sum(" online" in line for line in seen) < len(config.nodes):
-                    line = (await proc.stdout.readline()).decode()
-                    assert line, f"sentinel ended early: {seen}"
-                    seen.append(line.strip())
-            assert (config.state_dir() / PID_FILE).read_text().strip() == str(proc.pid)
-            second = await asyncio.create_subprocess_exec(*argv, env=env,
-                                                          stdout=asyncio.subprocess.PIPE,
-                                                          stderr=asyncio.subprocess.PIPE)
-            _, err = await asyncio.wait_for(second.communicate(), 60)
-            assert second.returncode == 1
-            assert f"a sentinel (pid {proc.pid}) already watches" in err.decode()
-            proc.send_signal(signal.SIGTERM)
-            rest, err = await asyncio.wait_for(proc.communicate(), 30)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+        async with asyncio.timeout(60):
+            while sum(" online" in line for line in seen) < len(config.nodes):
+                line = (await proc.stdout.readline()).decode()
+                assert line, f"sentinel ended early: {seen}"
+                seen.append(line.strip())
+        assert (config.state_dir() / PID_FILE).read_text().strip() == str(proc.pid)
+        second = await asyncio.create_subprocess_exec(*sp.argv, env=sp.env,
+                                                      stdout=asyncio.subprocess.PIPE,
+                                                      stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(second.communicate(), 60)
+        assert second.returncode == 1
+        assert f"a sentinel (pid {proc.pid}) already watches" in err.decode()
+        proc.send_signal(signal.SIGTERM)
+        rest, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 0, err.decode()
     tail = rest.decode().splitlines()
     assert tail[-2].endswith("sentinel: stopping") and tail[-1].endswith("sentinel: stopped")

@@ -154,7 +154,7 @@ async def test_a_silent_sparse_scan_is_progress_not_a_stall(engine: FakeEngine) 
     """The seeds' I5 risk: a 101.5 GB shard read for an hour without a log
     line and with MemAvailable flat (page cache): the bytes read are progress."""
     nodes, ranks = await two_node_lane(engine)
-    clock = FastClock(speed=2000)
+    clock = FastClock(speed=500)  # slow enough for a loaded host: the window is 0.6 s
     watch = watcher(nodes, ranks, stall=300, clock=clock, resource_poll_s=20.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
@@ -194,7 +194,7 @@ async def test_the_consoles_watcher_counts_its_ranks_engine_reads(engine: FakeEn
         node = nodes["dgx1" if name.endswith("r0") else "dgx2"]
         node.states[name]["Pid"] = pid
         node.engine_reads[pid] = 0
-    clock = FastClock(speed=2000)
+    clock = FastClock(speed=500)
     watch = watcher(nodes, ranks, stall=300, clock=clock, resource_poll_s=None, io_poll_s=20.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")

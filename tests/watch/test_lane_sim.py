@@ -15,8 +15,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_readiness_sim import World, drive, lane_watch, serve, world
 
 from sparktui.core.logsig import Kind, Phase, parse_timestamp
+from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import open_runtime
 from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.service.lane_feed import LaneFeed
@@ -233,3 +235,41 @@ async def test_the_engines_own_stamps_name_the_first_rank_when_docker_disagrees(
             f = task.result().failure
             assert f is not None and f.rank == 1, f
             assert "NCCL error" in f.line and f.engine_time == int(now - 2)
+
+
+async def test_a_stalled_serve_that_stops_its_ranks_raises_no_fatal_alert(
+        tmp_path: Path) -> None:
+    """The serve workflow stalls (the port stays silent) and stops its ranks:
+    the console's shared watcher hears of it first, so the exits that follow
+    are no fatal alert; the lane ends "stopped"."""
+    recipe_name = SERVING  # its own pair is production: served on 4nodes-switch-b
+    async with world(tmp_path, "normal") as w:
+        w.sim.schedule_http_start = lambda engine: None  # type: ignore[method-assign]
+        events: list[ServiceEvent] = []
+        feeds: list[LaneFeed] = []
+        watchers = LaneWatchers(on_new=lambda watch: feeds.append(
+            LaneFeed(watch, lambda: "4nodes-switch-b", events.append)))
+        recipe = load_recipe(w.config, recipe_name)
+        try:
+            async with open_runtime(w.config, clock=w.sim.clock, endpoints=w.endpoints,
+                                    links=w.fleet, lane_watchers=watchers) as rt:
+                serve_wf = Serve(recipe, "4nodes-switch-b", ServeOptions(
+                    stall_after_s=120, first_token=False, qualify=False))
+                task = asyncio.create_task(execute(rt.ops, await prepare(rt.ops, serve_wf)))
+                await drive(w.sim, task, step=300.0, max_sim_s=6 * 3600)
+                result = task.result()
+            watch = watchers.get(recipe_name)
+            assert watch is not None
+            for _ in range(120):  # the exits reach the watcher
+                if watch.stopped or any(isinstance(e, AlertRaised) for e in events):
+                    break
+                await w.sim.advance(1.0)
+                await asyncio.sleep(0.01)
+        finally:
+            for f in feeds:
+                f.unsubscribe()
+            await watchers.close()
+        assert not result.ok and result.detail["outcome"] == "stalled", result.message
+        assert "(ranks stopped)" in result.message
+        assert not [e for e in events if isinstance(e, AlertRaised)], events
+        assert feeds[-1].view().phase == "stopped"

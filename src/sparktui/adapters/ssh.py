@@ -30,6 +30,9 @@ from sparktui.core.config import Config, SshConfig
 from sparktui.core.errors import RemoteError
 
 SENTINEL = "@@sparktui-done"
+PROBE = "probe"
+READ = "read"
+"""The two long-lived shells of a node: the poller's probe, the watchers' reads."""
 FOLLOW_TAG = "sparktui-follow"
 FOLLOW_WRAPPER = ('exec 3<&0 </dev/null; { cat <&3 >/dev/null 2>&1; kill 0; } & exec 3<&-; '
                   'eval "$1"; kill 0')
@@ -122,9 +125,10 @@ class NodeConnection:
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
         self._conn: asyncssh.SSHClientConnection | None = None
-        self._shell: asyncssh.SSHClientProcess[str] | None = None
+        self._shells: dict[str, asyncssh.SSHClientProcess[str]] = {}
+        """The long-lived ``sh`` of the probe and the one of short reads."""
         self._connect_lock = asyncio.Lock()
-        self._probe_lock = asyncio.Lock()
+        self._locks = {PROBE: asyncio.Lock(), READ: asyncio.Lock()}
         self._failures = 0
         self._retry_at = 0.0
         self._last_error: RemoteError | None = None
@@ -248,10 +252,9 @@ class NodeConnection:
         )
 
     def _drop(self) -> None:
-        """Forget a closed connection and the shell that lived on it."""
-        if self._shell is not None:
-            self._shell.close()
-            self._shell = None
+        """Forget a closed connection and the shells that lived on it."""
+        for slot in list(self._shells):
+            self._discard_shell(slot)
         if self._conn is not None:
             self._conn.close()
             self._conn = None
@@ -350,31 +353,52 @@ class NodeConnection:
         within ``timeout`` (it is torn down; the next call opens a new one),
         RemoteError when the node cannot be reached or the shell died.
         """
-        async with self._probe_lock:
-            shell = await self._working_shell()
+        try:
+            out, _ = await self._in_shell(PROBE, script, timeout)
+        except TimeoutError:
+            raise ProbeStalled(
+                self.name, "probe", f"shell did not answer within {timeout:g} s"
+            ) from None
+        return out
+
+    async def read(self, cmd: str, timeout: float) -> CommandResult:
+        """Run a short command that only reads and ends by itself (a catch-up
+        ``docker logs --since``) in the node's long-lived reader ``sh``: no
+        channel and no login per call (an exec channel is a session setup on
+        sshd, ~0.2 s on a loaded host), apart from the probe's shell so the
+        poller never waits for it. Output is stdout and stderr merged."""
+        try:
+            out, status = await self._in_shell(READ, cmd, timeout)
+        except TimeoutError:
+            raise RemoteError(self.name, cmd, f"timed out after {timeout:g} s") from None
+        return CommandResult(status, out, "")
+
+    async def _in_shell(self, slot: str, script: str, timeout: float) -> tuple[str, int]:
+        """``script`` in the ``slot`` shell: its output and exit status. On a
+        timeout (TimeoutError) or a transport error the shell is torn down
+        (the next call opens a new one)."""
+        async with self._locks[slot]:
+            shell = await self._working_shell(slot)
             nonce = secrets.token_hex(8)
             try:
                 async with asyncio.timeout(timeout):
                     shell.stdin.write(f'{script}\necho "{SENTINEL} {nonce} $?"\n')
-                    out = await _read_to_sentinel(shell, nonce)
+                    return await _read_to_sentinel(shell, nonce)
             except TimeoutError:
-                self._discard_shell()
-                raise ProbeStalled(
-                    self.name, "probe", f"shell did not answer within {timeout:g} s"
-                ) from None
+                self._discard_shell(slot)
+                raise
             except (OSError, asyncssh.Error, asyncio.IncompleteReadError) as exc:
-                self._discard_shell()
-                raise self._transport_error("probe", exc) from None
-            return out
+                self._discard_shell(slot)
+                raise self._transport_error(slot, exc) from None
 
-    async def _working_shell(self) -> asyncssh.SSHClientProcess[str]:
+    async def _working_shell(self, slot: str) -> asyncssh.SSHClientProcess[str]:
         """The long-lived shell, opened if needed and proven to answer (one
         ``echo``) within ``connect_timeout_s``. A fresh shell that does not
         answer drops the connection too: it is suspect (dead peer, starved
         sshd), so the next probe starts on a new one."""
-        if self._shell is not None and not self._shell.is_closing():
-            return self._shell
-        self._discard_shell()
+        if (live := self._shells.get(slot)) is not None and not live.is_closing():
+            return live
+        self._discard_shell(slot)
         conn = await self.connection()
         budget = self._ssh.connect_timeout_s
         shell: asyncssh.SSHClientProcess[str] | None = None
@@ -395,16 +419,16 @@ class NodeConnection:
             if isinstance(exc, OSError | asyncssh.Error | asyncio.IncompleteReadError):
                 raise self._transport_error("shell", exc) from None
             raise
-        self._shell = shell
+        self._shells[slot] = shell
         return shell
 
-    def _discard_shell(self) -> None:
-        if self._shell is not None:
-            self._shell.close()
-            self._shell = None
+    def _discard_shell(self, slot: str) -> None:
+        if (shell := self._shells.pop(slot, None)) is not None:
+            shell.close()
 
     async def close(self) -> None:
-        self._discard_shell()
+        for slot in list(self._shells):
+            self._discard_shell(slot)
         if self._conn is not None:
             conn, self._conn = self._conn, None
             conn.close()
@@ -420,11 +444,14 @@ def follow_command(cmd: str) -> str:
     return f"sh -c {shlex.quote(FOLLOW_WRAPPER)} {FOLLOW_TAG} {shlex.quote(cmd)}"
 
 
-async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str) -> str:
-    """The shell's output up to (without) the ``SENTINEL nonce status`` line."""
+async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str
+                            ) -> tuple[str, int]:
+    """The shell's output up to (without) the ``SENTINEL nonce status`` line,
+    and that status."""
     out = await shell.stdout.readuntil(re.compile(rf"{SENTINEL} {nonce} (\d+)\n"),
                                        max_separator_len=64)
-    return out[: out.rindex(f"{SENTINEL} {nonce} ")]
+    cut = out.rindex(f"{SENTINEL} {nonce} ")
+    return out[:cut], int(out[cut:].split()[-1])
 
 
 async def _close_process(proc: asyncssh.SSHClientProcess[bytes], *, terminate: bool) -> None:

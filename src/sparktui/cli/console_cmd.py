@@ -2,7 +2,9 @@
 
 It reaches the nodes through the config: with `[simulator] enabled = true`
 through the running simulator's endpoints file (`sparktui sim`, or use
-`sparktui demo`, which starts both).
+`sparktui demo`, which starts both). With a `sparktui sentinel` running on
+the same state directory, the console attaches to it (its events, its
+history of the night) instead of polling the nodes a second time.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import argparse
 import sys
 
 from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..service.attach import socket_path
 from ..service.cluster import ClusterService
 from ..tui.app import make_app
 from .common import load
@@ -35,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
             print("sparktui: the config points at the simulator: start it with `sparktui sim`, "
                   "or run `sparktui demo` (simulator and console together)", file=sys.stderr)
         return 2
-    service = ClusterService(config, endpoints=endpoints)
+    service = ClusterService(config, endpoints=endpoints,
+                             sentinel=socket_path(config.state_dir()))
     make_app(config, service=service, read_only=args.read_only, tune_gc=True).run()
     return 0

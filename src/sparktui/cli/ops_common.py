@@ -74,18 +74,23 @@ async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace) -
     (re-checked before the first step)."""
     plan = await prepare(ctx, workflow)
     if args.dry_run:
-        if args.json:
-            json.dump(plan.to_json(), sys.stdout, indent=2)
-            sys.stdout.write("\n")
-        else:
-            show_plan(plan)
-        return EXIT_OK if plan.allowed else EXIT_REFUSED
+        return dry_run(plan, args.json)
     show_offers(ctx)
     show_plan(plan)
     if plan.allowed and not confirm(confirmation_for(plan.workflow, plan.target, plan.report),
                                     yes=args.yes):
         return EXIT_DECLINED
     return finish(await execute(ctx, plan), args.json)
+
+
+def dry_run(plan: Plan, as_json: bool) -> int:
+    """``--dry-run [--json]``: print the plan, run nothing; exit 0 allowed, 3 refused."""
+    if as_json:
+        json.dump(plan.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        show_plan(plan)
+    return EXIT_OK if plan.allowed else EXIT_REFUSED
 
 
 def stderr_printer(stream: TextIO | None = None, *, final: bool = False) -> Emit:

@@ -1,6 +1,8 @@
 """`sparktui qualify LANE [--json] [--depth N]`: the post-boot quality gate on a
 serving lane (copy fidelity in two scripts, identifier echo, smoke bench),
-journaled. Exit 0 qualified, 1 garbled, slow or the gate could not run.
+journaled; one plan with its guards (the lane exists and serves), as every
+workflow: ``--dry-run [--json]`` prints it. Exit 0 qualified, 1 garbled, slow
+or the gate could not run, 3 refused by a guard.
 
 ``--json`` prints exactly: lane, state, cer, identifiers_ok,
 identifiers_total, ttft_ms, decode_tps, prefill_tps."""
@@ -13,8 +15,20 @@ import sys
 
 from ..core.config import Config
 from ..ops.context import open_context
-from ..ops.workflows.qualify import qualify
-from .ops_common import EXIT_FAILED, EXIT_OK, run_async, stderr_printer
+from ..ops.workflows.execute import execute, prepare
+from ..ops.workflows.qualify import Qualify
+from .ops_common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    dry_run,
+    run_async,
+    show_plan,
+    stderr_printer,
+)
+
+KEYS = ("lane", "state", "cer", "identifiers_ok", "identifiers_total", "ttft_ms", "decode_tps",
+        "prefill_tps")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "identifiers_total, ttft_ms, decode_tps, prefill_tps")
     p.add_argument("--depth", type=_depth, default=0, metavar="N",
                    help="bench with ~N tokens of context before the prompt (default 0)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the plan (every guard verdict and every step) and ask nothing; "
+                        "exit 0 when it would be allowed, 3 when refused")
     p.set_defaults(func=lambda args: run_async("qualify", _main, args))
 
 
@@ -45,13 +62,19 @@ def _depth(text: str) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
+    """The one route (prepare, then execute that plan); the gate changes nothing,
+    so nothing is confirmed."""
     async with open_context(config, emit=stderr_printer()) as ctx:
-        result = await qualify(ctx, args.lane, depth=args.depth)
-    gate = result.detail.get("qualify", {})
+        plan = await prepare(ctx, Qualify(args.lane, args.depth))
+        if args.dry_run:
+            return dry_run(plan, args.json)
+        if not args.json or not plan.allowed:
+            show_plan(plan)
+        result = await execute(ctx, plan)
+    refused = result.report is not None and not result.report.allowed
+    gate = result.detail.get("qualify") or {"lane": args.lane, "state": "failed"}
     if args.json:
-        keys = ("lane", "state", "cer", "identifiers_ok", "identifiers_total", "ttft_ms",
-                "decode_tps", "prefill_tps")
-        json.dump({k: gate.get(k) for k in keys}, sys.stdout)
+        json.dump({k: gate.get(k) for k in KEYS}, sys.stdout)
         sys.stdout.write("\n")
     else:
         print(result.message)
@@ -59,4 +82,6 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
             print(f"  {reason}")
         if gate.get("comparison"):
             print(f"  {gate['comparison']}")
-    return EXIT_OK if result.ok else EXIT_FAILED
+    if result.ok:
+        return EXIT_OK
+    return EXIT_REFUSED if refused else EXIT_FAILED

@@ -70,6 +70,10 @@ class GuardConfig:
     runtime_reserve_gib: GiBOrZero = 5.0
     """Default non-KV engine memory inside the GMU budget (activations,
     CUDA graphs) for recipes that have not measured theirs."""
+    disk_free_min_gib: GiBOrZero = 20.0
+    """A node filesystem the probe reads (``/``, the NAS mount) with less free
+    space than this is a health finding (image syncs, container logs and HF
+    downloads need room); 0 turns the finding off."""
 
 
 @dataclass(frozen=True)

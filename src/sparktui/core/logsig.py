@@ -28,7 +28,6 @@ class Severity(IntEnum):
 class Phase(StrEnum):
     """Boot phases of a lane, in the order a healthy boot goes through them."""
 
-    PULLING = "pulling image"
     STARTING = "starting"
     LOADING = "loading weights"
     KV_ALLOC = "KV allocation"
@@ -40,7 +39,6 @@ class Phase(StrEnum):
 
 
 BOOT_ORDER: tuple[Phase, ...] = (
-    Phase.PULLING,
     Phase.STARTING,
     Phase.LOADING,
     Phase.KV_ALLOC,

@@ -24,7 +24,7 @@ is flagged: the config describes another machine (or the node lost memory)."""
 @dataclass(frozen=True)
 class Finding:
     check: str
-    """online, kernel, nas-mount, hf-cache, docker, memtotal, blocking-switch,
+    """online, kernel, nas-mount, hf-cache, docker, memtotal, disk, blocking-switch,
     host-key, runlock, unfinished."""
     subject: str
     """The node (or switch entity, workflow id) the finding is about."""
@@ -135,6 +135,26 @@ def memtotal(config: Config, node: str, probe: ProbeResult) -> Finding | None:
                    f"uses the smaller -> check the node (memory lost?) or the config", False)
 
 
+def low_disk(config: Config, node: str, probe: ProbeResult) -> list[Finding]:
+    """Each filesystem the probe's ``df`` read (``/``, the NAS mount) with less
+    free space than ``[guards] disk_free_min_gib``: flagged, not refused (a boot
+    may still fit; an image sync or a night of logs may not)."""
+    floor = config.guards.disk_free_min_gib
+    out = []
+    for d in probe.disks:
+        if floor <= 0 or d.available_gib >= floor:
+            continue
+        used = 100.0 * d.used_kib / d.size_kib if d.size_kib else 100.0
+        fix = ("`docker image prune` and old container logs" if d.mountpoint == "/"
+               else "old checkpoints and caches")
+        out.append(Finding("disk", node, f"{d.mountpoint}: {d.available_gib:.1f} GiB free",
+                           f"{node}: only {d.available_gib:.1f} GiB free on {d.mountpoint} "
+                           f"({d.filesystem}, {used:.0f}% used; [guards] disk_free_min_gib = "
+                           f"{floor:g}): an image sync, container logs or an HF download can "
+                           f"fill it -> free space on {d.mountpoint} ({fix})", False))
+    return out
+
+
 def node_findings(config: Config, snap: NodeSnapshot | None, node: str) -> list[Finding]:
     """Everything wrong with one node, from its snapshot alone."""
     if (down := offline(snap, node)) is not None:
@@ -144,7 +164,7 @@ def node_findings(config: Config, snap: NodeSnapshot | None, node: str) -> list[
     probe = snap.probe
     found = [kernel(config, node, probe.kernel), nas_mount(cfg, probe), hf_cache(cfg, probe),
              docker(node, probe), memtotal(config, node, probe)]
-    return [f for f in found if f is not None]
+    return [f for f in found if f is not None] + low_disk(config, node, probe)
 
 
 def usable_memory_gib(config: Config, probes: Sequence[ProbeResult | None]

@@ -314,7 +314,9 @@ def _plan(serves: list[Any], mine: list[Entry], held: Held, wfs: set[str]) -> di
         w = serves[-1]
         out["serve"] = {"wf": w.wf, "began_at": w.began_at, "detail": w.detail,
                         "ended_at": w.ended_at, "ok": w.ok, "message": w.message}
-    out["guard_verdicts"] = [e.detail for e in mine if e.kind in ("override", "refused")]
+    out["guard_verdicts"] = [{"wf": e.wf, "workflow": e.workflow, **v} for e in mine
+                             if e.kind == "guards" for v in e.detail.get("verdicts", ())]
+    out["overrides_and_refusals"] = [e.detail for e in mine if e.kind in ("override", "refused")]
     out["guards_reported"] = [g for g in held.guards if g.get("wf") in wfs]
     return out
 

@@ -9,10 +9,10 @@ reader skips a line that is not valid JSON. A workflow with a ``begin`` and no
 ``end`` is *unfinished* and offered at the next start (a power cycle whose
 plug went off and never came back on).
 
-Entry fields: ``t`` (epoch s), ``wf`` (workflow id), ``kind`` (begin, intent,
-outcome, end, refused, override, note), ``workflow`` (serve, stop,
-power-cycle ...), ``target``, and per kind ``step``, ``action``, ``ok``,
-``message``, ``detail``. Secrets never go in: every string is redacted
+Entry fields: ``t`` (epoch s), ``wf`` (workflow id), ``kind`` (begin, guards
+(every verdict the run enforced), intent, outcome, end, refused, override,
+note), ``workflow`` (serve, stop, power-cycle ...), ``target``, and per kind
+``step``, ``action``, ``ok``, ``message``, ``detail``. Secrets never go in: every string is redacted
 (core/redact.py) before it is written.
 
 Durability: an entry is written completely (short writes are continued) and

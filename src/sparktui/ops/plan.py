@@ -162,11 +162,14 @@ def _step_key(s: PlannedStep) -> tuple[str, str, str]:
 
 
 def outcome(v: Verdict) -> str:
+    """How a verdict reads, in one word, wherever a plan is shown (the console's
+    confirm modal, the CLI's plan, what changed before a run): PASS, WARN,
+    OVERRIDDEN or REFUSE."""
     if v.refused:
-        return "REFUSED"
+        return "REFUSE"
     if v.overridden:
         return "OVERRIDDEN"
-    return "WARNING" if v.warning else "ok"
+    return "WARN" if v.warning else "PASS"
 
 
 def verdict_json(v: Verdict) -> dict[str, object]:

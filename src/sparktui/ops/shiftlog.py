@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from sparktui.core.logsig import BOOT_ORDER
 from sparktui.core.phases import format_duration
 from sparktui.core.qualify import describe_gate
 from sparktui.ops.journal import Entry, WorkflowRecord, fold
 
-PHASE_ORDER = ("pulling image", "starting", "loading weights", "KV allocation", "graph capture",
-               "API starting", "serving")
+PHASE_ORDER = tuple(p.value for p in BOOT_ORDER)
 
 
 def _hm(t: float) -> str:

@@ -51,14 +51,3 @@ class ActionPreview:
     @property
     def refusals(self) -> tuple[Verdict, ...]:
         return self.report.refused
-
-
-def verdict_word(v: Verdict) -> str:
-    """How a verdict reads without colour."""
-    if v.refused:
-        return "REFUSE"
-    if v.overridden:
-        return "OVERRIDDEN"
-    if v.warning:
-        return "WARN"
-    return "PASS"

@@ -24,7 +24,7 @@ from sparktui.core.errors import Problem
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
-from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
+from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
@@ -40,13 +40,14 @@ from sparktui.ops.workflows import qualify as qualify_workflow
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
-from sparktui.ops.workflows.qualify import LaneNews, lane_news, oom_news
+from sparktui.ops.workflows.qualify import LaneNews, Qualify, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
+from sparktui.service.attach import AttachedLaneWatchers, SentinelFeed, lost_alert
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -59,7 +60,8 @@ from sparktui.service.events import (
 )
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
-from sparktui.service.night import NightDesk
+from sparktui.service.night import NightDesk, Phone
+from sparktui.service.stream import StreamState
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
@@ -92,11 +94,14 @@ class ClusterService:
         recipes: Mapping[str, Recipe] | None = None,
         state_dir: Path | None = None,
         follow_journals: bool = True,
+        sentinel: Path | None = None,
     ) -> None:
         """Everything that does I/O can be injected (tests, benchmarks); by
         default the endpoints come from the config (or the running simulator),
         the links are an SSH `Fleet` and power is Home Assistant, all made by
-        `start()` and closed by `stop()`."""
+        `start()` and closed by `stop()`. ``sentinel``: the socket of a running
+        sentinel (service/attach.py) to take the nodes' and lanes' events from
+        instead of polling them a second time (the console's)."""
         self.config = config
         self.clock = clock or SystemClock()
         self._links = links
@@ -106,6 +111,12 @@ class ClusterService:
         self._canary = canary
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
+        self._sentinel = sentinel
+        self._mirror: StreamState | None = None
+        """The attached sentinel's state while it is the source of snapshots and lanes."""
+        self.attached = ""
+        """``attached to sentinel (pid N)`` while attached, else empty."""
+        self._ha: Phone | None = None
         self.recipe_problems: list[Problem] = []
         if recipes is None:
             loaded, self.recipe_problems = load_all_recipes(config)
@@ -129,19 +140,48 @@ class ClusterService:
         """Connect and start watching; events go to ``sink`` from now on.
         Raises `EndpointError` when the endpoints cannot be resolved."""
         self._sink = sink
+        feed = await SentinelFeed.attach(self._sentinel, self.clock) \
+            if self._sentinel is not None else None
         stack = AsyncExitStack()
-        rt = await stack.enter_async_context(open_runtime(
-            self.config, emit=self._workflow_event, clock=self.clock, endpoints=self._endpoints,
-            links=self._links, power=self._power, liveness=self._liveness,
-            state_dir=self._state_dir, lane_watchers=self._watchers))
+        watchers: LaneWatchers = self._watchers
+        if feed is not None:
+            stack.push_async_callback(feed.close)
+            watchers = AttachedLaneWatchers(feed)
+        try:
+            rt = await stack.enter_async_context(open_runtime(
+                self.config, emit=self._workflow_event, clock=self.clock,
+                endpoints=self._endpoints, links=self._links, power=self._power,
+                liveness=self._liveness, state_dir=self._state_dir,
+                lane_watchers=watchers))
+        except BaseException:
+            await stack.aclose()
+            raise
+        if watchers is not self._watchers:  # a serve's watch ends before its links close
+            stack.push_async_callback(watchers.close)
         self._stack = stack
         self._links, self._endpoints = rt.links, rt.endpoints
         endpoints = rt.endpoints
         self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
+        self._ha = rt.ha
+        if feed is not None:
+            # the sentinel polls, watches, records and notifies
+            self._mirror = feed.state
+            self.attached = f"attached to sentinel (pid {feed.pid})"
+            self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
+                                                   name="service:sentinel"))
+        else:
+            self._watch_alone()
+
+    def _watch_alone(self) -> None:
+        """Poll, watch lanes, follow journals, record and notify in this process."""
+        assert self.poller is not None and self._links is not None and self.ops is not None
+        endpoints = self._endpoints
+        assert endpoints is not None
         self.night.attach(lambda: self._bundle_sources(endpoints),
-                          lambda: self.detector.journal_tails, emit=self._emit, phone=rt.ha)
+                          lambda: self.detector.journal_tails, emit=self._emit, phone=self._ha)
+        self.ops.lane_watchers = self._watchers
         queue = self.poller.subscribe()
         self.poller.start()
         self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
@@ -149,6 +189,31 @@ class ClusterService:
             links = {n: self._links.get(n) for n in self.config.nodes}
             self._tasks.append(asyncio.create_task(self.detector.follow_journals(links),
                                                    name="service:journals"))
+
+    async def _from_sentinel(self, feed: SentinelFeed) -> None:
+        """The sentinel's events until its stream ends; then this console says
+        so and watches alone."""
+        why = await feed.follow(self._from_remote)
+        await feed.close()
+        self.attached = ""
+        self._watch_alone()
+        alert = lost_alert(feed.pid, why)
+        self._alerts[alert.key] = alert
+        self._emit(AlertRaised(alert))
+
+    def _from_remote(self, event: ServiceEvent) -> None:
+        """An event of the sentinel's: its night desk recorded it and sent the
+        phone alert, so it goes straight to the console (held for a bundle
+        written from here, as the console's own would be)."""
+        self.night.memory.fold(event)
+        if isinstance(event, AlertRaised):
+            self._alerts[event.alert.key] = event.alert
+        elif isinstance(event, AlertCleared):
+            self._alerts.pop(event.key, None)
+        try:
+            self._sink(event)
+        except Exception:  # a broken subscriber must not stop the stream
+            log.exception("service sink failed on %r", event)
 
     def _bundle_sources(self, endpoints: Endpoints) -> BundleSources:
         assert self._links is not None and self.ops is not None
@@ -194,21 +259,38 @@ class ClusterService:
         if stack is not None:
             await stack.aclose()
 
+    def lane_stopping(self, lane: str) -> None:
+        """A console attached to this (the sentinel's) service stops ``lane``:
+        the ranks' exits from now on are that stop's, not a failure."""
+        self._watchers.stopping(lane)
+
     # -- reading -------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
+        if (mirror := self._mirror) is not None:
+            now = self.clock.time()
+            return ClusterSnapshot(now, tuple(
+                mirror.latest(n) or NodeSnapshot(n, NodeState.UNKNOWN, now,
+                                                 error="not reported by the sentinel yet")
+                for n in self.config.nodes))
         if self.poller is None:
             return ClusterSnapshot(self.clock.time(), ())
         return self.poller.snapshot()
 
     def history(self, node: str) -> tuple[HistoryPoint, ...]:
+        if self._mirror is not None:
+            return self._mirror.history(node)
         return self.poller.history(node) if self.poller is not None else ()
 
     def lanes(self) -> dict[str, LaneView]:
+        if self._mirror is not None:
+            return dict(self._mirror.lanes)
         return {name: w.view() for name, w in self._lanes.items()}
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
         """The buffered lines of one rank and how many were delivered so far."""
+        if self._mirror is not None:
+            return self._mirror.log_tail(lane, rank)
         watch = self._watchers.get(lane)
         if watch is None or rank not in watch.buffers:
             return [], 0
@@ -216,6 +298,12 @@ class ClusterService:
 
     def alerts(self) -> list[Alert]:
         return list(self._alerts.values())
+
+    def verdict(self, node: str) -> ThrashVerdict:
+        """The node's memory verdict now (the sentinel's while attached)."""
+        if self._mirror is not None:
+            return self._mirror.verdict(node)
+        return self.detector.verdict(node)
 
     # -- previews and actions ------------------------------------------------
 
@@ -240,6 +328,11 @@ class ClusterService:
 
     async def preview_stop(self, lane: str) -> ActionPreview:
         return await self._preview(Stop(lane), f"Stop lane {lane}")
+
+    async def preview_qualify(self, lane: str, depth: int = 0) -> ActionPreview:
+        """The quality gate on a serving lane (reads only; its guards: the lane
+        exists and serves)."""
+        return await self._preview(Qualify(lane, depth), f"Qualify lane {lane}")
 
     async def preview_serve(self, recipe: str, cluster: str | None = None,
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:
@@ -325,12 +418,13 @@ class ClusterService:
         assert self.poller is not None
         while True:
             snap = await queue.get()
+            self._mirror = None  # watching alone again: this poller's state from now on
             verdict = self.detector.on_snapshot(snap)
             history = self.poller.history(snap.node)
             point = history[-1] if history and snap.probe is not None else None
             self._emit(NodeSampled(snap, verdict, point))
             self._alert_for(verdict)
-            self._sync_lanes()
+            await self._sync_lanes()
             for feed in self._lanes.values():
                 feed.watcher.on_snapshot(snap)
                 feed.publish()
@@ -346,15 +440,21 @@ class ClusterService:
         elif self._alerts.pop(key, None) is not None:
             self._emit(AlertCleared(key))
 
-    def _sync_lanes(self) -> None:
+    async def _sync_lanes(self) -> None:
         """Start a watch for each new lane, update ranks, drop removed lanes
         (only once every node answered, so an unreachable node hides nothing)."""
         assert self._links is not None
         snapshot = self.snapshot()
         found = discover_lanes(snapshot)
         for name, ranks in found.items():
-            watch = self._watchers.attach(name, lambda n=name, r=ranks: self._new_watcher(n, r))
-            if watch.ranks != ranks:
+            make = lambda n=name, r=ranks: self._new_watcher(n, r)  # noqa: E731
+            watch = self._watchers.attach(name, make)
+            rank0 = next((r for r in ranks if r.rank == 0 and r.port), None)
+            if rank0 is not None and watch.api_host != self._api_host(rank0.node):
+                # found before rank 0's node was polled: the watch has no API
+                # host, so no endpoint check (and no canary verdict) ever came
+                await self._watchers.replace(name, make)
+            elif watch.ranks != ranks:
                 watch.update_ranks(ranks)
                 self._lanes[name].publish()
         if all(s.probe is not None for s in snapshot.nodes):
@@ -372,9 +472,13 @@ class ClusterService:
         """A lane found in a snapshot: its memory comes from the poller."""
         assert self._links is not None and self._endpoints is not None
         links = {n: self._links.get(n) for n in self.config.nodes}
-        return LaneWatcher(name, ranks, links, self._endpoints.node(ranks[0].node).api_host,
+        return LaneWatcher(name, ranks, links, self._api_host(ranks[0].node),
                            stall_after_s=self.config.console.stall_after_s, clock=self.clock,
                            first_token=False, resource_poll_s=None)
+
+    def _api_host(self, node: str) -> str:
+        assert self._endpoints is not None
+        return self._endpoints.node(node).api_host
 
     def _lane_watched(self, watch: LaneWatcher) -> None:
         """A new watcher (found here, or a serve's): the console follows it."""

@@ -16,80 +16,23 @@ from __future__ import annotations
 import asyncio
 import bisect
 import time
-from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
 from sparktui.core.nodehealth import Finding, node_findings
-from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
-from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.service.events import (
-    Alert,
-    AlertCleared,
-    AlertRaised,
-    LaneChanged,
-    LaneGone,
-    LogLinesArrived,
-    NodeSampled,
-    ServiceEvent,
-    Sink,
-)
+from sparktui.core.state import ClusterSnapshot, HistoryPoint
+from sparktui.core.thrash import ThrashVerdict
+from sparktui.service.events import Alert, AlertRaised, LaneChanged, ServiceEvent, Sink
 from sparktui.service.lanes import LaneView
+from sparktui.service.stream import StreamState
 from sparktui.watch.follower import LogLine
 
 TICK_S = 0.1
 """Real seconds between two steps of the replay clock."""
-HISTORY = 600
 RESYNC_POINTS = 120
 """Snapshots per node reported again after a seek (the memory pane's history)."""
-LOG_LINES = 5000
-
-
-@dataclass
-class _State:
-    """The world as the console knew it at one moment of the recording."""
-
-    snaps: dict[str, NodeSnapshot] = field(default_factory=dict)
-    verdicts: dict[str, ThrashVerdict] = field(default_factory=dict)
-    sampled: dict[str, deque[NodeSampled]] = field(default_factory=dict)
-    lanes: dict[str, LaneView] = field(default_factory=dict)
-    logs: dict[tuple[str, int], deque[LogLine]] = field(default_factory=dict)
-    delivered: dict[tuple[str, int], int] = field(default_factory=dict)
-    alerts: dict[str, Alert] = field(default_factory=dict)
-
-    def fold(self, ev: ServiceEvent) -> None:
-        if isinstance(ev, NodeSampled):
-            node = ev.snapshot.node
-            self.snaps[node] = ev.snapshot
-            if ev.verdict is not None:
-                self.verdicts[node] = ev.verdict
-            self.sampled.setdefault(node, deque(maxlen=HISTORY)).append(ev)
-        elif isinstance(ev, LaneChanged):
-            self.lanes[ev.lane.name] = ev.lane
-        elif isinstance(ev, LaneGone):
-            self.lanes.pop(ev.name, None)
-        elif isinstance(ev, LogLinesArrived):
-            key = (ev.lane, ev.rank)
-            self.logs.setdefault(key, deque(maxlen=LOG_LINES)).extend(ev.lines)
-            self.delivered[key] = ev.end
-        elif isinstance(ev, AlertRaised):
-            self.alerts[ev.alert.key] = ev.alert
-        elif isinstance(ev, AlertCleared):
-            self.alerts.pop(ev.key, None)
-
-
-class _Verdicts:
-    """The detector as the console reads it: the last recorded verdict."""
-
-    def __init__(self, source: ReplaySource) -> None:
-        self._source = source
-
-    def verdict(self, node: str) -> ThrashVerdict:
-        found = self._source._state.verdicts.get(node)
-        return found or ThrashVerdict(node, ThrashLevel.OK, (), "", 0)
 
 
 class ReplaySource:
@@ -107,8 +50,9 @@ class ReplaySource:
         self.paused = False
         self.recipe_problems: list[Problem] = []
         self.recipes: dict[str, Any] = {}
-        self.detector = _Verdicts(self)
-        self._state = _State()
+        self.attached = ""
+        """A replay listens to no sentinel (the console's header says so when one does)."""
+        self._state = StreamState()
         self._next = 0
         self._sink: Sink = _drop
         self._task: asyncio.Task[None] | None = None
@@ -127,22 +71,25 @@ class ReplaySource:
             self._task = None
 
     def snapshot(self) -> ClusterSnapshot:
-        snaps = tuple(self._state.snaps[n] for n in self.config.nodes if n in self._state.snaps)
+        found = (self._state.latest(n) for n in self.config.nodes)
+        snaps = tuple(s for s in found if s is not None)
         return ClusterSnapshot(self.now, snaps)
 
     def history(self, node: str) -> tuple[HistoryPoint, ...]:
-        return tuple(e.last_point for e in self._state.sampled.get(node, ())
-                     if e.last_point is not None)
+        return self._state.history(node)
 
     def lanes(self) -> dict[str, LaneView]:
         return dict(self._state.lanes)
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
-        key = (lane, rank)
-        return list(self._state.logs.get(key, ())), self._state.delivered.get(key, 0)
+        return self._state.log_tail(lane, rank)
 
     def alerts(self) -> list[Alert]:
         return list(self._state.alerts.values())
+
+    def verdict(self, node: str) -> ThrashVerdict:
+        """The last recorded verdict."""
+        return self._state.verdict(node)
 
     def unfinished(self) -> list[object]:
         return []  # a replay offers nothing to resume
@@ -174,17 +121,17 @@ class ReplaySource:
 
     def _seek_to(self, t: float) -> None:
         self.now = t
-        self._state = _State()
+        self._state = StreamState()
         self._next = bisect.bisect_right(self._times, t)
-        for _, ev in self.events[:self._next]:
-            self._state.fold(ev)
+        for at, ev in self.events[:self._next]:
+            self._state.fold(at, ev)
         self._resync()
 
     def _resync(self) -> None:
         """Report the state at ``now`` to a fresh console."""
         st = self._state
         for node in self.config.nodes:
-            for ev in list(st.sampled.get(node, ()))[-RESYNC_POINTS:]:
+            for _, ev in st.recent(node, RESYNC_POINTS):
                 self._sink(ev)
         for lane in st.lanes.values():
             self._sink(LaneChanged(lane))
@@ -198,9 +145,9 @@ class ReplaySource:
                 continue
             self.now = min(self.now + TICK_S * self.speed, self.last)
             while self._next < len(self.events) and self._times[self._next] <= self.now:
-                ev = self.events[self._next][1]
+                at, ev = self.events[self._next]
                 self._next += 1
-                self._state.fold(ev)
+                self._state.fold(at, ev)
                 self._sink(ev)
 
 

@@ -6,7 +6,9 @@ It holds ``<state_dir>/sentinel.pid`` (an exclusive ``flock``) so only one
 runs per state directory, writes one line per event (journald reads its
 stdout under systemd, with ``<N>`` priority prefixes), and stops on SIGTERM:
 the service's tasks cancelled, connections closed, the lock released.
-It never previews or runs a workflow.
+It never previews or runs a workflow. Consoles attach to it over
+``<state_dir>/sentinel.sock`` (service/attach.py) instead of polling the
+nodes a second time.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sparktui.core.config import Config
 from sparktui.core.state import NodeState
 from sparktui.core.thrash import ThrashLevel
 from sparktui.ops import sentinel_state
+from sparktui.service.attach import SentinelHub, socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
     AlertCleared,
@@ -187,10 +190,13 @@ class Sentinel:
         self._emit = emit
         self._lines = EventLines(config.console.poll_interval_s)
         self.lock = PidLock(config.state_dir() / PID_FILE)
+        self.hub = SentinelHub(socket_path(config.state_dir()), clock=self.clock,
+                               pid=os.getpid(), on_stopping=service.lane_stopping)
         self._good_nodes: dict[str, float] = {}
         self._written_at = 0.0
 
     def on_event(self, event: ServiceEvent) -> None:
+        self.hub.publish(event)
         for priority, text in self._lines.lines(event):
             self._emit(priority, text)
         if isinstance(event, NodeSampled):
@@ -221,9 +227,12 @@ class Sentinel:
             self._emit(INFO, f"sentinel: watching {len(self.config.nodes)} nodes "
                              f"(pid {os.getpid()}, state {self.config.state_dir()})")
             await self.service.start(self.on_event)
+            await self.hub.start()
+            self._emit(INFO, f"sentinel: consoles attach at {self.hub.path}")
             await stop.wait()
             self._emit(INFO, "sentinel: stopping")
         finally:
+            await self.hub.close()
             await self.service.stop()
             sentinel_state.remove(self.config.state_dir())
             self.lock.release()

@@ -72,6 +72,10 @@ class Node:
         """on | off | booting | halted (the OS shut down, the plug still on)"""
         self.unclean_losses = 0
         """Plug cuts while the OS ran (filesystems and NAS mounts at risk)."""
+        self.probe_shells = 0
+        """Long-lived shells that carried a probe (``: sparktui-probe``): one per poller."""
+        self.probes = 0
+        """Probe scripts answered, over every shell."""
         self.boot_t = 0.0
         self.memory = Memory(usable_gib=usable_gib, os_gib=2.82 + spec.extra_os_gib)
         self.docker = DockerDaemon()

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 
 import asyncssh
 
+from sparktui.core.probe import PROBE_TAG
+
 from .commands import node_commands
 from .shell import Command, Ctx, Shell, ShellEnv, ShellExit, incomplete
 
@@ -135,6 +137,7 @@ class NodeSshd:
     async def _interactive(self, shell: Shell, process: asyncssh.SSHServerProcess[bytes]) -> int:
         """`sh` reading its script from stdin, line by line, keeping `$?`."""
         pending = ""
+        probing = False
         while True:
             raw = await process.stdin.readline()
             if not raw:
@@ -142,6 +145,10 @@ class NodeSshd:
             pending += raw.decode(errors="replace")
             if incomplete(pending):
                 continue
+            if pending.startswith(PROBE_TAG):  # what a test counts: who polls this node
+                self.node.probes += 1
+                self.node.probe_shells += 0 if probing else 1
+                probing = True
             await shell.run(pending)
             pending = ""
             with contextlib.suppress(Exception):

@@ -76,11 +76,17 @@ class SparkTUI(App[None]):
         self.read_only = read_only
         self.tune_gc = tune_gc
         """The process is the console's own (the CLI): tune the collector at start."""
-        self.base_sub_title = config.path.name + (" · READ-ONLY" if read_only else "")
+        self._config_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
+
+    @property
+    def base_sub_title(self) -> str:
+        """The config, read-only, and whether the sentinel polls for this console."""
+        attached = self.service.attached
+        return f"{self._config_title} · {attached}" if attached else self._config_title
 
     # -- lifecycle -----------------------------------------------------------
 

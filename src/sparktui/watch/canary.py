@@ -11,7 +11,6 @@ The lane's watch owns the task that runs `ServingCanary.run`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
@@ -26,7 +25,7 @@ from sparktui.core.canary import (
     judge_canary,
     stale_age,
 )
-from sparktui.core.clock import Clock
+from sparktui.core.clock import Clock, within
 from sparktui.watch.thrash import ThrashDetector
 
 log = logging.getLogger(__name__)
@@ -114,18 +113,10 @@ class ServingCanary:
         """The completion, bounded on the watcher's clock as well as by the
         adapter's own timeout (so a simulated night keeps simulated time)."""
         assert self._complete is not None
-        call = asyncio.create_task(self._complete(node, port))
-        timer = asyncio.create_task(self._clock.sleep(self.timeout_s))
         try:
-            await asyncio.wait({call, timer}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for t in (call, timer):
-                if not t.done():
-                    t.cancel()
-            await asyncio.gather(call, timer, return_exceptions=True)
-        if call.done() and not call.cancelled():
-            return call.result()
-        return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
+            return await within(self._clock, self.timeout_s, self._complete(node, port))
+        except TimeoutError:
+            return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
 
     def _set(self, verdict: CanaryVerdict | None) -> None:
         changed = (verdict is None) != (self.verdict is None) or (

@@ -38,14 +38,14 @@ import contextlib
 import logging
 import secrets
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from sparktui.adapters.engine_http import EngineClient
-from sparktui.core.clock import Clock
+from sparktui.core.clock import Clock, within
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import (
     Kind,
@@ -59,7 +59,13 @@ from sparktui.core.logsig import (
 from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import NodeSnapshot
-from sparktui.watch.follower import CATCH_UP_TIMEOUT_S, LogFollower, LogLine, running_check
+from sparktui.watch.follower import (
+    CATCH_UP_TIMEOUT_S,
+    CommandRunner,
+    LogFollower,
+    LogLine,
+    running_check,
+)
 from sparktui.watch.readiness import (
     STAGES,
     NodeLink,
@@ -551,25 +557,12 @@ class LaneWatcher:
         must not hold the lane's verdict (its rank counts as unreadable), and
         under the simulator's clock the bound is simulated time, as the rest
         of the watch is."""
-        read = asyncio.ensure_future(follower.catch_up(self.links[node]))
-        timer = asyncio.ensure_future(self.clock.sleep(CATCH_UP_TIMEOUT_S))
         try:
-            await asyncio.wait({read, timer}, return_when=asyncio.FIRST_COMPLETED)
-        except asyncio.CancelledError:
-            read.cancel()
-            raise
-        finally:
-            timer.cancel()
-        if not read.done():
-            read.cancel()
-            # wait for the read to end without awaiting it: our own cancellation
-            # (the watch stopping) must still reach us, not be swallowed here
-            await asyncio.wait({read})
-            if not read.cancelled():
-                read.exception()  # retrieved: its failure is reported below
+            return await within(self.clock, CATCH_UP_TIMEOUT_S,
+                                follower.catch_up(reader(self.links[node])))
+        except TimeoutError:
             raise RemoteError(node, "docker logs --since (catch-up)",
-                              f"no answer within {CATCH_UP_TIMEOUT_S:g} s")
-        return read.result()
+                              f"no answer within {CATCH_UP_TIMEOUT_S:g} s") from None
 
     # -- stall, memory and I/O -----------------------------------------------
 
@@ -755,7 +748,7 @@ class LaneWatcher:
                 return True
             if st is not None and st.follower is not None and not st.busy:
                 try:
-                    lines = await st.follower.catch_up(self.links[st.rc.node])
+                    lines = await st.follower.catch_up(reader(self.links[st.rc.node]))
                 except RemoteError:
                     lines = []
                 if lines:
@@ -790,6 +783,25 @@ class LaneWatcher:
                                           / (now - self._last_tokens[0]))
                 self._last_tokens = (now, tokens)
         self._emit(EndpointChecked(self.lane, self.health, self.decode_tps, metrics))
+
+
+@dataclass(frozen=True)
+class _ShellReads:
+    """A link's long-lived reader shell as a CommandRunner."""
+
+    read: Callable[[str, float], Awaitable[object]]
+
+    async def run(self, cmd: str, timeout: float) -> object:
+        return await self.read(cmd, timeout)
+
+
+def reader(link: NodeLink) -> CommandRunner:
+    """Where the one-shot log reads of the fatal decision go: the node's
+    long-lived reader shell when the link has one (adapters/ssh.NodeConnection
+    .read: no session setup per read, which was most of fatal line -> verdict
+    over a real sshd), else a command of its own."""
+    read = getattr(link, "read", None)
+    return _ShellReads(read) if read is not None else link
 
 
 def io_command(pids: Sequence[int]) -> str:

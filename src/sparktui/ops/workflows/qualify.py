@@ -1,6 +1,8 @@
-"""The quality gate as workflow steps: ``sparktui qualify LANE`` runs it on a
-serving lane, and ``serve`` runs it right after readiness (``--no-qualify``
-opts out). Each request to the lane is a step, journaled before and after
+"""The quality gate as workflow steps: the `Qualify` workflow (``sparktui
+qualify LANE``, the console's qualify action: one plan, through
+``prepare``/``execute`` like every workflow) runs it on a serving lane, and
+``serve`` runs it right after readiness (``--no-qualify`` opts out). Each
+request to the lane is a step, journaled before and after
 (``intent``/``outcome``) with its evidence; the verdict and the smoke-bench
 figures end the workflow (``detail["qualify"]``), where the shift log and the
 console find them.
@@ -12,9 +14,10 @@ exit 1), never stopped here. The operator decides.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sparktui.adapters.engine_http import ChatAnswer, EngineClient
+from sparktui.core.config import Config
 from sparktui.core.errors import InputError
 from sparktui.core.oom_predict import OomPredicted
 from sparktui.core.qualify import (
@@ -38,8 +41,11 @@ from sparktui.core.recipe import QualifySpec
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import StepProgressed, WorkflowEvent, WorkflowFinished
-from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowResult, WorkflowRun
-from sparktui.watch.readiness import discover_lane
+from sparktui.ops.guards import GuardReport, Verdict
+from sparktui.ops.lanes import discover_lanes
+from sparktui.ops.plan import Needs, OpsState, Plan
+from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowRun
+from sparktui.watch.readiness import RankContainer
 
 COPY_TIMEOUT_S = 300.0
 """~600 tokens at 19 tokens/s (the slowest shipped lane) plus a reasoning block."""
@@ -147,27 +153,92 @@ def recipe_gate_spec(ctx: OpsContext, lane: str) -> tuple[QualifySpec, str]:
         return QualifySpec(), f"recipe {lane!r} not loaded ({exc.problems[0]}): default thresholds"
 
 
-async def qualify(ctx: OpsContext, lane: str, *, depth: int = 0,
-                  nodes: Sequence[str] | None = None) -> WorkflowResult:
-    """Qualify a serving lane: find its rank 0 (container labels), run the gate,
-    journal the verdict. ``ok`` is True only for a qualified lane."""
-    spec, note = recipe_gate_spec(ctx, lane)
-    names = list(nodes or ctx.config.nodes)
-    ranks = await discover_lane({n: ctx.link(n) for n in names}, lane)
+def _recipe_port(config: Config, lane: str) -> int | None:
+    """The API port the lane's recipe serves on (the lane name is the recipe
+    name); None when the recipe cannot be loaded."""
+    try:
+        return load_recipe(config, lane).port
+    except InputError:
+        return None
+
+
+def qualify_guards(state: OpsState, lane: str, ranks: Sequence[RankContainer],
+                   port: int | None) -> list[Verdict]:
+    """The lane exists, every rank runs, rank 0 carries its API port, and that
+    port answers (the engine serves)."""
+    if not ranks:
+        return [Verdict("lane", lane, False,
+                        f"no container labelled sparktui.lane={lane} on any node that "
+                        f"answered -> serve it first (`sparktui serve {lane}`)")]
+    out = [Verdict("lane", lane, True, f"{lane}: {len(ranks)} rank(s) found")]
+    down = [r for r in ranks if not r.running]
+    out.append(Verdict("serving", lane, not down,
+                       f"{lane}: every rank runs" if not down else
+                       f"{lane} is not serving: " + ", ".join(
+                           f"rank {r.rank} on {r.node} exited" for r in down)
+                       + f" -> read its log (`sparktui logs {lane}`)"))
     rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None), None)
-    where = f"{ctx.api_host(rank0.node)}:{rank0.port}" if rank0 else ""
-    async with WorkflowRun(ctx, "qualify", lane, plan=plan_gate(lane, depth),
-                           detail={"lane": lane, "endpoint": where, "depth": depth,
-                                   "note": note}) as run:
-        if rank0 is None or rank0.port is None:
-            result = GateResult(lane, GateState.FAILED, reasons=(
-                f"no running rank 0 of {lane} with a sparktui.port label",))
-        else:
-            result = await run_gate(run, lane, ctx.api_host(rank0.node), rank0.port, spec,
-                                    depth=depth)
+    if rank0 is None or rank0.port is None:
+        out.append(Verdict("rank0", lane, False,
+                           f"no running rank 0 of {lane} with a sparktui.port label -> "
+                           f"nothing to ask"))
+        return out
+    out.append(Verdict("rank0", lane, True, f"rank 0 of {lane} on {rank0.node}, port "
+                                            f"{rank0.port}"))
+    subject = f"{rank0.node}:{rank0.port}"
+    answered = state.ports.get((rank0.node, rank0.port)) if port == rank0.port else None
+    if answered is None:
+        out.append(Verdict("port", subject, True, f"{subject}: not checked (the recipe's "
+                                                  f"port is {port or 'unknown'})"))
+    else:
+        out.append(Verdict("port", subject, answered,
+                           f"{subject} answers" if answered else
+                           f"{subject} does not answer: the engine is not serving yet -> "
+                           f"wait for it (`sparktui wait {lane}`)"))
+    return out
+
+
+@dataclass(frozen=True)
+class Qualify:
+    """``sparktui qualify LANE [--depth N]`` (and the console's qualify action):
+    the gate on a serving lane. It changes nothing on the cluster, but it has
+    its plan and guards like every workflow (the lane exists and serves)."""
+
+    lane: str
+    depth: int = 0
+    kind: str = field(default="qualify", init=False)
+
+    @property
+    def target(self) -> str:
+        return self.lane
+
+    def needs(self, config: Config) -> Needs:
+        port = _recipe_port(config, self.lane)
+        return Needs(nodes=tuple(config.nodes),
+                     ports=tuple((n, port) for n in config.nodes) if port else ())
+
+    def plan(self, state: OpsState) -> Plan:
+        ranks = discover_lanes(state.snapshot).get(self.lane, ())
+        port = _recipe_port(state.config, self.lane)
+        report = GuardReport(tuple(qualify_guards(state, self.lane, ranks, port)))
+        rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
+                     None)
+        return Plan(self.kind, self.lane, report, tuple(plan_gate(self.lane, self.depth)), self,
+                    detail={"lane": self.lane, "depth": self.depth,
+                            "rank0": f"{rank0.node}:{rank0.port}" if rank0 else ""},
+                    data=rank0)
+
+    async def run(self, run: WorkflowRun, plan: Plan) -> None:
+        ctx, lane = run.ctx, self.lane
+        rank0: RankContainer = plan.data
+        assert rank0.port is not None  # the rank0 guard passed
+        spec, note = recipe_gate_spec(ctx, lane)
+        result = await run_gate(run, lane, ctx.api_host(rank0.node), rank0.port, spec,
+                                depth=self.depth)
         run.finish(result.state is GateState.QUALIFIED, f"{lane}: {result.describe()}",
-                   {"lane": lane, "qualify": result.detail()})
-    return run.outcome()
+                   {"lane": lane, "qualify": result.detail(),
+                    "endpoint": f"{ctx.api_host(rank0.node)}:{rank0.port}",
+                    **({"note": note} if note else {})})
 
 
 PREDICTED_OOM_STEP = "predicted oom"

@@ -134,8 +134,11 @@ class WorkflowRun:
 
     # -- guards and locks ---------------------------------------------------------
     def guards(self, report: GuardReport) -> None:
-        """Journal and emit the verdicts; raise Refused (handled by the block) if refused."""
+        """Journal and emit the verdicts (every one: an incident bundle shows the
+        verdicts that started a lane); raise Refused (handled by the block) if refused."""
         self.report = report
+        self.ctx.journal.append(self.wf, "guards", workflow=self.kind, target=self.target,
+                                detail={"verdicts": [v.to_json() for v in report.verdicts]})
         if report.overridden:
             self.ctx.journal.append(
                 self.wf, "override", workflow=self.kind, target=self.target,

@@ -171,7 +171,7 @@ class Serve:
                 started.append(r)
         except Exception:
             if not options.keep:
-                await _stop_ranks(run, started)
+                await _stop_ranks(run, lane, started)
             raise
         if options.detach:
             run.finish(True, f"{lane}: {len(started)} rank(s) started on {cluster}; "
@@ -247,9 +247,12 @@ async def _gid(run: WorkflowRun, r: RankLaunch) -> int | None:
                           describe=lambda i: f"NCCL_IB_GID_INDEX={i}")
 
 
-async def _stop_ranks(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> None:
+async def _stop_ranks(run: WorkflowRun, lane: str, ranks: Sequence[RankLaunch]) -> None:
     """Workers together, then the head; a rank that cannot be stopped is reported
-    by its step and does not hold up the others."""
+    by its step and does not hold up the others. The lane's shared watcher is
+    told first: these exits are ours, not a failure."""
+    if run.ctx.lane_watchers is not None:
+        run.ctx.lane_watchers.stopping(lane)
 
     async def stop(r: RankLaunch) -> None:
         with contextlib.suppress(StepFailed):
@@ -372,7 +375,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                                 describe=_describe_watch)
     except StepFailed:
         if not options.keep:
-            await _stop_ranks(run, launch.ranks)
+            await _stop_ranks(run, lane, launch.ranks)
         raise
     finally:
         unsubscribe()
@@ -437,7 +440,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     if options.keep:
         why += f" (ranks kept: --keep; `sparktui stop {lane}` stops them)"
     else:
-        await _stop_ranks(run, reachable)
+        await _stop_ranks(run, lane, reachable)
         left = f"{', '.join(sorted(hung))} do not answer" if hung else ""
         why += (" (ranks stopped)" if not hung else f" (ranks stopped; not on {left})"
                 if reachable else f" (no rank stopped: {left})")

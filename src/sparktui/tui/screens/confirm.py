@@ -16,15 +16,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from sparktui.ops.guards import GuardReport, Verdict
-from sparktui.ops.plan import PlannedStep
-from sparktui.service.actions import ActionPreview, verdict_word
+from sparktui.ops.plan import PlannedStep, outcome
+from sparktui.service.actions import ActionPreview
 
 VERDICT_STYLES = {"PASS": "green", "WARN": "bold yellow", "OVERRIDDEN": "bold yellow",
                   "REFUSE": "bold red reverse"}
 
 
 def verdict_line(text: Text, v: Verdict) -> None:
-    word = verdict_word(v)
+    word = outcome(v)
     text.append(f"{word:<6}", style=VERDICT_STYLES[word])
     text.append(f" {v.guard} {v.subject}: ", style="bold")
     text.append(f"{v.message}\n")
@@ -60,7 +60,7 @@ def grouped_verdict_text(verdicts: tuple[Verdict, ...] | list[Verdict]) -> Text:
     subjects as one "also:" line (four protected nodes read as one reason)."""
     groups: dict[tuple[str, str], list[Verdict]] = {}
     for v in verdicts:
-        groups.setdefault((v.guard, verdict_word(v)), []).append(v)
+        groups.setdefault((v.guard, outcome(v)), []).append(v)
     text = Text()
     for vs in groups.values():
         verdict_line(text, vs[0])

@@ -343,7 +343,7 @@ class MainScreen(Screen[None]):
         if event.data_table.id == "nodes":
             service = self.spark.service
             snap = service.snapshot().get(key)
-            verdict = service.detector.verdict(key)
+            verdict = service.verdict(key)
             self.app.push_screen(TextScreen(f"Node {key}", node_details(
                 self.spark.config, key, snap, verdict, service.findings(key))))
         elif key in self._lanes:

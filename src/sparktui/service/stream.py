@@ -1,0 +1,100 @@
+"""What a stream of service events has said so far, folded and bounded: the
+state a console reads when the events are not its own service's. A replay
+(service/replay.py) folds a recording up to its clock; an attached console
+(service/attach.py) folds the sentinel's stream, and the sentinel keeps one
+to tell a console that attaches what the night held before it came."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+
+from sparktui.core.state import HistoryPoint, NodeSnapshot
+from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    LaneGone,
+    LogLinesArrived,
+    NodeSampled,
+    ServiceEvent,
+)
+from sparktui.service.lanes import LaneView
+from sparktui.watch.follower import LogLine
+from sparktui.watch.lane import LOG_BUFFER_LINES
+from sparktui.watch.poller import DEFAULT_HISTORY
+
+ALERT_TIMELINE = 500
+
+
+class StreamState:
+    """Per node its recent samples (the memory history) and last verdict; the
+    lanes; each followed rank's log buffer; the active alerts and the order
+    alerts came and went in."""
+
+    def __init__(self) -> None:
+        self.samples: dict[str, deque[tuple[float, NodeSampled]]] = {}
+        self.verdicts: dict[str, ThrashVerdict] = {}
+        self.lanes: dict[str, LaneView] = {}
+        self.logs: dict[tuple[str, int], deque[LogLine]] = {}
+        self.delivered: dict[tuple[str, int], int] = {}
+        self.alerts: dict[str, Alert] = {}
+        self.timeline: deque[tuple[float, AlertRaised | AlertCleared]] = deque(
+            maxlen=ALERT_TIMELINE)
+
+    def fold(self, t: float, ev: ServiceEvent) -> None:
+        """One event, reported at ``t`` (epoch s)."""
+        if isinstance(ev, NodeSampled):
+            node = ev.snapshot.node
+            self.samples.setdefault(node, deque(maxlen=DEFAULT_HISTORY)).append((t, ev))
+            if ev.verdict is not None:
+                self.verdicts[node] = ev.verdict
+        elif isinstance(ev, LaneChanged):
+            self.lanes[ev.lane.name] = ev.lane
+        elif isinstance(ev, LaneGone):
+            self.lanes.pop(ev.name, None)
+        elif isinstance(ev, LogLinesArrived):
+            key = (ev.lane, ev.rank)
+            self.logs.setdefault(key, deque(maxlen=LOG_BUFFER_LINES)).extend(ev.lines)
+            self.delivered[key] = ev.end
+        elif isinstance(ev, AlertRaised):
+            self.alerts[ev.alert.key] = ev.alert
+            self.timeline.append((t, ev))
+        elif isinstance(ev, AlertCleared):
+            self.alerts.pop(ev.key, None)
+            self.timeline.append((t, ev))
+
+    def latest(self, node: str) -> NodeSnapshot | None:
+        samples = self.samples.get(node)
+        return samples[-1][1].snapshot if samples else None
+
+    def recent(self, node: str, n: int) -> list[tuple[float, NodeSampled]]:
+        return list(self.samples.get(node, ()))[-n:]
+
+    def history(self, node: str) -> tuple[HistoryPoint, ...]:
+        return tuple(ev.last_point for _, ev in self.samples.get(node, ())
+                     if ev.last_point is not None)
+
+    def verdict(self, node: str) -> ThrashVerdict:
+        return self.verdicts.get(node) or ThrashVerdict(node, ThrashLevel.OK, (), "", 0)
+
+    def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
+        key = (lane, rank)
+        return list(self.logs.get(key, ())), self.delivered.get(key, 0)
+
+    def story(self, samples_per_node: int) -> Iterator[tuple[float, ServiceEvent]]:
+        """The state as events, oldest first, for a console that starts now:
+        the alerts in the order they came and each node's recent samples, then
+        each lane's view and each followed rank's log buffer."""
+        timed: list[tuple[float, ServiceEvent]] = [*self.timeline]
+        for node in self.samples:
+            timed.extend(self.recent(node, samples_per_node))
+        timed.sort(key=lambda p: p[0])
+        yield from timed
+        now = timed[-1][0] if timed else 0.0
+        for view in self.lanes.values():
+            yield now, LaneChanged(view)
+        for (lane, rank), lines in self.logs.items():
+            yield now, LogLinesArrived(lane, rank, tuple(lines), self.delivered[(lane, rank)])
