@@ -88,7 +88,7 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
         app = make_app(console, service=service, read_only=args.read_only, tune_gc=True,
                        demo_commands=lambda: triggers(sim, service, holder[0]))
         holder.append(app)
-        app.base_sub_title += f" · SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x"
+        app.title_notes.append(f"SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x")
         await app.run_async()
 
 

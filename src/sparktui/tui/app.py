@@ -77,6 +77,8 @@ class SparkTUI(App[None]):
         self.tune_gc = tune_gc
         """The process is the console's own (the CLI): tune the collector at start."""
         self._config_title = config.path.name + (" · READ-ONLY" if read_only else "")
+        self.title_notes: list[str] = []
+        """Said in the header after the config (the demo: its simulator and speed)."""
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
@@ -86,7 +88,8 @@ class SparkTUI(App[None]):
     def base_sub_title(self) -> str:
         """The config, read-only, and whether the sentinel polls for this console."""
         attached = self.service.attached
-        return f"{self._config_title} · {attached}" if attached else self._config_title
+        return " · ".join([self._config_title, *self.title_notes,
+                           *([attached] if attached else [])])
 
     # -- lifecycle -----------------------------------------------------------
 

@@ -49,7 +49,7 @@ from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
-from sparktui.tui.widgets.tables import LanesTable, NodesTable
+from sparktui.tui.widgets.tables import LanesTable, NodesTable, gate_brief
 from sparktui.watch.follower import LogLine
 
 if TYPE_CHECKING:
@@ -368,9 +368,10 @@ class MainScreen(Screen[None]):
                 text.append(f" · {lv.progress_text}")
             if lv.failure:
                 text.append(f" · first fatal: {lv.failure}", style="bold")
-            if lv.gate_text:
-                text.append(f" · {lv.gate_text}", style="bold" if lv.gate in (
-                    "garbled", "slow") else "")
+            if lv.gate:  # in a few words: the banner keeps its two rows (details: enter)
+                bad = lv.gate in ("garbled", "slow", "failed")
+                text.append(f" · gate {lv.gate}" + (f": {gate_brief(lv)}" if bad else ""),
+                            style="bold" if bad else "")
         text.append(f"  [{state} · level {log.level_name}"
                     + (f" · filter '{log.text_filter}'" if log.text_filter else "")
                     + (f" · search '{log.search}'" if log.search else "")
