@@ -36,14 +36,12 @@ from sparktui.ops.plan import Needs, Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
-from sparktui.ops.workflows import qualify as qualify_workflow
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
 from sparktui.ops.workflows.qualify import LaneNews, Qualify, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
-from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
@@ -388,11 +386,6 @@ class ClusterService:
         state = await observe(self._ctx(), Needs(switches=tuple(
             sw.entity for sw in switches.values())))
         return {name: state.switch_states.get(sw.entity) for name, sw in switches.items()}
-
-    async def qualify(self, lane: str) -> WorkflowResult:
-        """The quality gate on a serving lane, as `sparktui qualify LANE` runs it;
-        the verdict reaches the lane's view through the workflow's events."""
-        return await qualify_workflow.qualify(self._ctx(), lane)
 
     def shift_log(self, since_s: float = 16 * 3600) -> str:
         ctx = self._ctx()

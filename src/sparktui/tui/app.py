@@ -278,21 +278,11 @@ class SparkTUI(App[None]):
         self.propose(factories[kind], f"{kind} {target}")
 
     def qualify_lane(self, lane: str) -> None:
-        """The quality gate on a serving lane, in the background (it only reads
-        from the lane; no confirm). Its state shows in the lane's row as it runs;
-        the verdict ends on the notice line."""
-        if self.read_only:
-            self.explain_read_only("qualify")
-            return
-        view = self.service.lanes().get(lane)
-        if view is None or view.phase != "serving":
-            phase = view.phase if view is not None else "gone"
-            self.notify(f"{lane} is {phase}; the gate needs a serving lane",
-                        severity="warning")
-            return
-        self.notify(f"quality gate of {lane} started")
-        self.run_worker(self.service.qualify(lane), group="actions", exclusive=False,
-                        exit_on_error=False, description=f"qualify {lane}")
+        """The quality gate on a lane: the Qualify workflow's plan (its guards:
+        the lane exists and serves) in the confirm modal, as `sparktui qualify`
+        previews it; its state shows in the lane's row as it runs, the verdict
+        ends on the notice line."""
+        self.propose(lambda: self.service.preview_qualify(lane), f"qualify {lane}")
 
     def propose_serve(self, recipe: str, cluster: str | None = None,
                       overrides: frozenset[Override] = frozenset()) -> None:
