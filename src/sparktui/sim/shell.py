@@ -5,8 +5,9 @@ dash does (`sh: 1: NAME: not found`, exit 127)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -224,7 +225,15 @@ def _literal(tok: object) -> str | None:
     return None
 
 
-def parse(src: str) -> list[AndOr]:
+def parse(src: str) -> tuple[AndOr, ...]:
+    """The script's lists. Memoised: a poller sends the same probe script to
+    every node every tick, and parsing it was most of the simulator's cost
+    (the trees are never changed after parsing, so they can be shared)."""
+    return _parse(src)
+
+
+@functools.lru_cache(maxsize=512)
+def _parse(src: str) -> tuple[AndOr, ...]:
     toks = _tokenize(src)
     pos = 0
 
@@ -314,10 +323,10 @@ def parse(src: str) -> list[AndOr]:
             lists.append(AndOr(first, rest))
         return lists
 
-    lists = parse_list(())
-    return lists
+    return tuple(parse_list(()))
 
 
+@functools.lru_cache(maxsize=512)
 def incomplete(src: str) -> bool:
     """True while a line ends inside quotes or after `&&`/`||`/`|` (sh reads on)."""
     try:
@@ -372,7 +381,7 @@ class Shell:
         self.env.lineno += src.count("\n") or 1
         return self.env.status
 
-    async def _lists(self, lists: list[AndOr]) -> int:
+    async def _lists(self, lists: Sequence[AndOr]) -> int:
         for item in lists:
             status = await self._pipeline(item.first)
             for op, pipe in item.rest:
