@@ -95,6 +95,17 @@ async def night(tmp_path: Path, scenario: str, cluster: str, *, start: bool = Tr
             await service.stop()
 
 
+PHONE = "notify.mobile_app_pixel_8"
+
+
+def with_phone(n: Night) -> None:
+    """Phone alerts on for this night (the shipped config has them off)."""
+    n.config = dataclasses.replace(n.config, notify=dataclasses.replace(
+        n.config.notify, service=PHONE))
+    n.service.config = n.config
+    n.service.night.policy.config = n.config.notify
+
+
 async def start_lane(n: Night, recipe: str) -> None:
     r = load_recipe(n.config, recipe)
     for rank in plan(n.config, r, r.cluster).ranks:

@@ -9,7 +9,6 @@ the nodes itself."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from pathlib import Path
 
 from sparktui.adapters.endpoints import resolve_endpoints
@@ -20,7 +19,15 @@ from sparktui.service.events import AlertRaised, LaneChanged, NodeSampled, Servi
 from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import Sentinel
 
-from .simnight import advance_until, boot_unwatched, night, phase, sentinel_process, state_in
+from .simnight import (
+    advance_until,
+    boot_unwatched,
+    night,
+    phase,
+    sentinel_process,
+    state_in,
+    with_phone,
+)
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,10 +49,7 @@ class Console:
 async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path) -> None:
     async with night(tmp_path, "long-prompt", "4nodes-switch-b", start=False,
                      poll_interval_s=20.0) as n:
-        n.config = dataclasses.replace(n.config, notify=dataclasses.replace(
-            n.config.notify, service="notify.mobile_app_pixel_8"))
-        n.service.config = n.config
-        n.service.night.policy.config = n.config.notify
+        with_phone(n)
         nodes = list(n.config.nodes)
         state_dir = n.config.state_dir()
         lines: list[str] = []

@@ -7,7 +7,6 @@ its recording closed whole."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import signal
 from pathlib import Path
 
@@ -16,7 +15,16 @@ from sparktui.service.events import AlertRaised, NodeSampled
 from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import PID_FILE, Sentinel
 
-from .simnight import advance_until, boot_unwatched, night, phase, sentinel_process, state_in
+from .simnight import (
+    PHONE,
+    advance_until,
+    boot_unwatched,
+    night,
+    phase,
+    sentinel_process,
+    state_in,
+    with_phone,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,10 +33,7 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
     lane = "glm53-mxfp4-fp8-4x-r39-196k"
     async with night(tmp_path, "long-prompt", "4nodes-switch-b", start=False,
                      poll_interval_s=20.0) as n:
-        n.config = dataclasses.replace(n.config, notify=dataclasses.replace(
-            n.config.notify, service="notify.mobile_app_pixel_8"))
-        n.service.config = n.config
-        n.service.night.policy.config = n.config.notify
+        with_phone(n)
         lines: list[tuple[int, str]] = []
         sentinel = Sentinel(n.config, n.service, clock=n.sim.clock,
                             emit=lambda p, text: lines.append((p, text)))
@@ -61,7 +66,7 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
             await advance_until(n, lambda: bool(n.sim.ha.notifications), step=2.0,  # type: ignore[union-attr]
                                 max_sim_s=120)
             service, body = n.sim.ha.notifications[0]
-            assert service == "notify.mobile_app_pixel_8"
+            assert service == PHONE
             assert "thrash" in (body.get("title", "") + body["message"]).lower(), body
         finally:
             stop.set()

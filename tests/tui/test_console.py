@@ -61,6 +61,7 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         # a node that answers is shut down before its plug is cut (graceful, issue 15)
         assert " 2. poweroff [dgx6]" in text and " 4. plug off [switch.dgx6]" in text
         await pilot.press("f2")  # the exact calls behind the details toggle
+        await wait_for(pilot, lambda: "protected-node dgx6" in screen_text(c.app))
         text = screen_text(c.app)
         assert "turn_off" in text and "turn_on" in text
         assert "wait 35 s" in text

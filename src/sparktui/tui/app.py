@@ -181,7 +181,10 @@ class SparkTUI(App[None]):
         self.notices.appendleft((self.now(), title, message, severity))
         main = getattr(self, "main_screen", None)
         if main is not None and main.is_mounted:
-            main.query_one(NoticeLine).say(message, title, severity)
+            # queried, not query_one: while the console closes the line may be
+            # gone already, and a late worker's message must not crash the exit
+            for line in main.query(NoticeLine):
+                line.say(message, title, severity)
 
     def acknowledge(self, key: str) -> None:
         if self.alerts.acknowledge(key):

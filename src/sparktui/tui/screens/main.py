@@ -282,7 +282,10 @@ class MainScreen(Screen[None]):
     def show_switches(self, states: dict[str, str | None]) -> None:
         """Every shared switch under the nodes; one that is not on in the header too."""
         self._switches = dict(states)
-        self.query_one("#nodes-pane").border_subtitle = " · ".join(
+        panes = self.query("#nodes-pane")
+        if not panes:
+            return  # a read that finished while the console closes
+        panes.first().border_subtitle = " · ".join(
             f"{name} {'on' if state == 'on' else (state or 'unknown').upper()}"
             for name, state in states.items())
         self._summarise()
