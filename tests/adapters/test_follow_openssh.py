@@ -214,7 +214,7 @@ async def test_ssh_config_alias_on_a_non_default_port(node: Node, tmp_path: Path
     http_port = runner.addresses[0][1]
     config = Config(
         path=tmp_path / "config.toml",
-        nodes={"dgx1": NodeConfig("dgx1", 0, "sparkalias", "nobody", "10.0.0.1", "switch.x",
+        nodes={"dgx1": NodeConfig("dgx1", 0, "sparkalias", "nobody", "127.0.0.2", "switch.x",
                                   "test")},
         clusters={}, switches={}, nccl={},
         home_assistant=HomeAssistantConfig(url="http://127.0.0.1:8123", token_file="~/tok"),

@@ -75,6 +75,11 @@ def _line(msg: dict[str, Any]) -> bytes:
     return json.dumps(msg, separators=(",", ":"), default=str).encode() + b"\n"
 
 
+def _event_line(t: float, ev: ServiceEvent) -> bytes:
+    """One event on the wire, live or replayed: the recording's encoding."""
+    return _line({"k": "event", "t": t, "e": encode(ev)})
+
+
 # -- the sentinel's side --------------------------------------------------------
 
 
@@ -145,7 +150,7 @@ class SentinelHub:
         t = self.clock.time()
         self.state.fold(t, ev)
         if self._clients:
-            self._broadcast(_line({"k": "event", "t": t, "e": encode(ev)}))
+            self._broadcast(_event_line(t, ev))
 
     def _broadcast(self, line: bytes) -> None:
         for client in self._clients.values():
@@ -158,8 +163,7 @@ class SentinelHub:
     def _replay(self) -> list[bytes]:
         hello = {"k": "hello", "v": WIRE_VERSION, "pid": self.pid, "since": self.since}
         return [_line(hello),
-                *(_line({"k": "event", "t": t, "e": encode(ev)})
-                  for t, ev in self.state.story(REPLAY_SAMPLES)),
+                *(_event_line(t, ev) for t, ev in self.state.story(REPLAY_SAMPLES)),
                 _line({"k": "live"})]
 
     async def _beats(self) -> None:
