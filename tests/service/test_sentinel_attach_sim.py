@@ -46,6 +46,16 @@ class Console:
         return sum(isinstance(e, NodeSampled) for e in self.events)
 
 
+async def delivered_alike(consoles: list[Console], real_s: float = 5.0) -> None:
+    """Wait (real time) until every console has read the same samples off its
+    socket: the sentinel writes to each client in turn, so at any instant one
+    console may be a sample ahead of the other."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + real_s
+    while len({c.samples() for c in consoles}) > 1 and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+
+
 async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path) -> None:
     async with night(tmp_path, "long-prompt", "4nodes-switch-b", start=False,
                      poll_interval_s=20.0) as n:
@@ -99,6 +109,7 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
                            for s in c.service.snapshot().nodes)
                 assert c.service.history(nodes[0])
             # the live state, with no second poller
+            await delivered_alike(consoles)
             before = [c.samples() for c in consoles]
             window = 100.0
             t0 = n.sim.clock.monotonic()
@@ -115,6 +126,7 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
                 assert n.sim.nodes[node].probe_shells == shells[node], node
                 polled = n.sim.nodes[node].probes - probes[node]
                 assert 1 <= polled <= one_poller + 2, (node, polled, one_poller)
+            await delivered_alike(consoles)  # a sample still on its way to one of them
             assert first.samples() - before[0] == second.samples() - before[1]
 
             # a stop from a console: the sentinel's watcher takes the exits for it
