@@ -34,6 +34,12 @@ NCCL_LINE = (f"{ts(125)} (EngineCore_DP0 pid=312) INFO 11-29 22:42:05 [parallel_
 """A long line with the searched word far past 160 columns."""
 SAMPLES = 24
 """Polls per node in a scene (its memory history)."""
+FAST_POLL_S = 0.02
+"""Poll interval while a scene builds its history (24 samples in ~0.5 s)."""
+QUIET_POLL_S = 1.0
+"""Poll interval once it is built: Pilot's key presses and the screenshot wait
+for the process to go idle (up to 1 s each), which a 50 Hz poll of the
+powered-off node never lets it do (a 15-key search took 30 s)."""
 
 
 def ramp(start: float, end: float, n: int = SAMPLES) -> list[float]:
@@ -76,7 +82,13 @@ async def settled(pilot: Pilot, console: Console) -> None:
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 
     await wait_for(pilot, ready, timeout=60)
+    poll_at(console, QUIET_POLL_S)
     await pilot.pause(0.3)
+
+
+def poll_at(console: Console, interval_s: float) -> None:
+    assert console.service.poller is not None
+    console.service.poller.interval_s = interval_s
 
 
 async def select_node(pilot: Pilot, console: Console, node: str) -> None:
@@ -136,6 +148,7 @@ async def incident(pilot: Pilot, c: Console) -> None:
     """The long-prompt night: three nodes of the lane thrash (memory gone, PSI
     high, NVRM out of memory, ping answers but sshd does not)."""
     await settled(pilot, c)
+    poll_at(c, FAST_POLL_S)  # STALLS failed probes per starving node, quickly
     for name in THRASHING:
         node = c.fleet.nodes[name]
         node.series = node.series or []
@@ -150,6 +163,7 @@ async def incident(pilot: Pilot, c: Console) -> None:
                 and all(c.fleet.nodes[n].stalls == 0 for n in THRASHING))
 
     await wait_for(pilot, all_thrash, timeout=10)
+    poll_at(c, QUIET_POLL_S)
     await pilot.pause(0.3)
 
 
@@ -280,7 +294,7 @@ SCENES = (
 def scene_console() -> Console:
     config = load_config(ROOT / "config.toml")
     config = dataclasses.replace(config, console=dataclasses.replace(
-        config.console, poll_interval_s=0.02))
+        config.console, poll_interval_s=FAST_POLL_S))
     console = build(config=config)
     night(console)
     return console
