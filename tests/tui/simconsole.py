@@ -1,6 +1,13 @@
 """The console on the simulator: real SSH, real Home Assistant and engine HTTP
 on loopback, the shipped fleet, reached exactly as production reaches it
-(endpoints file -> `ClusterService` -> Fleet / HomeAssistant)."""
+(endpoints file -> `ClusterService` -> Fleet / HomeAssistant).
+
+The simulator runs on its manual clock: simulated time moves only when a test
+steps it (`until`, `run_for`), and only once every in-process exchange the
+last step started (SSH probes, log reads, health checks) has finished. So a
+bound on the simulated clock (a canary's 10 s, a log read's catch-up) never
+fires because the host was slow, and how many simulated seconds a test spends
+does not depend on how busy the machine is."""
 
 from __future__ import annotations
 
@@ -12,19 +19,26 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from textual.pilot import Pilot
+
 from sparktui.adapters.endpoints import sim_endpoints_path
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.service.cluster import ClusterService
+from sparktui.sim.clock import loop_idle
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
 from sparktui.tui.app import SparkTUI, make_app
 
+from .screen_text import screen_text
+
 ROOT = Path(__file__).resolve().parents[2]
-SPEED = 300.0
-"""Simulated seconds per real second: a 35 s plug-off wait takes ~0.1 s."""
 POLL_S = 30.0
-"""Simulated poll interval (0.1 s real): often enough, without burning the CPU."""
+"""Simulated poll interval: often enough, without burning the CPU."""
+STEP_S = POLL_S
+"""Simulated seconds per step of `until`: one poll round of every node."""
+PACE = 300.0
+"""Simulated seconds per real second at most, for waits that real time ends."""
 
 
 @dataclass
@@ -43,11 +57,10 @@ def sim_config(tmp_path: Path) -> Config:
 
 
 @asynccontextmanager
-async def sim_console(tmp_path: Path, scenario: str = "normal", *, speed: float = SPEED,
+async def sim_console(tmp_path: Path, scenario: str = "normal", *,
                       read_only: bool = False) -> AsyncIterator[SimConsole]:
     config = sim_config(tmp_path)
-    async with running_sim(config, scenario=scenario, speed=speed,
-                           workdir=tmp_path / "sim") as sim:
+    async with running_sim(config, scenario=scenario, workdir=tmp_path / "sim") as sim:
         path = sim_endpoints_path(config)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(sim.endpoints()))
@@ -56,12 +69,44 @@ async def sim_console(tmp_path: Path, scenario: str = "normal", *, speed: float 
                                                          read_only=read_only))
 
 
-async def until(pilot: object, predicate: Callable[[], bool], timeout: float = 20.0,
+async def run_for(c: SimConsole, seconds: float, *, step: float = STEP_S) -> None:
+    """Let ``seconds`` of simulated time pass, a step at a time."""
+    end = c.sim.clock.monotonic() + seconds
+    while (left := end - c.sim.clock.monotonic()) > 0:
+        await c.sim.clock.advance(min(step, left), step=step, drain=True, whole_steps=True)
+
+
+async def until(c: SimConsole, predicate: Callable[[], object], *, max_sim_s: float = 3600.0,
+                step: float = STEP_S, pace: float | None = None,
                 why: Callable[[], str] = lambda: "") -> None:
-    """Let the app and the simulator run until ``predicate()`` holds."""
-    loop = asyncio.get_event_loop()
-    end = loop.time() + timeout
+    """Step simulated time until ``predicate()`` holds (checked whenever the
+    last step's work is done: the app's messages too, not its painting);
+    fails after ``max_sim_s`` simulated seconds.
+    Time moves in whole steps (a sleeper due within one wakes at its end).
+
+    ``pace``: at most this many simulated seconds per real second, for a wait
+    on something only real time ends: a hung node's SSH probe fails after
+    ``probe_timeout_s`` real seconds. A loaded host slows the pace, never
+    speeds it, so it spends fewer simulated seconds, never more."""
+    loop = asyncio.get_running_loop()
+    start, real0 = c.sim.clock.monotonic(), loop.time()
+    await loop_idle()
     while not predicate():
+        spent = c.sim.clock.monotonic() - start
+        if spent >= max_sim_s:
+            raise AssertionError(f"condition not reached in {max_sim_s:g} simulated s: {why()}")
+        if pace is not None and (ahead := spent / pace - (loop.time() - real0)) > 0:
+            await asyncio.sleep(ahead)
+        await c.sim.clock.advance(step, step=step, drain=True, whole_steps=True)
+
+
+async def shown(pilot: Pilot, predicate: Callable[[str], bool], timeout: float = 10.0) -> str:
+    """The screen's text once ``predicate`` holds for it: a key's effect is
+    painted a frame later (no simulated time passes meanwhile)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not predicate(text := screen_text(pilot.app)):
         if loop.time() > end:
-            raise AssertionError(f"condition not reached in {timeout} s: {why()}")
-        await pilot.pause(0.05)  # type: ignore[attr-defined]
+            raise AssertionError(f"not on screen after {timeout:g} s:\n{text}")
+        await pilot.pause(0.05)
+    return text

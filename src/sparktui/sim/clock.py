@@ -56,26 +56,67 @@ class SimClock:
         """Run `hook(now)` at every step of a manual advance (the simulator's update)."""
         self._on_advance.append(hook)
 
-    async def advance(self, seconds: float, *, step: float = 1.0) -> None:
+    async def advance(self, seconds: float, *, step: float = 1.0, drain: bool = False,
+                      whole_steps: bool = False) -> None:
         """Manual mode: move time forward, in steps of at most `step` seconds,
-        waking sleepers in deadline order and letting woken tasks run."""
+        waking sleepers in deadline order and letting woken tasks run.
+
+        ``whole_steps``: time stops only every `step` seconds, not at each
+        sleeper's deadline; the sleepers due within a step wake together at
+        its end, in deadline order (late by less than a step, as on a busy
+        host). For coarse steps through a quiet stretch: a watcher ticking
+        every simulated second then costs one wake-up per step, not one per
+        second.
+
+        ``drain``: at each stop, wait until the event loop is idle (see
+        `loop_idle`) rather than a few loop turns, twice: once the simulated
+        world has moved (an engine's answer it finished by then reaches its
+        client before a timer due by then fires) and once the woken sleepers
+        ran (their SSH and HTTP exchanges with the simulated nodes finish
+        before time moves on), however loaded the host is. With
+        ``whole_steps`` it makes coarse steps safe for bounds on this clock."""
         if self.speed is not None:
             raise RuntimeError("advance() is only for a manual clock")
         target = self._now + max(0.0, seconds)
         while True:
             nxt = min(target, self._now + step)
-            if self._sleepers and self._sleepers[0][0] < nxt:
+            if not whole_steps and self._sleepers and self._sleepers[0][0] < nxt:
                 nxt = self._sleepers[0][0]
             self._now = max(self._now, nxt)
             for hook in self._on_advance:
                 await hook(self._now)
+            if drain:  # what the simulated world finished by now is answered before timers fire
+                await loop_idle()
             while self._sleepers and self._sleepers[0][0] <= self._now:
                 _, _, fut = heapq.heappop(self._sleepers)
                 if not fut.done():
                     fut.set_result(None)
-            await _let_run()
+            await (loop_idle() if drain else _let_run())
             if self._now >= target:
                 return
+
+
+async def loop_idle(quiet_turns: int = 3, max_real_s: float = 2.0) -> None:
+    """Return once the running loop has had ``quiet_turns`` turns in a row with
+    no callback ready and no file descriptor ready: every exchange between
+    tasks of this process (a simulated node's SSH server and its client, an
+    engine's HTTP server and the checker) has gone as far as it can without
+    time passing. Waits on real time (a timeout, a thread, another process)
+    are not work and do not hold it up. Gives up after ``max_real_s`` of real
+    time (a task that never stops scheduling itself). Reads two private
+    attributes of asyncio's selector loop; on any other loop it only lets
+    woken tasks run a few turns."""
+    loop = asyncio.get_running_loop()
+    ready = getattr(loop, "_ready", None)
+    selector = getattr(loop, "_selector", None)
+    if ready is None or selector is None:
+        await _let_run()
+        return
+    end = time.monotonic() + max_real_s
+    quiet = 0
+    while quiet < quiet_turns and time.monotonic() < end:
+        await asyncio.sleep(0)
+        quiet = 0 if ready or selector.select(0) else quiet + 1
 
 
 async def _let_run(rounds: int = 5) -> None:
