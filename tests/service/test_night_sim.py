@@ -18,22 +18,17 @@ from sparktui.core.state import NodeState
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.sim.testing import connect
 
-from ..tui.simconsole import sim_console
+from ..tui.simconsole import PACE, POLL_S, run_for, sim_console, until
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
 PHONE = "notify.mobile_app_pixel"
-
-
-async def until(predicate, timeout: float = 60.0, why=lambda: "") -> None:  # type: ignore[no-untyped-def]
-    end = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        assert asyncio.get_running_loop().time() < end, f"condition not reached: {why()}"
-        await asyncio.sleep(0.05)
+BOOT_STEP_S = 120.0
+"""Steps through the lane's boot (nothing here looks at it)."""
 
 
 async def start_lane(c, recipe: str) -> None:  # type: ignore[no-untyped-def]
-    """All ranks at once, as `sparktui serve` would (a slow start on a loaded
-    machine is many simulated minutes: NCCL's rendezvous would time out)."""
+    """All ranks at once, as `sparktui serve` would (the simulated clock stands
+    still meanwhile)."""
     r = load_recipe(c.config, recipe)
 
     async def one(rank) -> None:  # type: ignore[no-untyped-def]
@@ -58,27 +53,28 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
         night.policy = NotifyPolicy(NotifyConfig(service=PHONE, max_per_hour=12))
         await c.service.start(events.append)
         try:
-            await until(lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
+            await until(c, lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
             await start_lane(c, LANE)
-            await until(lambda: LANE in c.service.lanes()
-                        and c.service.lanes()[LANE].phase == "serving", timeout=120,
-                        why=lambda: str(c.service.lanes().get(LANE)))
+            await until(c, lambda: LANE in c.service.lanes()
+                        and c.service.lanes()[LANE].phase == "serving", step=BOOT_STEP_S,
+                        max_sim_s=4 * 3600, why=lambda: str(c.service.lanes().get(LANE)))
             assert night.bundles == []
             c.sim.run_prompt(LANE, 150_000)
 
             def both_dark() -> list:  # type: ignore[type-arg]
                 return [b for b in night.bundles if {"dgx6", "dgx7"} <= set(b.incident.dark)]
 
-            await until(lambda: both_dark(), timeout=90,
+            # a hung node's probe fails after probe_timeout_s real seconds: paced
+            await until(c, lambda: both_dark(), pace=PACE,
                         why=lambda: str([(b.path.name, b.incident.dark) for b in night.bundles]))
             def thrashed() -> set[str]:
                 return {f"sparktui THRASH {e.alert.subject}" for e in events
                         if isinstance(e, AlertRaised) and e.alert.level == "thrash"}
 
-            await until(lambda: thrashed() and thrashed()
-                        <= {body["title"] for _, body in c.sim.ha.notifications},
+            await until(c, lambda: thrashed() and thrashed()
+                        <= {body["title"] for _, body in c.sim.ha.notifications}, pace=PACE,
                         why=lambda: f"{thrashed()} {c.sim.ha.notifications}")
-            await asyncio.sleep(0.5)  # later polls re-raise the same incidents
+            await run_for(c, 5 * POLL_S)  # later polls re-raise the same incidents
             sent = list(c.sim.ha.notifications)
             token = c.sim.ha.token
         finally:

@@ -7,7 +7,6 @@ Home Assistant is in test_oom_alert_sim.py)."""
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from itertools import pairwise
 from pathlib import Path
 
@@ -19,10 +18,10 @@ from sparktui.service.lanes import LaneView
 from sparktui.service.night import NightDesk
 from sparktui.watch.readiness import RankContainer
 
-from ..tui.simconsole import sim_console
+from ..tui.simconsole import POLL_S, done, run_for, sim_console, until
 from .test_night_desk import TOKEN, Phone
 from .test_night_desk import desk as night_desk
-from .test_night_sim import PHONE, start_lane, until
+from .test_night_sim import BOOT_STEP_S, PHONE, start_lane
 
 EVENTS = ("predicted-oom", "lane-ready", "lane-qualified")
 
@@ -101,30 +100,26 @@ async def test_a_lane_that_serves_then_qualifies_reaches_the_simulated_phone(
     lane = "glm53-flash-eugr-2x"
     async with sim_console(tmp_path) as c:
         c.service.night.policy = NotifyPolicy(NotifyConfig(service=PHONE, events=EVENTS))
-        # the canary is not under test: at 300x its 10-simulated-second completion
-        # bound is 33 ms real, and a loaded host turns the lane "unresponsive"
-        c.service.config = c.config = dataclasses.replace(c.config, console=dataclasses.replace(
-            c.config.console, canary_interval_s=0.0))
         seen: list[ServiceEvent] = []
         await c.service.start(seen.append)
         try:
-            await until(lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
+            await until(c, lambda: c.service.snapshot().count(NodeState.ONLINE) == 8)
             await start_lane(c, lane)
-            await until(lambda: lane in c.service.lanes()
-                        and c.service.lanes()[lane].phase == "serving", timeout=120,
-                        why=lambda: str(c.service.lanes().get(lane)))
-            preview = await c.service.preview_qualify(lane)
+            await until(c, lambda: lane in c.service.lanes()
+                        and c.service.lanes()[lane].phase == "serving", step=BOOT_STEP_S,
+                        max_sim_s=4 * 3600, why=lambda: str(c.service.lanes().get(lane)))
+            preview = await done(c, c.service.preview_qualify(lane))
             assert preview.allowed and preview.plan is not None, preview.plan
             assert preview.run is not None
-            result = await preview.run()
+            result = await done(c, preview.run())  # its completions take simulated time
             assert result.ok, result.message
 
             def sent_titles() -> list[str]:
                 return [str(b["title"]) for _, b in c.sim.ha.notifications]
 
-            await until(lambda: f"sparktui LANE-QUALIFIED {lane}" in sent_titles(),
+            await until(c, lambda: f"sparktui LANE-QUALIFIED {lane}" in sent_titles(),
                         why=lambda: f"{sent_titles()} {c.service.lanes().get(lane)}")
-            await asyncio.sleep(0.5)
+            await run_for(c, 5 * POLL_S)
             sent, token = list(c.sim.ha.notifications), c.sim.ha.token
         finally:
             await c.service.stop()

@@ -15,7 +15,7 @@ from sparktui.core.render import plan
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.sim.testing import connect
 
-from ..tui.simconsole import sim_console
+from ..tui.simconsole import POLL_S, run_for, sim_console, until
 
 LANE = "dsv41-flash-r37-4x-eager"
 PHONE = "notify.mobile_app_pixel"
@@ -41,10 +41,7 @@ async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Pa
                 return [e for e in events if isinstance(e, AlertRaised)
                         and e.alert.key.startswith("predicted oom:")]
 
-            end = asyncio.get_running_loop().time() + 90
-            while not predicted():
-                assert asyncio.get_running_loop().time() < end, "no prediction"
-                await asyncio.sleep(0.1)
+            await until(c, predicted, max_sim_s=4 * 3600, why=lambda: "no prediction")
             assert not any(n.thrash_onset for n in c.sim.nodes.values())
             alert = predicted()[0].alert
             assert alert.subject in ("dgx1", "dgx2", "dgx3", "dgx4")
@@ -53,10 +50,9 @@ async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Pa
             assert f"{alert.subject} runs out at " in alert.evidence[0]
             assert f"sparktui stop {LANE}" in alert.next_step
             assert alert in c.service.alerts()
-            while not c.sim.ha.notifications:
-                assert asyncio.get_running_loop().time() < end, "no phone message"
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(1.0)  # the other ranks' predictions come in: no new message
+            await until(c, lambda: c.sim.ha.notifications, why=lambda: "no phone message")
+            # the other ranks' predictions come in: no new message
+            await run_for(c, 10 * POLL_S)
             sent, token = list(c.sim.ha.notifications), c.sim.ha.token
         finally:
             await c.service.stop()

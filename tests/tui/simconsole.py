@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from textual.pilot import Pilot
 
@@ -32,6 +33,7 @@ from sparktui.tui.app import SparkTUI, make_app
 
 from .screen_text import screen_text
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 30.0
 """Simulated poll interval: often enough, without burning the CPU."""
@@ -98,6 +100,16 @@ async def until(c: SimConsole, predicate: Callable[[], object], *, max_sim_s: fl
         if pace is not None and (ahead := spent / pace - (loop.time() - real0)) > 0:
             await asyncio.sleep(ahead)
         await c.sim.clock.advance(step, step=step, drain=True, whole_steps=True)
+
+
+async def done(c: SimConsole, aw: Awaitable[T], *, max_sim_s: float = 3600.0) -> T:
+    """``aw``'s result, stepping simulated time until it has one."""
+    task = asyncio.ensure_future(aw)
+    try:
+        await until(c, task.done, max_sim_s=max_sim_s)
+    finally:
+        task.cancel()
+    return task.result()
 
 
 async def shown(pilot: Pilot, predicate: Callable[[str], bool], timeout: float = 10.0) -> str:
