@@ -26,7 +26,6 @@ from sparktui.adapters.endpoints import sim_endpoints_path
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.service.cluster import ClusterService
-from sparktui.sim.clock import loop_idle
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
 from sparktui.tui.app import SparkTUI, make_app
@@ -72,34 +71,17 @@ async def sim_console(tmp_path: Path, scenario: str = "normal", *,
 
 
 async def run_for(c: SimConsole, seconds: float, *, step: float = STEP_S) -> None:
-    """Let ``seconds`` of simulated time pass, a step at a time."""
-    end = c.sim.clock.monotonic() + seconds
-    while (left := end - c.sim.clock.monotonic()) > 0:
-        await c.sim.clock.advance(min(step, left), step=step, drain=True, whole_steps=True)
+    """Let ``seconds`` of simulated time pass, in whole drained steps."""
+    await c.sim.clock.advance(seconds, step=step, drain=True, whole_steps=True)
 
 
 async def until(c: SimConsole, predicate: Callable[[], object], *, max_sim_s: float = 3600.0,
                 step: float = STEP_S, pace: float | None = None,
                 why: Callable[[], str] = lambda: "") -> None:
-    """Step simulated time until ``predicate()`` holds (checked whenever the
-    last step's work is done: the app's messages too, not its painting);
-    fails after ``max_sim_s`` simulated seconds.
-    Time moves in whole steps (a sleeper due within one wakes at its end).
-
-    ``pace``: at most this many simulated seconds per real second, for a wait
-    on something only real time ends: a hung node's SSH probe fails after
-    ``probe_timeout_s`` real seconds. A loaded host slows the pace, never
-    speeds it, so it spends fewer simulated seconds, never more."""
-    loop = asyncio.get_running_loop()
-    start, real0 = c.sim.clock.monotonic(), loop.time()
-    await loop_idle()
-    while not predicate():
-        spent = c.sim.clock.monotonic() - start
-        if spent >= max_sim_s:
-            raise AssertionError(f"condition not reached in {max_sim_s:g} simulated s: {why()}")
-        if pace is not None and (ahead := spent / pace - (loop.time() - real0)) > 0:
-            await asyncio.sleep(ahead)
-        await c.sim.clock.advance(step, step=step, drain=True, whole_steps=True)
+    """Step simulated time until ``predicate()`` holds: `SimClock.step_until`
+    (whole steps, each drained: the app's messages are processed too, its
+    painting is not waited for)."""
+    await c.sim.clock.step_until(predicate, step=step, max_s=max_sim_s, pace=pace, why=why)
 
 
 async def done(c: SimConsole, aw: Awaitable[T], *, max_sim_s: float = 3600.0) -> T:

@@ -65,13 +65,15 @@ class Watchers:
         return out
 
 
+PACE = 300.0
+"""Simulated seconds per real second at most while a node may hang: its held
+SSH probe fails only after probe_timeout_s real seconds (see SimClock.step_until)."""
+
+
 async def advance_until(w: World, pred: Callable[[], bool], *, step: float, max_sim_s: float,
+                        pace: float | None = None,
                         why: Callable[[], str] = lambda: "") -> None:
-    start = w.sim.clock.monotonic()
-    while not pred():
-        assert w.sim.clock.monotonic() - start < max_sim_s, why()
-        await w.sim.advance(step)
-        await asyncio.sleep(0.005)
+    await w.sim.clock.step_until(pred, step=step, max_s=max_sim_s, pace=pace, why=why)
 
 
 async def test_boot_d_thrash_is_flagged_on_all_four_nodes(tmp_path: Path) -> None:
@@ -85,7 +87,7 @@ async def test_boot_d_thrash_is_flagged_on_all_four_nodes(tmp_path: Path) -> Non
                                 >= ThrashLevel.PRESSURE, step=30.0,
                                 max_sim_s=3 * 3600, why=lambda: str(ws.max_level()))
             await advance_until(w, lambda: ws.flagged() == set(nodes), step=2.0,
-                                max_sim_s=3600, why=lambda: str(ws.max_level()))
+                                max_sim_s=3600, pace=PACE, why=lambda: str(ws.max_level()))
             for n in nodes:
                 v = ws.detector.verdict(n)
                 assert v.level is ThrashLevel.THRASH
@@ -126,7 +128,7 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
                     went_under.update(n for n in nodes if w.sim.nodes[n].thrash_onset is not None)
                     return lane.done() and ws.flagged() >= {"dgx6", "dgx7"}
 
-                await advance_until(w, done, step=2.0, max_sim_s=3600,
+                await advance_until(w, done, step=2.0, max_sim_s=3600, pace=PACE,
                                     why=lambda: f"{watch.tracker.summary()} {ws.max_level()}")
             finally:
                 await watch.stop()

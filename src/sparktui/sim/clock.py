@@ -95,6 +95,28 @@ class SimClock:
             if self._now >= target:
                 return
 
+    async def step_until(self, predicate: Callable[[], object], *, step: float,
+                         max_s: float, pace: float | None = None,
+                         why: Callable[[], str] = lambda: "") -> None:
+        """Manual mode: advance in whole, drained steps of ``step`` seconds
+        until ``predicate()`` holds (checked once each step's work is done);
+        AssertionError after ``max_s`` seconds. How many simulated seconds
+        that takes does not depend on how busy the host is.
+
+        ``pace``: at most this many simulated seconds per real second, for a
+        wait that only real time ends (a hung node's SSH probe fails after its
+        real timeout). A loaded host slows the pace, never speeds it."""
+        loop = asyncio.get_running_loop()
+        start, real0 = self._now, loop.time()
+        await loop_idle()
+        while not predicate():
+            spent = self._now - start
+            if spent >= max_s:
+                raise AssertionError(f"not reached in {max_s:g} simulated s: {why()}")
+            if pace is not None and (ahead := spent / pace - (loop.time() - real0)) > 0:
+                await asyncio.sleep(ahead)
+            await self.advance(step, step=step, drain=True, whole_steps=True)
+
 
 async def loop_idle(quiet_turns: int = 3, max_real_s: float = 2.0) -> None:
     """Return once the running loop has had ``quiet_turns`` turns in a row with
