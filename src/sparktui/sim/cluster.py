@@ -14,6 +14,8 @@ import copy
 import os
 import random
 import secrets
+import socket
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -34,19 +36,37 @@ from .scheduler import Proc, Process, Scheduler
 from .spec import SimSpec, rng_for
 from .ssh_server import NodeSshd
 
-_PREFIXES_IN_USE: set[str] = set()
+_PREFIXES_IN_USE: dict[str, socket.socket | None] = {}
+"""Prefix -> the claim that keeps other processes off it (see `_claim_prefix`)."""
 SHUTDOWN_SECONDS = 8.0
 """``systemctl poweroff``: units stop, filesystems unmount, then the OS is off."""
 
 
 def _claim_prefix() -> str:
-    """A random 127.A.B prefix no other simulator in this process holds."""
+    """A random 127.A.B prefix no other simulator holds, in this process or
+    (on Linux: an abstract socket named after it) another one, e.g. a parallel
+    test worker whose engines listen on the same addresses and ports."""
     net = random.SystemRandom()
     while True:
         prefix = f"127.{net.randint(1, 254)}.{net.randint(1, 254)}"
-        if prefix not in _PREFIXES_IN_USE:
-            _PREFIXES_IN_USE.add(prefix)
-            return prefix
+        if prefix in _PREFIXES_IN_USE:
+            continue
+        claim: socket.socket | None = None
+        if sys.platform == "linux":
+            claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                claim.bind(f"\0sparktui-sim-{prefix}")
+            except OSError:
+                claim.close()
+                continue
+        _PREFIXES_IN_USE[prefix] = claim
+        return prefix
+
+
+def _release_prefix(prefix: str) -> None:
+    claim = _PREFIXES_IN_USE.pop(prefix, None)
+    if claim is not None:
+        claim.close()
 
 
 _NAMES = ("admiring", "brave", "clever", "eager", "focused", "keen", "quirky", "tender")
@@ -254,7 +274,7 @@ class Sim:
         await asyncio.gather(*(self._close_node(n) for n in self.nodes))
         if self._ha_runner is not None:
             await self._ha_runner.cleanup()
-        _PREFIXES_IN_USE.discard(self.api_prefix)
+        _release_prefix(self.api_prefix)
 
     async def _open_node(self, name: str) -> None:
         async with self._lock(name):
