@@ -60,10 +60,11 @@ async def test_boot_d_is_predicted_well_before_every_node_thrashes(sim_ctx):
         nodes = [r.node for r in watch.ranks]
         task = asyncio.create_task(watch.run())
         try:
-            while not all(sim.nodes[n].thrash_onset is not None for n in nodes):
-                assert sim.clock.monotonic() < 4 * 3600, (watch.tracker.summary(), warnings)
-                await sim.advance(10.0)
-                await asyncio.sleep(0.002)
+            # whole drained steps of the watcher's memory-read period: one read
+            # per node per step, as many as it would make
+            await sim.clock.step_until(
+                lambda: all(sim.nodes[n].thrash_onset is not None for n in nodes),
+                step=10.0, max_s=4 * 3600, why=lambda: f"{watch.tracker.summary()} {warnings}")
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -106,10 +107,8 @@ async def test_healthy_boots_raise_no_prediction(sim_ctx, scenario, recipe):
     async with sim_ctx(scenario, speed=None) as (sim, ctx, _):
         watch, oom, warnings = await watched_boot(sim, ctx, recipe)
         task = asyncio.create_task(watch.run())
-        while not task.done():
-            assert sim.clock.monotonic() < 4 * 3600, watch.tracker.summary()
-            await sim.advance(30.0)
-            await asyncio.sleep(0.002)
+        await sim.clock.step_until(task.done, step=10.0, max_s=4 * 3600,
+                                   why=watch.tracker.summary)
         assert task.result().outcome.value == "ready", task.result().summary
         assert warnings == [] and oom.warnings() == {}
         assert not any(n.thrash_onset for n in sim.nodes.values())
