@@ -91,14 +91,17 @@ def fatal_of(watch: LaneWatcher) -> asyncio.Future[Failure]:
 async def drive(sim: Sim, task: asyncio.Task, *, step: float, max_sim_s: float,
                 each: Callable[[], None] | None = None,
                 why: Callable[[], str] = lambda: "") -> None:
-    """Advance simulated time until ``task`` ends (real I/O runs between steps)."""
-    start = sim.clock.monotonic()
-    while not task.done():
-        assert sim.clock.monotonic() - start < max_sim_s, f"task did not end in time: {why()}"
-        await sim.advance(step)
-        await asyncio.sleep(0.002)
+    """Advance simulated time until ``task`` ends, in whole steps that each
+    let the in-process I/O they start finish (`SimClock.step_until`);
+    ``each`` after every step."""
+
+    def ended() -> bool:
         if each is not None:
             each()
+        return task.done()
+
+    await sim.clock.step_until(ended, step=step, max_s=max_sim_s,
+                               why=lambda: f"task did not end in time: {why()}")
 
 
 async def test_normal_cold_boot_reaches_serving_with_a_sensible_eta(tmp_path: Path) -> None:
