@@ -223,7 +223,7 @@ SIGNATURES: tuple[Signature, ...] = (
          r" context_len=(?P<max_len>\d+)"),
     _sig(Kind.API_UP, P, Phase.SERVING, "The server is fired up and ready to roll",
          r"The server is fired up and ready to roll!"),
-    _sig(Kind.STATS, S, None, "batch, #",
+    _sig(Kind.STATS, S, None, " batch, ",
          rf"(?P<batch>Prefill|Decode) batch, .*?#running-req: (?P<running>\d+)"
          rf"(?:, token usage: (?P<token_usage>{_N}))?"),
     # ---- kernel journal ---------------------------------------------------
