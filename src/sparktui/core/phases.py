@@ -175,15 +175,31 @@ class _Rank:
     lines: int = 0
     read_at: float = 0.0
     read_ts: str | None = None
-    """When the rank's last timestamped line was read (monotonic) and docker's
-    stamp on it: maps the rank's log clock onto the tracker's (see
-    :meth:`PhaseTracker.stage_seconds`)."""
+    """When the rank's latest timestamped line was read (monotonic) and
+    docker's stamp on it."""
+    offset: float | None = None
+    """Monotonic minus the node's epoch, as read with the least delay: the
+    least over earlier reads of read time minus the stamp of the last line
+    (the newest, so the least delayed, of its batch)."""
+
+    def read(self, now: float, ts: str) -> None:
+        """A line stamped ``ts`` was read at ``now``: one stamp parsed per batch."""
+        if now != self.read_at and self.read_ts is not None:
+            self.offset = self._least(self.offset)
+        self.read_at, self.read_ts = now, ts
+
+    def _least(self, offset: float | None) -> float | None:
+        last = parse_timestamp(self.read_ts)
+        if last is None:
+            return offset
+        here = self.read_at - last
+        return here if offset is None or here < offset else offset
 
     def read_time(self, logged: float) -> float | None:
-        """The monotonic time at which a line logged at ``logged`` (epoch
-        seconds) would have been read, at the lag of the rank's last line."""
-        last = parse_timestamp(self.read_ts)
-        return None if last is None else self.read_at - (last - logged)
+        """The monotonic time of the epoch time ``logged`` on the rank's node,
+        as the least delayed of its reads maps one to the other."""
+        offset = self._least(self.offset)
+        return None if offset is None else logged + offset
 
 
 
@@ -254,7 +270,7 @@ class PhaseTracker:
         st = self._ranks.get(rank) or self._rank(rank)
         st.lines += 1
         if ts is not None:
-            st.read_at, st.read_ts = now, ts
+            st.read(now, ts)
         if self.failure is not None:
             return self._after_failure(rank, st, body, ts, ev)
         if ev is None:
