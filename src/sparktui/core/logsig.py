@@ -260,6 +260,7 @@ _PREFIX = re.compile(
 """Every logger prefix in one match (the first alternative that fits wins,
 as a walk of them in this order would): ingest runs it on every line. The
 process group is followed by at most one ``)`` so it matches one way only."""
+_prefix_end = _PREFIX.match
 
 
 def _overlapping(a: str, b: str) -> bool:
@@ -366,7 +367,23 @@ def _shape_plan(shape: Shape) -> tuple[int, ...]:
         else:
             runs[-1] = [a + b for a in runs[-1] for b in ((p,) if isinstance(p, str) else p)]
     found = {n for n in _NEEDLES for run in runs for text in run if n in text}
-    return tuple(sorted({i for n in found for i in _BY_NEEDLE[n]}.union(_NO_NEEDLE)))
+    plan = {i for n in found for i in _BY_NEEDLE[n]}
+    return tuple(sorted(plan.union(_NO_NEEDLE) if _may_be_exception(shape) else plan))
+
+
+def _may_be_exception(shape: Shape) -> bool:
+    """Can a line of ``shape`` pass ``_EXCEPTION_HINT`` (the needle-less
+    signatures' condition)? Not when its first word has no letter."""
+    for p in shape:
+        if p is None:
+            continue
+        for text in (p,) if isinstance(p, str) else p:
+            word = text.split(None, 1)[0] if text.strip() else ""
+            if any(ch.isalpha() or ch == "_" for ch in word):
+                return True
+        if all(any(ch.isspace() for ch in text) for text in ((p,) if isinstance(p, str) else p)):
+            return False
+    return True
 
 
 if any(ch.isdecimal() or ch == "." for n in _NEEDLES for ch in n):  # pragma: no cover
@@ -374,6 +391,7 @@ if any(ch.isdecimal() or ch == "." for n in _NEEDLES for ch in n):  # pragma: no
 _BORING = re.compile("|".join(f"({_shape_regex(shape)})" for shape in BORING))
 _BORING_PLAN = ((), *map(_shape_plan, BORING))
 """By the index of the shape's group in ``_BORING``."""
+_boring_shape = _BORING.fullmatch
 
 
 def _candidates(msg: str) -> tuple[int, ...]:
@@ -411,6 +429,9 @@ def clean(line: str) -> str:
         line = _ANSI.sub("", line)
     line = line.rstrip("\r\n\t ")
     if "\r" in line:
+        last = line.rpartition("\r")[2]
+        if last.strip():  # the usual redraw: the last one is what shows
+            return last
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
     return line
@@ -419,7 +440,7 @@ def clean(line: str) -> str:
 def strip_prefixes(text: str) -> str:
     """Remove logger prefixes (vLLM process and level headers, SGLang's
     ``[date TPn]``, uvicorn's ``INFO:``, journald's ``date host kernel:``)."""
-    end = _PREFIX.match(text).end()  # type: ignore[union-attr]  # every part optional
+    end = _prefix_end(text).end()  # type: ignore[union-attr]  # every part optional
     return text[end:] if end else text
 
 
@@ -454,14 +475,17 @@ def classify(line: str) -> LogEvent | None:
             return None
         if line[:1].isdigit():
             _, line = split_timestamp(line)
-        text = clean(line)
-        start = _PREFIX.match(text).end()  # type: ignore[union-attr]  # every part optional
+        # clean(line), without a call for the common line (no ANSI code, no redraw)
+        text = clean(line) if "\x1b" in line or "\r" in line else line.rstrip("\n\t ")
+        start = _prefix_end(text).end()  # type: ignore[union-attr]  # every part optional
         if start == len(text):
             return None
-        boring = _BORING.fullmatch(text, start)
+        boring = _boring_shape(text, start)
+        plan = _BORING_PLAN[boring.lastindex or 0] if boring is not None else None
+        if plan == ():
+            return None
         msg = text[start:] if start else text
-        plan = _BORING_PLAN[boring.lastindex or 0] if boring is not None else _candidates(msg)
-        for i in plan:
+        for i in plan if plan is not None else _candidates(msg):
             search, sig = _TABLE[i]
             found = search(msg)
             if found is not None:

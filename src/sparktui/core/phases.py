@@ -182,23 +182,19 @@ class _Rank:
     least over earlier reads of read time minus the stamp of the last line
     (the newest, so the least delayed, of its batch)."""
 
-    def read(self, now: float, ts: str) -> None:
-        """A line stamped ``ts`` was read at ``now``: one stamp parsed per batch."""
-        if now != self.read_at and self.read_ts is not None:
-            self.offset = self._least(self.offset)
-        self.read_at, self.read_ts = now, ts
-
-    def _least(self, offset: float | None) -> float | None:
+    def least_offset(self) -> float | None:
+        """``offset`` with the latest read counted (one stamp parsed per batch:
+        :meth:`PhaseTracker.feed` calls it when a line is read at a new time)."""
         last = parse_timestamp(self.read_ts)
         if last is None:
-            return offset
+            return self.offset
         here = self.read_at - last
-        return here if offset is None or here < offset else offset
+        return here if self.offset is None or here < self.offset else self.offset
 
     def read_time(self, logged: float) -> float | None:
         """The monotonic time of the epoch time ``logged`` on the rank's node,
         as the least delayed of its reads maps one to the other."""
-        offset = self._least(self.offset)
+        offset = self.least_offset()
         return None if offset is None else logged + offset
 
 
@@ -269,8 +265,10 @@ class PhaseTracker:
         ev = classify(body)
         st = self._ranks.get(rank) or self._rank(rank)
         st.lines += 1
-        if ts is not None:
-            st.read(now, ts)
+        if ts is not None:  # a new read time: the last batch's offset counts
+            if now != st.read_at and st.read_ts is not None:
+                st.offset = st.least_offset()
+            st.read_at, st.read_ts = now, ts
         if self.failure is not None:
             return self._after_failure(rank, st, body, ts, ev)
         if ev is None:
