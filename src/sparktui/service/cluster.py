@@ -110,6 +110,8 @@ class ClusterService:
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self._sentinel = sentinel
+        self._feed: SentinelFeed | None = None
+        """The sentinel's stream while attached (this console's actions go to it)."""
         self.attached = ""
         """``attached to sentinel (pid N)`` while attached, else empty."""
         self._ha: Phone | None = None
@@ -167,6 +169,7 @@ class ClusterService:
         if feed is not None:
             # the sentinel polls, watches, records and notifies
             self._reads = MirrorReads(feed.state, tuple(self.config.nodes), self.clock)
+            self._feed = feed
             self.attached = f"attached to sentinel (pid {feed.pid})"
             self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
                                                    name="service:sentinel"))
@@ -197,6 +200,7 @@ class ClusterService:
         """The sentinel's events until its stream ends; then this console says
         so and watches alone."""
         why = await feed.follow(self._from_remote)
+        self._feed = None
         await feed.close()
         self.attached = ""
         self._watch_alone()
@@ -227,7 +231,10 @@ class ClusterService:
     def _workflow_event(self, event: WorkflowEvent) -> None:
         if isinstance(event, StepFinished) and self.poller is not None:
             self.poller.refresh(event.target)  # containers, disks: read them now
-        self._emit(WorkflowProgressed(event))
+        progressed = WorkflowProgressed(event)
+        if self._feed is not None:  # the sentinel's desk records and phones it
+            self._feed.tell_workflow(progressed)
+        self._emit(progressed)
         if (news := lane_news(event)) is not None:
             self._lane_news(news)
 
@@ -262,6 +269,14 @@ class ClusterService:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
+
+    def from_console(self, event: WorkflowProgressed) -> None:
+        """A step of a workflow an attached console runs: into this (the
+        sentinel's) night desk, which records it and phones a failure."""
+        try:
+            self.night.on_event(event)
+        except Exception:
+            log.exception("night desk failed on a console's %r", event)
 
     def lane_stopping(self, lane: str) -> None:
         """A console attached to this (the sentinel's) service stops ``lane``:
