@@ -360,3 +360,13 @@ async def test_the_shift_log_shows_the_graph_capture_the_log_says(tmp_path: Path
     assert "graph capture 27s" in text
     assert "Phases: loading weights 4m50s, KV allocation 5s, graph capture 27s, " \
            "API starting 10s." in text
+
+
+def test_fatal_lines_at_the_same_time_name_the_lowest_rank_whatever_arrives_first() -> None:
+    """The verdict does not depend on which rank's stream was read first."""
+    line = "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the snapshot"
+    for order in ((6, 5, 7), (7, 6, 5), (5, 7, 6)):
+        tr = PhaseTracker("lane", stall_after_s=900.0, start=0.0)
+        for rank in order:
+            tr.feed(rank, line, 1.0, "2026-11-29T22:00:03.000000000Z")
+        assert tr.failure is not None and tr.failure.rank == 5, order

@@ -122,16 +122,17 @@ class Failure:
                 "timestamp": self.timestamp, "cause": self.cause}
 
 
-def _earlier(ts: str | None, engine: float | None, than: Failure) -> bool:
-    """Did a line stamped ``ts`` by docker and ``engine`` by the engine come
-    strictly before the failure ``than``? The engines' own stamps decide when
-    both have one and they differ (they are whole seconds); otherwise docker's
-    (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts after
-    ``.45Z`` as text)."""
+def _earlier(ts: str | None, engine: float | None, rank: int, than: Failure) -> bool:
+    """Did a line of ``rank`` stamped ``ts`` by docker and ``engine`` by the
+    engine come before the failure ``than``? The engines' own stamps decide
+    when both have one and they differ (they are whole seconds); otherwise
+    docker's (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts
+    after ``.45Z`` as text); the same time, the lower rank (a verdict must not
+    depend on which rank's stream arrived first)."""
     if engine is not None and than.engine_time is not None and engine != than.engine_time:
         return engine < than.engine_time
     a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
-    return a is not None and b is not None and a < b
+    return a is not None and b is not None and (a < b or (a == b and rank < than.rank))
 
 
 def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
@@ -285,7 +286,7 @@ class PhaseTracker:
         assert f is not None
         if ev is not None and ev.severity is _FATAL and rank != f.rank:
             engine = _engine(body, ts, ev)
-            if _earlier(ts, engine, f):
+            if _earlier(ts, engine, rank, f):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
                 # the earliest by the engines' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
@@ -307,7 +308,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, f):
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, rank, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
