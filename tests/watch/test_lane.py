@@ -167,6 +167,28 @@ async def test_a_silent_sparse_scan_is_progress_not_a_stall(engine: FakeEngine) 
     assert "more read from disk/NFS" in result.last_progress
 
 
+async def test_the_reader_shells_open_as_the_watch_starts(engine: FakeEngine) -> None:
+    """Each rank node's reader shell is opened before any fatal line, so the
+    catch-up reads of a fatal decision pay no session setup."""
+    nodes, ranks = await two_node_lane(engine)
+    opened: list[str] = []
+    for name, node in nodes.items():
+        async def open_reader(name: str = name) -> None:
+            opened.append(name)
+
+        node.open_reader = open_reader  # type: ignore[attr-defined]
+    watch = watcher(nodes, ranks, probe_endpoint=False)
+    watch.start()
+    try:
+        await until(lambda: len(opened) == 2)
+        assert sorted(opened) == ["dgx1", "dgx2"] and watch.tracker.failure is None
+        watch.update_ranks(ranks)  # a newer snapshot of the same ranks: not opened again
+        await asyncio.sleep(0.05)
+        assert len(opened) == 2
+    finally:
+        await watch.stop()
+
+
 def test_served_models_from_engine_argv() -> None:
     assert served_models(["vllm", "serve", "org/m", "--port", "8000"]) == ("org/m",)
     assert served_models(["vllm", "serve", "org/m", "--served-model-name", "a", "b",

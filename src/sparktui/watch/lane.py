@@ -390,6 +390,21 @@ class LaneWatcher:
         self._ranks[rc.rank] = _RankState(rc)
         st = self._ranks[rc.rank]
         self._spawn(key, lambda: self._follow_rank(st))
+        if self.follow:
+            self._spawn(f"reader:{rc.node}", lambda: self._open_reader(rc.node))
+
+    async def _open_reader(self, node: str) -> None:
+        """The node's reader shell (:func:`reader`) opened as the watch
+        starts: a fatal line's catch-up reads then pay no session setup (it
+        was most of fatal line -> verdict over a real sshd when the shell was
+        opened by the first read)."""
+        opener = getattr(self.links[node], "open_reader", None)
+        if opener is None:
+            return
+        try:
+            await opener()
+        except RemoteError as exc:  # the first read tries again and says why
+            log.debug("lane %s: reader shell on %s not opened: %s", self.lane, node, exc)
 
     # -- verdicts ------------------------------------------------------------
 
