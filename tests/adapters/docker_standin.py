@@ -12,7 +12,8 @@ follower, the kind that outlives a closed channel without the follow wrapper.
 
 It starts no heavier than needed (a catch-up read starts one per rank while a
 verdict waits): standard library only, run without ``site`` (``python -S``),
-``json`` imported only by the commands that parse state, no ``pathlib``.
+``json`` imported only by the commands that parse state, no ``pathlib`` nor
+``datetime``.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from datetime import datetime
 
 STATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state")
 
@@ -29,8 +29,11 @@ def _path(name: str, ext: str) -> str:
     return os.path.join(STATE, f"{name}.{ext}")
 
 
-def _key(ts: str) -> float:
-    return datetime.fromisoformat(ts).timestamp()
+def _key(ts: str) -> str:
+    """A UTC RFC 3339 timestamp (``Z``, up to nanoseconds) as text that sorts
+    by time: the fraction padded to nine digits (no ``datetime`` import)."""
+    whole, _, frac = ts.rstrip("Z").partition(".")
+    return whole + "." + frac.ljust(9, "0")
 
 
 def _state(name: str) -> dict[str, object]:

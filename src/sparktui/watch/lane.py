@@ -60,7 +60,7 @@ from sparktui.core.logsig import (
     container_exit,
     parse_timestamp,
 )
-from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
+from sparktui.core.phases import GENERIC_FATAL, Failure, MemoryProgress, PhaseTracker
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch.follower import (
@@ -557,8 +557,9 @@ class LaneWatcher:
             assert f is not None
             at = f.read_past()
             behind = [st for st in self._ranks.values() if not self._caught_up(st, at)]
-            # the failing rank is read to its end too: its root cause follows the line
-            if f.cause is None and f.rank not in read_once:
+            # a generic fatal line (EngineDead, a worker died) says that, not why: the
+            # failing rank is read to its end too, its root cause follows the line
+            if f.cause is None and f.kind in GENERIC_FATAL and f.rank not in read_once:
                 rank_st = self._ranks.get(f.rank)
                 if rank_st is not None and rank_st not in behind and not rank_st.ended:
                     behind.append(rank_st)
