@@ -9,20 +9,7 @@ from pathlib import Path
 from sparktui.ops.journal import Journal
 from sparktui.ops.stop_intents import StopIntents
 from sparktui.ops.workflows.stop import stop_command
-
-
-class Clock:
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def time(self) -> float:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
+from sparktui.sim.clock import SimClock
 
 
 def intent(journal: Journal, container: str, wf: str = "stop-1") -> None:
@@ -30,8 +17,9 @@ def intent(journal: Journal, container: str, wf: str = "stop-1") -> None:
                    action=stop_command(container))
 
 
-def test_a_stop_journaled_by_another_writer_is_seen_from_its_intent(tmp_path: Path) -> None:
-    clock = Clock(1000.0)
+async def test_a_stop_journaled_by_another_writer_is_seen_from_its_intent(tmp_path: Path
+                                                                         ) -> None:
+    clock = SimClock(epoch=1000.0)
     cli = Journal(tmp_path / "journal.jsonl", clock)  # the other process's writer
     stops = StopIntents(Journal(tmp_path / "journal.jsonl"))
     assert stops.since(["sparktui-m-r0", "sparktui-m-r1"], 0.0) is None  # no journal yet
@@ -39,27 +27,27 @@ def test_a_stop_journaled_by_another_writer_is_seen_from_its_intent(tmp_path: Pa
                action="docker run ... sparktui-m-r1")
     assert stops.since(["sparktui-m-r1"], 0.0) is None
     intent(cli, "sparktui-m-r1")
-    clock.t = 1010.0
+    await clock.advance(10.0)
     intent(cli, "sparktui-m-r0")
     assert stops.since(["sparktui-m-r0", "sparktui-m-r1"], 0.0) == 1000.0
     assert stops.since(["sparktui-m-r0"], 0.0) == 1010.0
     assert stops.since(["sparktui-other-r0"], 0.0) is None
 
 
-def test_an_earlier_boots_stop_of_the_same_names_does_not_count(tmp_path: Path) -> None:
-    clock = Clock(1000.0)
+async def test_an_earlier_boots_stop_of_the_same_names_does_not_count(tmp_path: Path) -> None:
+    clock = SimClock(epoch=1000.0)
     cli = Journal(tmp_path / "journal.jsonl", clock)
     intent(cli, "sparktui-m-r1")
     stops = StopIntents(cli)
     assert stops.since(["sparktui-m-r1"], after=1500.0) is None  # this boot began at 1500
-    clock.t = 1600.0
+    await clock.advance(600.0, step=600.0)
     intent(cli, "sparktui-m-r1")
     assert stops.since(["sparktui-m-r1"], after=1500.0) == 1600.0
 
 
 def test_a_torn_line_is_read_once_complete_and_a_new_journal_anew(tmp_path: Path) -> None:
     path = tmp_path / "journal.jsonl"
-    cli = Journal(path, Clock(1000.0))
+    cli = Journal(path, SimClock(epoch=1000.0))
     stops = StopIntents(cli)
     intent(cli, "sparktui-m-r0")
     line = path.read_bytes()
@@ -70,5 +58,6 @@ def test_a_torn_line_is_read_once_complete_and_a_new_journal_anew(tmp_path: Path
     assert stops.since(["sparktui-m-r0"], 0.0) == 1000.0
     path.unlink()
     assert stops.since(["sparktui-m-r0"], 0.0) is None
-    Journal(path, Clock(2000.0)).append("stop-2", "intent", action=stop_command("sparktui-m-r0"))
+    Journal(path, SimClock(epoch=2000.0)).append("stop-2", "intent",
+                                                 action=stop_command("sparktui-m-r0"))
     assert stops.since(["sparktui-m-r0"], 0.0) == 2000.0
