@@ -271,3 +271,16 @@ def test_earliest_fatal_line_by_timestamp_wins_across_ranks():
     tr.feed(2, "2026-09-18T16:10:20.000000000Z RuntimeError: NCCL error: remote process exited "
                "or there was a network error", 1.2)
     assert tr.failure.rank == 1
+
+
+def test_a_tie_goes_to_the_lower_rank_whichever_stream_arrives_first():
+    """Fatal lines stamped the same instant (the simulator's clock steps, or
+    an engine stamp in whole seconds): the verdict must not depend on which
+    rank's stream was read first."""
+    line = ("2026-11-29T22:00:03.000000000Z huggingface_hub.errors.LocalEntryNotFoundError: "
+            "Cannot find an appropriate cached snapshot folder")
+    for order in ((7, 5, 6), (5, 6, 7), (6, 7, 5)):
+        tr = PhaseTracker("lane", stall_after_s=900.0, start=0.0)
+        for i, rank in enumerate(order):
+            tr.feed(rank, line, 1.0 + i)
+        assert tr.failure is not None and tr.failure.rank == 5, order

@@ -115,16 +115,20 @@ class Failure:
                 "timestamp": self.timestamp, "cause": self.cause}
 
 
-def _earlier(ts: str | None, engine: float | None, than: Failure) -> bool:
-    """Did a line stamped ``ts`` by docker and ``engine`` by the engine come
-    strictly before the failure ``than``? The engines' own stamps decide when
-    both have one and they differ (they are whole seconds); otherwise docker's
-    (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts after
-    ``.45Z`` as text)."""
+def _earlier(ts: str | None, engine: float | None, rank: int | None, than: Failure) -> bool:
+    """Did a line of ``rank`` stamped ``ts`` by docker and ``engine`` by the
+    engine come before the failure ``than``? The engines' own stamps decide
+    when both have one and they differ (they are whole seconds); otherwise
+    docker's (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts
+    after ``.45Z`` as text); a tie goes to the lower rank, so the verdict does
+    not depend on which stream arrived first (``rank`` None: a tie never wins,
+    as for a container's exit, which follows its own rank's lines)."""
     if engine is not None and than.engine_time is not None and engine != than.engine_time:
         return engine < than.engine_time
     a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
-    return a is not None and b is not None and a < b
+    if a is None or b is None:
+        return False
+    return a < b or (a == b and rank is not None and rank < than.rank)
 
 
 def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
@@ -228,7 +232,7 @@ class PhaseTracker:
         engine = _engine(body, ts, ev)
         if f is not None:
             if (ev is not None and ev.severity is Severity.FATAL and rank != f.rank
-                    and _earlier(ts, engine, f)):
+                    and _earlier(ts, engine, rank, f)):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
                 # the earliest by the engines' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
@@ -254,7 +258,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, f):
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
