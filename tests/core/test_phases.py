@@ -362,11 +362,14 @@ async def test_the_shift_log_shows_the_graph_capture_the_log_says(tmp_path: Path
            "API starting 10s." in text
 
 
-def test_fatal_lines_at_the_same_time_name_the_lowest_rank_whatever_arrives_first() -> None:
-    """The verdict does not depend on which rank's stream was read first."""
-    line = "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find the snapshot"
-    for order in ((6, 5, 7), (7, 6, 5), (5, 7, 6)):
+def test_a_tie_goes_to_the_lower_rank_whichever_stream_arrives_first():
+    """Fatal lines stamped the same instant (the simulator's clock steps, or
+    an engine stamp in whole seconds): the verdict must not depend on which
+    rank's stream was read first."""
+    line = ("2026-11-29T22:00:03.000000000Z huggingface_hub.errors.LocalEntryNotFoundError: "
+            "Cannot find an appropriate cached snapshot folder")
+    for order in ((7, 5, 6), (5, 6, 7), (6, 7, 5)):
         tr = PhaseTracker("lane", stall_after_s=900.0, start=0.0)
-        for rank in order:
-            tr.feed(rank, line, 1.0, "2026-11-29T22:00:03.000000000Z")
+        for i, rank in enumerate(order):
+            tr.feed(rank, line, 1.0 + i)
         assert tr.failure is not None and tr.failure.rank == 5, order

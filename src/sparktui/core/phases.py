@@ -122,17 +122,20 @@ class Failure:
                 "timestamp": self.timestamp, "cause": self.cause}
 
 
-def _earlier(ts: str | None, engine: float | None, rank: int, than: Failure) -> bool:
+def _earlier(ts: str | None, engine: float | None, rank: int | None, than: Failure) -> bool:
     """Did a line of ``rank`` stamped ``ts`` by docker and ``engine`` by the
     engine come before the failure ``than``? The engines' own stamps decide
     when both have one and they differ (they are whole seconds); otherwise
     docker's (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts
-    after ``.45Z`` as text); the same time, the lower rank (a verdict must not
-    depend on which rank's stream arrived first)."""
+    after ``.45Z`` as text); a tie goes to the lower rank, so the verdict does
+    not depend on which stream arrived first (``rank`` None: a tie never wins,
+    as for a container's exit, which follows its own rank's lines)."""
     if engine is not None and than.engine_time is not None and engine != than.engine_time:
         return engine < than.engine_time
     a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
-    return a is not None and b is not None and (a < b or (a == b and rank < than.rank))
+    if a is None or b is None:
+        return False
+    return a < b or (a == b and rank is not None and rank < than.rank)
 
 
 def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
@@ -308,7 +311,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, rank, f):
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)

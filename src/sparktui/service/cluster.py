@@ -36,6 +36,7 @@ from sparktui.ops.plan import Needs, Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
+from sparktui.ops.stop_intents import StopIntents
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
@@ -129,6 +130,7 @@ class ClusterService:
         self._watchers = LaneWatchers(on_new=self._lane_watched)
         """One watcher per lane, shared with a serve started here."""
         self._lanes: dict[str, LaneFeed] = {}
+        self._stops: StopIntents | None = None
         self._reads: ClusterReads = self._local_reads()
         """Where snapshots, lanes, logs and verdicts are read: this process's
         watch, or an attached sentinel's stream."""
@@ -165,6 +167,7 @@ class ClusterService:
         self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
+        self._stops = StopIntents(rt.ops.journal)  # a stop by another process is no failure
         self._ha = rt.ha
         if feed is not None:
             # the sentinel polls, watches, records and notifies
@@ -470,7 +473,8 @@ class ClusterService:
         links = {n: self._links.get(n) for n in self.config.nodes}
         return LaneWatcher(name, ranks, links, self._api_host(ranks[0].node),
                            stall_after_s=self.config.console.stall_after_s, clock=self.clock,
-                           first_token=False, resource_poll_s=None)
+                           first_token=False, resource_poll_s=None,
+                           stop_intent=self._stops.since if self._stops else None)
 
     def _api_host(self, node: str) -> str:
         assert self._endpoints is not None
