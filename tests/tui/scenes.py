@@ -34,8 +34,8 @@ NCCL_LINE = (f"{ts(125)} (EngineCore_DP0 pid=312) INFO 11-29 22:42:05 [parallel_
 """A long line with the searched word far past 160 columns."""
 SAMPLES = 24
 """Polls per node in a scene (its memory history)."""
-FAST_POLL_S = 0.02
-"""Poll interval while a scene builds its history (24 samples in ~0.5 s)."""
+FAST_POLL_S = 0.005
+"""Poll interval while a scene builds its history (24 samples in ~0.1 s)."""
 QUIET_POLL_S = 1.0
 """Poll interval once it is built: Pilot's key presses and the screenshot wait
 for the process to go idle (up to 1 s each), which a 50 Hz poll of the
