@@ -107,7 +107,7 @@ async def test_healthy_boots_raise_no_prediction(sim_ctx, scenario, recipe):
     async with sim_ctx(scenario, speed=None) as (sim, ctx, _):
         watch, oom, warnings = await watched_boot(sim, ctx, recipe)
         task = asyncio.create_task(watch.run())
-        await sim.clock.step_until(task.done, step=10.0, max_s=4 * 3600,
+        await sim.clock.step_until(task.done, step=30.0, max_s=4 * 3600,
                                    why=watch.tracker.summary)
         assert task.result().outcome.value == "ready", task.result().summary
         assert warnings == [] and oom.warnings() == {}
