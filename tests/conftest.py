@@ -35,3 +35,16 @@ def config_copy(tmp_path: Path) -> Callable[[Callable[[str], str] | None], Path]
         return path
 
     return make
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests that declare a long timeout (the tmux acceptance night, mypy,
+    the differential test) start first: in parallel (pytest-xdist) the others
+    fill the remaining workers around them instead of one of them ending the
+    run alone."""
+
+    def declared_timeout(item: pytest.Item) -> float:
+        marker = item.get_closest_marker("timeout")
+        return float(marker.args[0]) if marker is not None and marker.args else 0.0
+
+    items.sort(key=declared_timeout, reverse=True)
