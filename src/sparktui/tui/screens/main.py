@@ -14,7 +14,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Container, Vertical
+from textual.containers import Container
 from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
@@ -49,6 +49,7 @@ from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
+from sparktui.tui.widgets.pane import Pane
 from sparktui.tui.widgets.tables import LanesTable, NodesTable, gate_brief
 from sparktui.watch.follower import LogLine
 
@@ -107,17 +108,17 @@ class MainScreen(Screen[None]):
         yield AlertLine(id="alerts")
         yield Static("", id="tabs")
         with Container(id="panes"):
-            with Vertical(id="nodes-pane", classes="pane -current"):
+            with Pane(id="nodes-pane", classes="pane -current"):
                 yield NodesTable(config, id="nodes")
-            with Vertical(id="lanes-pane", classes="pane"):
+            with Pane(id="lanes-pane", classes="pane"):
                 yield LanesTable(id="lanes")
                 yield Static("no lane yet: s serves a recipe", id="lanes-empty")
                 yield Static("", id="activity")
-            with Vertical(id="bootlog-pane", classes="pane"):
+            with Pane(id="bootlog-pane", classes="pane"):
                 yield Static("", id="phase-banner")
                 yield BootLog(id="bootlog")
                 yield Input(id="log-input", placeholder="search")
-            with Vertical(id="memory-pane", classes="pane"):
+            with Pane(id="memory-pane", classes="pane"):
                 yield MemoryPane(list(config.nodes), config.thrash, id="memory")
         yield NoticeLine(id="notice")
         yield StableFooter(compact=True)
@@ -404,8 +405,8 @@ class MainScreen(Screen[None]):
     def action_pane(self, name: str) -> None:
         self.query_one("#log-input", Input).display = False
         if name != self.current_pane:
-            self.query_one(f"#{self.current_pane}-pane").remove_class("-current")
-            self.query_one(f"#{name}-pane").add_class("-current")
+            self.query_one(f"#{self.current_pane}-pane", Pane).choose(False)
+            self.query_one(f"#{name}-pane", Pane).choose(True)
         self.current_pane = name
         self._show_tabs()
         target = {"nodes": NodesTable, "lanes": LanesTable, "bootlog": BootLog,

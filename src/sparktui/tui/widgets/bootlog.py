@@ -18,7 +18,7 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -88,6 +88,9 @@ class BootLog(ScrollView, can_focus=True):
         self._strips: dict[tuple[int, int, int, str, bool], Strip] = {}
         """Rendered rows by line and search: following a log re-renders nothing
         that only moved up (cleared whole when full: cheaper than LRU upkeep)."""
+        self._shown: dict[tuple[tuple[int, int, int, str, bool], int, Style], Strip] = {}
+        """The same rows padded to the pane's width in its style, as painted."""
+        self._base: Style | None = None
         self.match_row: int | None = None
         """The row the last search landed on (drawn with a ``>`` in the gutter)."""
         self.paused_render = False
@@ -278,11 +281,20 @@ class BootLog(ScrollView, can_focus=True):
 
     # -- rendering -----------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The base style once per paint, not per line: it walks every
+        ancestor's styles, and following a flood repaints every row each frame."""
+        self._base = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._base or self.rich_style
         if index >= len(self._rows):
             if index == 0 and self.entries:
                 return Strip([Segment(EMPTY[:width].ljust(width), base + Style(dim=True))])
@@ -296,7 +308,14 @@ class BootLog(ScrollView, can_focus=True):
                 self._strips.clear()
             self._strips[key] = strip
         if scroll_x == 0 and strip.cell_length <= width:
-            return strip.extend_cell_length(width, base).apply_style(base)
+            shown_key = (key, width, base)
+            shown = self._shown.get(shown_key)
+            if shown is None:
+                if len(self._shown) >= STRIP_CACHE:
+                    self._shown.clear()
+                shown = self._shown[shown_key] = strip.extend_cell_length(
+                    width, base).apply_style(base)
+            return shown
         # the gutter stays put; only the text scrolls sideways
         text_width = width - GUTTER
         parts = [strip.crop(0, GUTTER)]
