@@ -8,6 +8,7 @@ one pane shows at a time, chosen with 1–4 (tab moves focus as usual).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
@@ -62,6 +63,12 @@ PANE_TITLES = {"nodes": "1 Nodes", "lanes": "2 Lanes", "bootlog": "3 Boot log",
 SUMMARY_WORDS = ((NodeState.ONLINE, "online"), (NodeState.STARVED, "STARVED"),
                  (NodeState.UNREACHABLE, "UNREACHABLE"), (NodeState.POWERED_OFF, "off"),
                  (NodeState.UNKNOWN, "unknown"))
+LOG_PAINT_EVERY_S = 0.05
+"""A flooding boot log is drained into its pane at most 20 times a second.
+Each drain of a following log is a scroll (and, while its buffer grows, a
+layout pass of the screen) and a repaint; at 1,000 lines/s nobody reads
+faster, and every frame spent on the log is time a key waits
+(bench/bench_tui.py --incident)."""
 ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
                 "recover": "recover", "qualify": "qualify"}
 
@@ -80,6 +87,7 @@ class MainScreen(Screen[None]):
         self.rank = 0
         self._log_end = 0
         self._log_inbox: list[LogLine] = []
+        self._drained_at = 0.0
         self._summary = ""
         self._input_mode = "search"
         self._lanes: dict[str, LaneView] = {}
@@ -252,7 +260,20 @@ class MainScreen(Screen[None]):
 
     @on(LogLinesPending)
     def _drain_logs(self) -> None:
+        """At most LOG_PAINT_EVERY_S apart: lines that flood in wait in the
+        inbox for the next drain (one timer at a time: the inbox is not empty,
+        so no other message comes)."""
+        wait = self._drained_at + LOG_PAINT_EVERY_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._drain_now, name="boot log drain")
+        else:
+            self._drain_now()
+
+    def _drain_now(self) -> None:
         lines, self._log_inbox = self._log_inbox, []
+        if not lines:
+            return  # the lane changed since (select_lane emptied the inbox)
+        self._drained_at = time.monotonic()
         log = self.query_one(BootLog)
         log.paused_render = not self._visible("bootlog")
         log.add_lines(lines)
