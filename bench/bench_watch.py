@@ -96,27 +96,28 @@ class Chunks:
             yield self.data[i:i + self.chunk]
 
 
-async def _ingest_once(data: bytes) -> float:
+async def _ingest_once(data: bytes) -> tuple[float, float]:
+    """Lines/s through the follower and the tracker: (wall, CPU time)."""
     follower = LogFollower.for_container(Chunks(data), "c", follow=False)
     tracker = PhaseTracker("bench", stall_after_s=900, start=0.0)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     count = 0
     async for batch in follower.batches():
         now = time.perf_counter()
         for line in batch:
             tracker.feed(0, line.text, now, line.ts)
         count += len(batch)
-    return count / (time.perf_counter() - t0)
+    return count / (time.perf_counter() - t0), count / (time.process_time() - c0)
 
 
-async def _follow_once(data: bytes) -> float:
+async def _follow_once(data: bytes) -> tuple[float, float]:
     """The reference: the follower alone (splitting, decoding, timestamps)."""
     follower = LogFollower.for_container(Chunks(data), "c", follow=False)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     count = 0
     async for batch in follower.batches():
         count += len(batch)
-    return count / (time.perf_counter() - t0)
+    return count / (time.perf_counter() - t0), count / (time.process_time() - c0)
 
 
 def _table_walk(line: str) -> object:
@@ -137,17 +138,25 @@ def _rate(fn: object, lines: list[str]) -> float:
 
 
 async def bench_ingest(n: int, runs: int = 3) -> dict[str, float]:
-    """Side by side, interleaved run by run: ingest and the follower alone."""
+    """Side by side, interleaved run by run: ingest and the follower alone.
+    CPU time as well as wall: on a shared host the CPU figures and their
+    ratio are the ones to compare across runs."""
     data = log_bytes(n)
     rates, follower_rates = [], []
     for _ in range(runs):
         rates.append(await _ingest_once(data))
         follower_rates.append(await _follow_once(data))
-    lines = data.decode().splitlines()[:100_000]
+    lines = data.decode().split("\n")[:100_000]
+    cpu = max(r[1] for r in rates)
+    follower_cpu = max(r[1] for r in follower_rates)
     return {"lines": n, "runs": runs,
-            "follower_and_tracker_lines_per_s_median": statistics.median(rates),
-            "follower_and_tracker_lines_per_s_min": min(rates),
-            "follower_alone_lines_per_s_median": statistics.median(follower_rates),
+            "follower_and_tracker_lines_per_s_median": statistics.median(r[0] for r in rates),
+            "follower_and_tracker_lines_per_s_min": min(r[0] for r in rates),
+            "follower_alone_lines_per_s_median": statistics.median(
+                r[0] for r in follower_rates),
+            "follower_and_tracker_cpu_lines_per_s_best": cpu,
+            "follower_alone_cpu_lines_per_s_best": follower_cpu,
+            "ingest_to_follower_cpu_ratio": cpu / follower_cpu,
             "classify_only_lines_per_s": _rate(classify, lines),
             "classify_without_prefilter_lines_per_s": _rate(_table_walk, lines)}
 
@@ -350,32 +359,35 @@ def host_line() -> str:
 async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = True
                              ) -> dict[str, object]:
     """``shells`` False: each catch-up read on an exec channel of its own (as
-    before the reader shell), for the side-by-side figure."""
+    before the reader shell), for the side-by-side figure. Beside the total,
+    where the time goes (medians over the runs): fatal line written -> its
+    line received over the stream -> first catch-up read issued -> last one
+    answered -> verdict."""
     import sys
     import time as _time
 
     sys.path.insert(0, str(ROOT / "tests"))
+    from adapters.docker_standin import install
     from adapters.openssh_server import openssh_server
     from sparktui.adapters.endpoints import NodeEndpoint
     from sparktui.adapters.ssh import NodeConnection
     from sparktui.core.config import SshConfig
-    from sparktui.watch.lane import FatalDecided, LaneEvent
+    from sparktui.watch.lane import FatalDecided, LaneEvent, LinesArrived
 
     def ts() -> str:
         from datetime import UTC, datetime
         return datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
     total: list[float] = []
-    catch: list[float] = []
+    stages: dict[str, list[float]] = {"written_to_received": [], "received_to_first_read": [],
+                                      "first_read_to_last_answer": [],
+                                      "last_answer_to_verdict": []}
+    reads: list[float] = []
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         bin_dir = tmp / "bin"
+        install(str(bin_dir))
         state = bin_dir / "state"
-        state.mkdir(parents=True)
-        docker = bin_dir / "docker"
-        docker.write_text(f"#!{sys.executable}\n"
-                          + (ROOT / "tests/adapters/docker_standin.py").read_text())
-        docker.chmod(0o755)
         with openssh_server(tmp, f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n") as server:
             def endpoint(name: str) -> NodeEndpoint:
                 return NodeEndpoint(name, "127.0.0.1", server.port, server.user,
@@ -384,6 +396,7 @@ async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = T
 
             ssh = SshConfig(connect_timeout_s=5.0, keepalive_interval_s=5.0)
             links = {f"n{r}": NodeConnection(endpoint(f"n{r}"), ssh) for r in range(ranks_n)}
+            spans: list[tuple[float, float]] = []
 
             class Timed:
                 """A link whose docker-logs one-shot reads are timed."""
@@ -397,6 +410,10 @@ async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = T
                 async def run(self, cmd: str, timeout: float) -> object:
                     return await self.link.run(cmd, timeout)
 
+                async def open_reader(self) -> None:
+                    if shells:
+                        await self.link.open_reader()
+
                 async def read(self, cmd: str, timeout: float) -> object:
                     t0 = _time.perf_counter()
                     try:
@@ -404,11 +421,12 @@ async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = T
                             return await self.link.read(cmd, timeout)
                         return await self.link.run(cmd, timeout)  # a channel per read
                     finally:
-                        catch.append(_time.perf_counter() - t0)
+                        spans.append((t0, _time.perf_counter()))
 
             try:
                 for i in range(repeat):
                     lane = f"b{i}"
+                    victim = 1 + i % (ranks_n - 1)
                     for r in range(ranks_n):
                         (state / f"{lane}-r{r}.json").write_text(json.dumps({
                             "Running": True, "ExitCode": 0, "OOMKilled": False,
@@ -423,30 +441,69 @@ async def bench_openssh_fatal(repeat: int, ranks_n: int = 4, *, shells: bool = T
                                         resource_poll_s=None, io_poll_s=None,
                                         probe_endpoint=False)
                     decided: list[float] = []
+                    received: list[float] = []
 
-                    def on_event(event: LaneEvent, decided: list[float] = decided) -> None:
+                    def on_event(event: LaneEvent, decided: list[float] = decided,
+                                 received: list[float] = received, victim: int = victim) -> None:
                         if isinstance(event, FatalDecided):
                             decided.append(_time.perf_counter())
+                        elif isinstance(event, LinesArrived) and event.rank == victim \
+                                and any(e is not None and e.fatal for e in event.events):
+                            received.append(_time.perf_counter())
 
                     watch.subscribe(on_event)
                     task = asyncio.create_task(watch.run())
                     while any(watch.delivered.get(r, 0) < 1 for r in range(ranks_n)):
                         await asyncio.sleep(0.01)  # every stream established and caught up
                     await asyncio.sleep(0.3)
-                    catch.clear()
-                    with (state / f"{lane}-r{1 + i % (ranks_n - 1)}.log").open("a") as f:
+                    spans.clear()
+                    with (state / f"{lane}-r{victim}.log").open("a") as f:
                         f.write(f"{ts()} huggingface_hub.errors.LocalEntryNotFoundError: "
                                 "Cannot find an appropriate cached snapshot folder\n")
                     t0 = _time.perf_counter()
                     await asyncio.wait_for(task, 30)
                     total.append(decided[0] - t0)
-                    catches = list(catch)
+                    got = received[0] if received else t0
+                    first = min((a for a, _ in spans), default=got)
+                    last = max((b for _, b in spans), default=first)
+                    stages["written_to_received"].append(got - t0)
+                    stages["received_to_first_read"].append(first - got)
+                    stages["first_read_to_last_answer"].append(last - first)
+                    stages["last_answer_to_verdict"].append(decided[0] - last)
+                    reads += [b - a for a, b in spans]
             finally:
                 for c in links.values():
                     await c.close()
     return {"repeat": repeat, "ranks": ranks_n,
-            "p50_ms": statistics.median(total) * 1e3, "max_ms": max(total) * 1e3,
-            "last_run_catch_up_reads_ms": [round(c * 1e3, 1) for c in catches]}
+            "p50_ms": round(statistics.median(total) * 1e3, 1),
+            "max_ms": round(max(total) * 1e3, 1),
+            "stages_p50_ms": {k: round(statistics.median(v) * 1e3, 1) for k, v in stages.items()},
+            "stages_max_ms": {k: round(max(v) * 1e3, 1) for k, v in stages.items()},
+            "catch_up_read_p50_ms": round(statistics.median(reads) * 1e3, 1) if reads else None,
+            "catch_up_reads_per_run": len(reads) / repeat}
+
+
+def standin_start(repeat: int = 20) -> dict[str, float]:
+    """What one catch-up read costs the stand-in by itself (no ssh): a
+    ``docker logs --since`` of a short log, started as sshd would start it."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from adapters.docker_standin import install
+
+    with tempfile.TemporaryDirectory() as tmp:
+        docker = install(tmp)
+        Path(tmp, "state", "c.json").write_text('{"Running": true}')
+        Path(tmp, "state", "c.log").write_text("2026-11-29T01:00:00.000001Z a line\n")
+        cmd = [docker, "logs", "--since", "2026-11-29T01:00:00Z", "--timestamps", "c"]
+        samples = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
+            samples.append(time.perf_counter() - t0)
+    return {"repeat": repeat, "p50_ms": round(statistics.median(samples) * 1e3, 1),
+            "min_ms": round(min(samples) * 1e3, 1)}
 
 
 async def main() -> None:
@@ -459,10 +516,12 @@ async def main() -> None:
     args = ap.parse_args()
     if args.openssh:
         print(json.dumps({"host": host_line(),
+                          "docker_standin_alone": standin_start(),
                           "openssh_fatal_line_to_verdict": {
                               "reads_in_the_reader_shell": await bench_openssh_fatal(args.repeat),
                               "a_channel_per_read": await bench_openssh_fatal(
-                                  args.repeat, shells=False)}}, indent=2))
+                                  args.repeat, shells=False)},
+                          "host_after": host_line()}, indent=2))
         return
     report: dict[str, object] = {
         "host": host_line(),

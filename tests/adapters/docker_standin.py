@@ -9,43 +9,62 @@ production sends (docs/CONTRACTS.md) from files in a state directory.
 
 ``logs -f`` polls the file and writes nothing while nothing is new: a silent
 follower, the kind that outlives a closed channel without the follow wrapper.
+
+It starts no heavier than needed (a catch-up read starts one per rank while a
+verdict waits): standard library only, run without ``site`` (``python -S``),
+``json`` imported only by the commands that parse state, no ``pathlib`` nor
+``datetime``.
 """
 
 from __future__ import annotations
 
-import json
+import os
 import sys
 import time
-from datetime import datetime
-from pathlib import Path
 
-STATE = Path(__file__).with_name("state")
+STATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "state")
 
 
-def _key(ts: str) -> float:
-    return datetime.fromisoformat(ts).timestamp()
+def _path(name: str, ext: str) -> str:
+    return os.path.join(STATE, f"{name}.{ext}")
+
+
+def _key(ts: str) -> str:
+    """A UTC RFC 3339 timestamp (``Z``, up to nanoseconds) as text that sorts
+    by time: the fraction padded to nine digits (no ``datetime`` import)."""
+    whole, _, frac = ts.rstrip("Z").partition(".")
+    return whole + "." + frac.ljust(9, "0")
 
 
 def _state(name: str) -> dict[str, object]:
-    path = STATE / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    import json
+
+    try:
+        with open(_path(name, "json")) as f:
+            return dict(json.load(f))
+    except FileNotFoundError:
+        return {}
 
 
 def _lines(name: str) -> list[str]:
-    path = STATE / f"{name}.log"
-    return path.read_text().splitlines(keepends=True) if path.exists() else []
+    try:
+        with open(_path(name, "log")) as f:
+            return f.read().splitlines(keepends=True)
+    except FileNotFoundError:
+        return []
 
 
 def logs(args: list[str]) -> int:
     follow = "-f" in args
     since = args[args.index("--since") + 1] if "--since" in args else None
     name = args[-1]
-    if not _state(name):
+    if not os.path.exists(_path(name, "json")):
         sys.stderr.write(f"Error response from daemon: No such container: {name}\n")
         return 1
-    delay = STATE / f"{name}.delay"
-    if follow and delay.exists():
-        time.sleep(float(delay.read_text()))
+    delay = _path(name, "delay")
+    if follow and os.path.exists(delay):
+        with open(delay) as f:
+            time.sleep(float(f.read()))
     done = 0
     while True:
         lines = _lines(name)
@@ -60,6 +79,8 @@ def logs(args: list[str]) -> int:
 
 
 def inspect(args: list[str]) -> int:
+    import json
+
     if args[0] == "--format":
         print(json.dumps({k: v for k, v in _state(args[2]).items()
                           if k not in ("Labels", "Cmd")}))
@@ -74,13 +95,29 @@ def inspect(args: list[str]) -> int:
 
 
 def ps(args: list[str]) -> int:
-    for path in sorted(STATE.glob("*.json")):
-        st = json.loads(path.read_text())
+    import json
+
+    for entry in sorted(os.listdir(STATE)):
+        if not entry.endswith(".json"):
+            continue
+        name = entry.removesuffix(".json")
+        st = _state(name)
         labels = ",".join(f"{k}={v}" for k, v in st.get("Labels", {}).items())
-        print(json.dumps({"Names": path.stem, "Image": "vllm", "Labels": labels,
+        print(json.dumps({"Names": name, "Image": "vllm", "Labels": labels,
                           "State": "running" if st.get("Running") else "exited",
                           "Status": "Up 1 minute" if st.get("Running") else "Exited (1)"}))
     return 0
+
+
+def install(bin_dir: str) -> str:
+    """Write this stand-in as ``bin_dir/docker`` (run by this interpreter,
+    without ``site``) and return its path; its state directory is beside it."""
+    os.makedirs(os.path.join(bin_dir, "state"), exist_ok=True)
+    path = os.path.join(bin_dir, "docker")
+    with open(__file__) as src, open(path, "w") as out:
+        out.write(f"#!{sys.executable} -S\n" + src.read())
+    os.chmod(path, 0o755)
+    return path
 
 
 def main(argv: list[str]) -> int:

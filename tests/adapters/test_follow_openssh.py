@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -20,6 +19,7 @@ import psutil
 import pytest
 from aiohttp import web
 
+from adapters.docker_standin import install
 from adapters.openssh_server import OpenSshServer, SshdUnavailable, openssh_server
 from sparktui.adapters.endpoints import NodeEndpoint, resolve_endpoints
 from sparktui.adapters.engine_http import EngineClient
@@ -41,7 +41,6 @@ from sparktui.watch.lane import FatalDecided, LaneEvent, LaneWatcher, LinesArriv
 from sparktui.watch.readiness import RankContainer
 
 SSH = SshConfig(connect_timeout_s=5.0, keepalive_interval_s=5.0)
-STANDIN = Path(__file__).with_name("docker_standin.py")
 
 
 @dataclass
@@ -75,10 +74,7 @@ def now_ts() -> str:
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Node]:
     bin_dir = tmp_path / "bin"
-    (bin_dir / "state").mkdir(parents=True)
-    docker = bin_dir / "docker"
-    docker.write_text(f"#!{sys.executable}\n" + STANDIN.read_text())
-    docker.chmod(0o755)
+    install(str(bin_dir))
     try:
         with openssh_server(tmp_path, f"SetEnv PATH={bin_dir}:/usr/bin:/bin\n") as server:
             yield Node(server, bin_dir / "state")

@@ -4,11 +4,17 @@ KV pool, first fatal line of any rank with context, progress-based stall
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.logsig import Kind, Phase, container_exit
 from sparktui.core.phases import PhaseTracker, format_duration
+from sparktui.ops.journal import Journal
+from sparktui.ops.shiftlog import render
+from sparktui.sim.clock import SimClock
 
 P = "(EngineCore_DP0 pid=312) INFO 11-29 01:02:03 [x.py:1] "
 E = "(EngineCore_DP0 pid=312) ERROR 11-29 01:02:03 [core.py:1] "
@@ -271,3 +277,99 @@ def test_earliest_fatal_line_by_timestamp_wins_across_ranks():
     tr.feed(2, "2026-09-18T16:10:20.000000000Z RuntimeError: NCCL error: remote process exited "
                "or there was a network error", 1.2)
     assert tr.failure.rank == 1
+
+
+def vllm(t: float, msg: str) -> tuple[str, str]:
+    """A vLLM line logged at ``t`` seconds past 01:00:00: docker's stamp (a
+    few ms later) and the engine's own header (whole seconds)."""
+    whole = int(t)
+    engine = f"(EngineCore_DP0 pid=312) INFO 11-29 01:{whole // 60:02d}:{whole % 60:02d} [x.py:1] "
+    return ts(3600 + t + 0.004).strip(), engine + msg
+
+
+def catch_up_boot() -> list[tuple[str, str]]:
+    """A boot whose graph capture took 27 s by the engine's log."""
+    return [
+        vllm(10.2, "Starting to load model m..."),
+        vllm(300.5, "Model loading took 61.23 GiB memory and 290.000000 seconds"),
+        vllm(301.1, "GPU KV cache size: 972,032 tokens, Maximum concurrency for 524,288 "
+                    "tokens per request: 1.85x"),
+        (ts(3600 + 305.3).strip(), "Capturing CUDA graphs (decode, FULL):  50%|█████     | 1/2"),
+        vllm(332.6, "Graph capturing finished in 27 secs, took 1.25 GiB"),
+        vllm(340.9, "Starting vLLM server on http://0.0.0.0:8000"),
+        (ts(3600 + 342.0).strip(), "INFO:     Application startup complete."),
+    ]
+
+
+def test_phases_read_in_one_batch_keep_the_durations_the_log_says() -> None:
+    """The shift log's "graph capture 0s" (issue 13): every line of the boot
+    read at once (a catch-up) still dates each phase by its own line."""
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    for stamp, line in catch_up_boot():
+        tr.feed(0, line, now=350.0, ts=stamp)
+    assert tr.phase is Phase.SERVING
+    assert set(tr.phase_times.values()) == {0.0, 350.0}  # as learnt: all at once
+    s = tr.stage_seconds()
+    # engine stamps (whole seconds) where the line has one, else docker's
+    assert s[Phase.GRAPH_CAPTURE] - s[Phase.KV_ALLOC] == pytest.approx(305.3 - 300.0, abs=0.01)
+    assert s[Phase.API_STARTING] - s[Phase.GRAPH_CAPTURE] == pytest.approx(332 - 305.3, abs=0.01)
+    assert s[Phase.SERVING] - s[Phase.API_STARTING] == pytest.approx(342.0 - 332, abs=0.01)
+    assert s[Phase.SERVING] <= 350.0  # never later than it was read
+
+
+def test_phases_without_a_stamp_keep_the_time_they_were_read() -> None:
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    for now, (_, line) in zip((5.0, 9.0, 9.0, 30.0, 60.0, 61.0, 70.0), catch_up_boot(),
+                               strict=True):
+        tr.feed(0, line.split("] ", 1)[-1], now=now)  # no docker stamp, no engine header
+    assert tr.stage_seconds() == {Phase.STARTING: 0.0, Phase.LOADING: 5.0,
+                                  Phase.KV_ALLOC: 9.0, Phase.GRAPH_CAPTURE: 30.0,
+                                  Phase.API_STARTING: 60.0, Phase.SERVING: 70.0}
+
+
+def test_phase_dates_use_each_ranks_own_clock_and_never_go_backwards() -> None:
+    """Rank 1's node runs 100 s ahead: its lines are mapped by its own reads,
+    and a phase is never dated before the one reached before it."""
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    boot = catch_up_boot()
+    tr.feed(0, boot[0][1], now=20.0, ts=boot[0][0])
+    tr.feed(1, "some line", now=21.0, ts=ts(3600 + 100 + 10.5).strip())
+    line = boot[1][1]
+    ahead = ts(3600 + 100 + 300.5).strip()
+    tr.feed(1, line.replace("01:05:00", "01:06:40"), now=310.0, ts=ahead)
+    tr.feed(0, boot[2][1], now=311.0, ts=boot[2][0])
+    s = tr.stage_seconds()
+    assert s[Phase.KV_ALLOC] - s[Phase.LOADING] == pytest.approx(300 - 10, abs=1.0)
+    assert list(s.values()) == sorted(s.values())
+
+
+async def test_the_shift_log_shows_the_graph_capture_the_log_says(tmp_path: Path) -> None:
+    """What the serve workflow journals (stage_seconds, rounded) and the shift
+    log renders from it, after a catch-up read."""
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    for stamp, line in catch_up_boot():
+        tr.feed(0, line, now=350.0, ts=stamp)
+    clock = SimClock()
+    j = Journal(tmp_path / "journal.jsonl", clock)
+    j.append("s1", "begin", workflow="serve", target="lane", detail={"recipe": "lane",
+                                                                     "cluster": "c"})
+    await clock.advance(400)
+    j.append("s1", "end", workflow="serve", target="lane", ok=True, message="serving",
+             detail={"phases": {p.value: round(s, 1) for p, s in tr.stage_seconds().items()}})
+    text = render(j.entries(), since=0)
+    assert "graph capture 27s" in text
+    assert "Phases: loading weights 4m50s, KV allocation 5s, graph capture 27s, " \
+           "API starting 10s." in text
+
+
+def test_a_tie_goes_to_the_lower_rank_whichever_stream_arrives_first():
+    """Fatal lines stamped the same instant (the simulator's clock steps, or
+    an engine stamp in whole seconds): the verdict must not depend on which
+    rank's stream was read first."""
+    line = ("2026-11-29T22:00:03.000000000Z huggingface_hub.errors.LocalEntryNotFoundError: "
+            "Cannot find an appropriate cached snapshot folder")
+    for order in ((7, 5, 6), (5, 6, 7), (6, 7, 5)):
+        tr = PhaseTracker("lane", stall_after_s=900.0, start=0.0)
+        for i, rank in enumerate(order):
+            tr.feed(rank, line, 1.0 + i)
+        assert tr.failure is not None and tr.failure.rank == 5, order

@@ -12,6 +12,7 @@ from pathlib import Path
 from sparktui.core.clock import SystemClock
 from sparktui.core.state import HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.ops.events import WorkflowFinished
 from sparktui.service.attach import (
     AttachedLaneWatchers,
     SentinelFeed,
@@ -26,6 +27,7 @@ from sparktui.service.events import (
     LogLinesArrived,
     NodeSampled,
     ServiceEvent,
+    WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
 from sparktui.watch.follower import LogLine
@@ -168,5 +170,31 @@ async def test_a_stop_from_a_console_is_told_to_the_sentinel(tmp_path: Path) -> 
         assert told == [LANE]
         await watchers.close()
         await c.close()
+    finally:
+        await hub.close()
+
+
+async def test_a_console_workflow_step_reaches_the_sentinel_and_no_console(tmp_path: Path) -> None:
+    """A step of a workflow an attached console runs goes to the sentinel
+    (its desk records it and phones a failure), decoded whole; it is not sent
+    back to the consoles (the one that ran it already shows it)."""
+    heard: list[WorkflowProgressed] = []
+    path = socket_path(tmp_path)
+    hub = SentinelHub(path, clock=SystemClock(), pid=1, on_workflow=heard.append)
+    await hub.start()
+    try:
+        c, other = await attach(path), await attach(path)
+        step = WorkflowProgressed(WorkflowFinished(
+            "wf", 1_764_450_000.0, "power-cycle", "dgx6", False, "plug unavailable",
+            {"plug": "off", "resume": "sparktui power resume wf"}))
+        c.feed.tell_workflow(step)
+        async with asyncio.timeout(5):
+            while not heard:
+                await asyncio.sleep(0.01)
+        assert heard == [step]
+        await asyncio.sleep(0.05)
+        assert not any(isinstance(e, WorkflowProgressed) for e in c.events + other.events)
+        await c.close()
+        await other.close()
     finally:
         await hub.close()

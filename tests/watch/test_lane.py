@@ -14,9 +14,18 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_readiness import FakeEngine, FakeNode, FastClock, P, engine, two_node_lane, until
+from test_readiness import (
+    FakeEngine,
+    FakeNode,
+    FastClock,
+    P,
+    engine,
+    stamp,
+    two_node_lane,
+    until,
+)
 
-from sparktui.core.logsig import Kind, Phase
+from sparktui.core.logsig import Kind, Phase, parse_timestamp
 from sparktui.watch.lane import (
     FatalDecided,
     LaneEvent,
@@ -165,6 +174,61 @@ async def test_a_silent_sparse_scan_is_progress_not_a_stall(engine: FakeEngine) 
     result = await asyncio.wait_for(task, 5)  # reads stop: stalled after the window
     assert result.outcome is Outcome.STALLED
     assert "more read from disk/NFS" in result.last_progress
+
+
+async def test_the_reader_shells_open_as_the_watch_starts(engine: FakeEngine) -> None:
+    """Each rank node's reader shell is opened before any fatal line, so the
+    catch-up reads of a fatal decision pay no session setup."""
+    nodes, ranks = await two_node_lane(engine)
+    opened: list[str] = []
+    for name, node in nodes.items():
+        async def open_reader(name: str = name) -> None:
+            opened.append(name)
+
+        node.open_reader = open_reader  # type: ignore[attr-defined]
+    watch = watcher(nodes, ranks, probe_endpoint=False)
+    watch.start()
+    try:
+        await until(lambda: len(opened) == 2)
+        assert sorted(opened) == ["dgx1", "dgx2"] and watch.tracker.failure is None
+        watch.update_ranks(ranks)  # a newer snapshot of the same ranks: not opened again
+        await asyncio.sleep(0.05)
+        assert len(opened) == 2
+    finally:
+        await watch.stop()
+
+
+async def test_a_stop_journaled_by_another_process_ends_the_lane_stopped(engine: FakeEngine
+                                                                        ) -> None:
+    """The stop's intent (after this boot began) makes a fatal line stamped
+    after it and the exits the stop's doing; an earlier boot's stop of the same
+    containers does not."""
+    t0 = parse_timestamp(stamp(0))
+    assert t0 is not None
+    for intent_at, outcome in ((t0 + 5, Outcome.STOPPED), (t0 - 600, Outcome.FAILED)):
+        nodes, ranks = await two_node_lane(engine)
+        asked: list[float] = []
+
+        def stop_intent(containers: object, after: float, at: float = intent_at,
+                        asked: list[float] = asked) -> float | None:
+            asked.append(after)
+            return at if at >= after else None
+
+        watch = watcher(nodes, ranks, probe_endpoint=False, stop_intent=stop_intent)
+        events: list[LaneEvent] = []
+        watch.subscribe(events.append)
+        task = asyncio.create_task(watch.run())
+        await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...", at=0)
+        await nodes["dgx2"].log("sparktui-m-r1", P + "Starting to load model m...", at=0)
+        await until(lambda w=watch: w.delivered.get(1) == 1)  # type: ignore[misc]
+        await nodes["dgx2"].log("sparktui-m-r1", "huggingface_hub.errors.LocalEntryNotFoundError"
+                                ": Cannot find an appropriate cached snapshot folder", at=10)
+        await nodes["dgx2"].exit("sparktui-m-r1", 143)
+        await nodes["dgx1"].exit("sparktui-m-r0", 1)
+        result = await asyncio.wait_for(task, 10)
+        assert result.outcome is outcome, result.summary
+        assert min(asked) == t0  # asked since the boot's start, not since the watch's
+        assert any(isinstance(e, FatalDecided) for e in events) is (outcome is Outcome.FAILED)
 
 
 def test_served_models_from_engine_argv() -> None:

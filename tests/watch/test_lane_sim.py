@@ -144,7 +144,8 @@ async def test_cache_not_symlink_names_the_earliest_rank_with_staggered_streams(
                     if "LocalEntryNotFoundError" in ln.text:
                         first[r.rank] = ln.t
                         break
-            assert f.rank == min(first, key=lambda k: first[k]), (f, first)
+            # the simulated ranks may write it at the same instant: any of those is first
+            assert first[f.rank] == min(first.values()), (f, first)
             assert parse_timestamp(f.timestamp) is not None
 
 

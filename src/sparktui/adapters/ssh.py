@@ -373,6 +373,13 @@ class NodeConnection:
             raise RemoteError(self.name, cmd, f"timed out after {timeout:g} s") from None
         return CommandResult(status, out, "")
 
+    async def open_reader(self) -> None:
+        """Open the reader shell now, ahead of the first :meth:`read`: a lane
+        watcher does so at its start, so a fatal line never waits for a
+        session setup (connect, login, the login shell's start)."""
+        async with self._locks[READ]:
+            await self._working_shell(READ)
+
     async def _in_shell(self, slot: str, script: str, timeout: float) -> tuple[str, int]:
         """``script`` in the ``slot`` shell: its output and exit status. On a
         timeout (TimeoutError) or a transport error the shell is torn down

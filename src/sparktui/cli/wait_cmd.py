@@ -21,6 +21,8 @@ from ..core.logsig import Phase
 from ..core.phases import format_duration
 from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
+from ..ops.journal import Journal
+from ..ops.stop_intents import StopIntents
 from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
 from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import Outcome, WaitResult, discover_lane
@@ -98,6 +100,7 @@ async def wait_lane(
             lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
             first_token=first_token,
+            stop_intent=StopIntents(Journal.in_state_dir(config.state_dir())).since,
         )
         if not quiet:
             watch.subscribe(_phase_printer(watch))

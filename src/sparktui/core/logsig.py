@@ -223,7 +223,7 @@ SIGNATURES: tuple[Signature, ...] = (
          r" context_len=(?P<max_len>\d+)"),
     _sig(Kind.API_UP, P, Phase.SERVING, "The server is fired up and ready to roll",
          r"The server is fired up and ready to roll!"),
-    _sig(Kind.STATS, S, None, "batch, #",
+    _sig(Kind.STATS, S, None, " batch, ",
          rf"(?P<batch>Prefill|Decode) batch, .*?#running-req: (?P<running>\d+)"
          rf"(?:, token usage: (?P<token_usage>{_N}))?"),
     # ---- kernel journal ---------------------------------------------------
@@ -247,16 +247,21 @@ SIGNATURES: tuple[Signature, ...] = (
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _LINE_TS = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)) ")
-_JOURNAL = re.compile(r"^\S+ (?:kernel|[\w.@-]+\[\d+\]): ")
-"""journalctl -o short-iso-precise after its timestamp: ``host kernel: msg``."""
-_VLLM_PROC = re.compile(r"^\((?P<proc>[^()]*?) pid=(?P<pid>\d+)\) ")
-_VLLM_LEVEL = re.compile(
-    r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"
-    r"(?: \[(?P<where>[^\]]*)\])? "
+_PREFIX = re.compile(
+    r"(?:\([^()]*? pid=\d+\) )?"                                  # vLLM's process, then:
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"  # vLLM's level header
+    r"(?: \[[^\]]*\])? "
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] "  # SGLang's [date TPn]
+    r"|\[rank\d+\]:\[[^\]]*\] "                               # torch's [rankN]:[...]
+    r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"               # uvicorn's INFO:
+    r"|(?!\[)\S+ (?:kernel|[\w.@-]+\[\d+\]): "                # journald's host kernel:
+    r")?"
 )
-_SGLANG = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?P<ranks>(?: [A-Z]+\d+)*)\] ")
-_UVICORN = re.compile(r"^(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+")
-_RANK_PREFIX = re.compile(r"^\[rank\d+\]:\[[^\]]*\] ")
+"""Every logger prefix in one match (the first alternative that fits wins,
+as a walk of them in this order would): ingest runs it on every line. The
+process group is followed by at most one ``)`` so it matches one way only."""
+_prefix_end = _PREFIX.match
+
 
 def _overlapping(a: str, b: str) -> bool:
     """Can occurrences of needles ``a`` and ``b`` overlap in some text?"""
@@ -303,6 +308,90 @@ _NO_NEEDLE = tuple(i for i, s in enumerate(SIGNATURES) if not s.needle)
 _PLAN = {n: tuple(sorted(_BY_NEEDLE[n] + _NO_NEEDLE)) for n in _NEEDLES}
 """The signatures to try, in table order, when ``n`` is the only needle found."""
 _TABLE = tuple((s.pattern.search, s) for s in SIGNATURES)
+_new = object.__new__
+
+# ---- boring shapes ------------------------------------------------------------
+# Most lines of a serving engine are stats and access lines, of a boot progress
+# bars. Their whole message is matched in one step against the shapes below
+# (literals, choices of literals, and numbers), which says which signatures can
+# match without scanning the message for needles.
+#
+# Exact by construction: no needle holds a digit or a dot (checked below), so
+# in a line of a shape every needle lies inside one run of the shape's
+# literals between two numbers; the signatures tried are those whose needle is
+# in such a run (every combination of the choices), plus the needle-less ones,
+# in table order. That is the table walk's first match: a signature whose
+# needle is absent cannot match.
+
+NUM = None
+"""A number in a shape: ``[0-9.]+``."""
+Shape = tuple[str | tuple[str, ...] | None, ...]
+_METHODS = ("GET", "POST", "HEAD", "PUT", "DELETE", "OPTIONS")
+_PATHS = ("/health", "/metrics", "/ping", "/version", "/v1/models", "/v1/chat/completions",
+          "/v1/completions", "/v1/embeddings", "/tokenize", "/detokenize", "/load")
+_REASONS = ("OK", "Created", "No Content", "Bad Request", "Unauthorized", "Forbidden",
+            "Not Found", "Method Not Allowed", "Unprocessable Entity", "Too Many Requests",
+            "Internal Server Error", "Service Unavailable")
+BORING: tuple[Shape, ...] = (
+    # vLLM's loggers.py, every 10 s while serving
+    ("Engine ", NUM, ": Avg prompt throughput: ", NUM, " tokens/s, Avg generation throughput: ",
+     NUM, " tokens/s, Running: ", NUM, " reqs, Waiting: ", NUM, " reqs, GPU KV cache usage: ",
+     NUM, "%, Prefix cache hit rate: ", NUM, "%"),
+    # uvicorn's access log (the console's own /health and /metrics among them)
+    (NUM, ":", NUM, ' - "', _METHODS, " ", _PATHS, " ", ("HTTP/1.1", "HTTP/1.0"), '" ', NUM,
+     " ", _REASONS),
+    # SGLang's scheduler
+    ("Decode batch, #running-req: ", NUM, ", token usage: ", NUM,
+     ", gen throughput (token/s): ", NUM),
+    ("Decode batch, #running-req: ", NUM, ", token usage: ", NUM,
+     ", gen throughput (token/s): ", NUM, ", #queue-req: ", NUM),
+    # tqdm's shard progress ({percentage:3.0f}% ... [{elapsed}<{remaining}, {rate_fmt}])
+    ("Loading safetensors checkpoint shards:", (" ", "  ", "   "), NUM, "% Completed | ", NUM,
+     "/", NUM, " [", NUM, ":", NUM, "<", NUM, ":", NUM, ",", (" ", "  ", "   "), NUM,
+     ("s/it]", "it/s]")),
+    ("Available KV cache memory: ", NUM, " GiB"),
+)
+
+
+def _shape_regex(shape: Shape) -> str:
+    return "".join("[0-9.]+" if p is None else re.escape(p) if isinstance(p, str)
+                   else "(?:" + "|".join(map(re.escape, p)) + ")" for p in shape)
+
+
+def _shape_plan(shape: Shape) -> tuple[int, ...]:
+    """The signatures that can match a line of ``shape``, in table order."""
+    runs: list[list[str]] = [[""]]
+    for p in shape:
+        if p is None:
+            runs.append([""])
+        else:
+            runs[-1] = [a + b for a in runs[-1] for b in ((p,) if isinstance(p, str) else p)]
+    found = {n for n in _NEEDLES for run in runs for text in run if n in text}
+    plan = {i for n in found for i in _BY_NEEDLE[n]}
+    return tuple(sorted(plan.union(_NO_NEEDLE) if _may_be_exception(shape) else plan))
+
+
+def _may_be_exception(shape: Shape) -> bool:
+    """Can a line of ``shape`` pass ``_EXCEPTION_HINT`` (the needle-less
+    signatures' condition)? Not when its first word has no letter."""
+    for p in shape:
+        if p is None:
+            continue
+        for text in (p,) if isinstance(p, str) else p:
+            word = text.split(None, 1)[0] if text.strip() else ""
+            if any(ch.isalpha() or ch == "_" for ch in word):
+                return True
+        if all(any(ch.isspace() for ch in text) for text in ((p,) if isinstance(p, str) else p)):
+            return False
+    return True
+
+
+if any(ch.isdecimal() or ch == "." for n in _NEEDLES for ch in n):  # pragma: no cover
+    raise AssertionError("a needle holds a digit or a dot: the boring shapes are not exact")
+_BORING = re.compile("|".join(f"({_shape_regex(shape)})" for shape in BORING))
+_BORING_PLAN = ((), *map(_shape_plan, BORING))
+"""By the index of the shape's group in ``_BORING``."""
+_boring_shape = _BORING.fullmatch
 
 
 def _candidates(msg: str) -> tuple[int, ...]:
@@ -340,6 +429,9 @@ def clean(line: str) -> str:
         line = _ANSI.sub("", line)
     line = line.rstrip("\r\n\t ")
     if "\r" in line:
+        last = line.rpartition("\r")[2]
+        if last.strip():  # the usual redraw: the last one is what shows
+            return last
         parts = [p for p in line.split("\r") if p.strip()]
         line = parts[-1] if parts else ""
     return line
@@ -348,25 +440,8 @@ def clean(line: str) -> str:
 def strip_prefixes(text: str) -> str:
     """Remove logger prefixes (vLLM process and level headers, SGLang's
     ``[date TPn]``, uvicorn's ``INFO:``, journald's ``date host kernel:``)."""
-    if text[:1] == "(":
-        m = _VLLM_PROC.match(text)
-        if m:
-            text = text[m.end():]
-    m = _VLLM_LEVEL.match(text)
-    if m:
-        return text[m.end():]
-    first = text[:1]
-    if first == "[":
-        rxs: tuple[re.Pattern[str], ...] = (_SGLANG, _RANK_PREFIX)
-    elif first.isupper():
-        rxs = (_UVICORN, _JOURNAL)
-    else:
-        rxs = (_JOURNAL,)
-    for rx in rxs:
-        m = rx.match(text)
-        if m:
-            return text[m.end():]
-    return text
+    end = _prefix_end(text).end()  # type: ignore[union-attr]  # every part optional
+    return text[end:] if end else text
 
 
 def message_of(line: str) -> str:
@@ -379,8 +454,15 @@ def message_of(line: str) -> str:
 
 
 def event_of(sig: Signature, found: re.Match[str], msg: str) -> LogEvent:
-    fields = {k: v for k, v in found.groupdict().items() if v is not None}
-    return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
+    fields = found.groupdict()
+    if None in fields.values():
+        fields = {k: v for k, v in fields.items() if v is not None}
+    # What LogEvent(sig.kind, ...) builds, without the frozen dataclass's
+    # __init__ (one object.__setattr__ per field): half the cost of a stats line.
+    ev = _new(LogEvent)
+    ev.__dict__.update(kind=sig.kind, severity=sig.severity, phase=sig.phase, fields=fields,
+                       text=msg)
+    return ev
 
 
 def classify(line: str) -> LogEvent | None:
@@ -391,10 +473,19 @@ def classify(line: str) -> LogEvent | None:
     try:
         if not isinstance(line, str):
             return None
-        msg = message_of(line)
-        if not msg:
+        if line[:1].isdigit():
+            _, line = split_timestamp(line)
+        # clean(line), without a call for the common line (no ANSI code, no redraw)
+        text = clean(line) if "\x1b" in line or "\r" in line else line.rstrip("\n\t ")
+        start = _prefix_end(text).end()  # type: ignore[union-attr]  # every part optional
+        if start == len(text):
             return None
-        for i in _candidates(msg):
+        boring = _boring_shape(text, start)
+        plan = _BORING_PLAN[boring.lastindex or 0] if boring is not None else None
+        if plan == ():
+            return None
+        msg = text[start:] if start else text
+        for i in plan if plan is not None else _candidates(msg):
             search, sig = _TABLE[i]
             found = search(msg)
             if found is not None:

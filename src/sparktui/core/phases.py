@@ -38,6 +38,13 @@ from sparktui.core.logsig import (
 from sparktui.core.state import KIB_PER_GIB
 
 _TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
+_BOOT_INDEX = {ph: i for i, ph in enumerate(BOOT_ORDER)}
+# The members the per-line path tests, as globals: an enum member's attribute
+# lookup (``Kind.TRACEBACK``) costs ten times a global's on Python 3.11.
+_INFO, _PROGRESS, _FATAL = Severity.INFO, Severity.PROGRESS, Severity.FATAL
+_TRACEBACK, _EXCEPTION, _SHARD = Kind.TRACEBACK, Kind.EXCEPTION, Kind.LOAD_SHARD
+_KV_CACHE, _KV_CONCURRENCY = Kind.KV_CACHE, Kind.KV_CONCURRENCY
+_FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
 _TRACEBACK_WINDOW = 400
 """An exception line ends a traceback if it comes within this many lines."""
 AFTER_LINES = 20
@@ -115,21 +122,25 @@ class Failure:
                 "timestamp": self.timestamp, "cause": self.cause}
 
 
-def _earlier(ts: str | None, engine: float | None, than: Failure) -> bool:
-    """Did a line stamped ``ts`` by docker and ``engine`` by the engine come
-    strictly before the failure ``than``? The engines' own stamps decide when
-    both have one and they differ (they are whole seconds); otherwise docker's
-    (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts after
-    ``.45Z`` as text)."""
+def _earlier(ts: str | None, engine: float | None, rank: int | None, than: Failure) -> bool:
+    """Did a line of ``rank`` stamped ``ts`` by docker and ``engine`` by the
+    engine come before the failure ``than``? The engines' own stamps decide
+    when both have one and they differ (they are whole seconds); otherwise
+    docker's (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts
+    after ``.45Z`` as text); a tie goes to the lower rank, so the verdict does
+    not depend on which stream arrived first (``rank`` None: a tie never wins,
+    as for a container's exit, which follows its own rank's lines)."""
     if engine is not None and than.engine_time is not None and engine != than.engine_time:
         return engine < than.engine_time
     a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
-    return a is not None and b is not None and a < b
+    if a is None or b is None:
+        return False
+    return a < b or (a == b and rank is not None and rank < than.rank)
 
 
 def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
     """The engine's stamp of a line that may fail the lane (only those are parsed)."""
-    if ev is None or (ev.severity is not Severity.FATAL and ev.kind is not Kind.EXCEPTION):
+    if ev is None or (ev.severity is not _FATAL and ev.kind is not _EXCEPTION):
         return None
     return engine_time(body, ts)
 
@@ -146,10 +157,18 @@ def _cause_candidate(ev: LogEvent) -> bool:
 class _Shards:
     first_t: float
     first_done: int
-    last_t: float
     done: int
     total: int
-    tqdm_remaining_s: float | None
+    last_ts: str | None
+    """Docker's stamp on the latest shard line (parsed when asked: ingest
+    reads every progress redraw), else ``last_now``, when it was read."""
+    last_now: float
+    tqdm_remaining: str | None
+
+    @property
+    def last_t(self) -> float:
+        t = parse_timestamp(self.last_ts)
+        return self.last_now if t is None else t
 
 
 @dataclass
@@ -158,6 +177,29 @@ class _Rank:
     shards: _Shards | None = None
     traceback_line: int | None = None
     lines: int = 0
+    read_at: float = 0.0
+    read_ts: str | None = None
+    """When the rank's latest timestamped line was read (monotonic) and
+    docker's stamp on it."""
+    offset: float | None = None
+    """Monotonic minus the node's epoch, as read with the least delay: the
+    least over earlier reads of read time minus the stamp of the last line
+    (the newest, so the least delayed, of its batch)."""
+
+    def least_offset(self) -> float | None:
+        """``offset`` with the latest read counted (one stamp parsed per batch:
+        :meth:`PhaseTracker.feed` calls it when a line is read at a new time)."""
+        last = parse_timestamp(self.read_ts)
+        if last is None:
+            return self.offset
+        here = self.read_at - last
+        return here if self.offset is None or here < self.offset else self.offset
+
+    def read_time(self, logged: float) -> float | None:
+        """The monotonic time of the epoch time ``logged`` on the rank's node,
+        as the least delayed of its reads maps one to the other."""
+        offset = self.least_offset()
+        return None if offset is None else logged + offset
 
 
 
@@ -203,11 +245,14 @@ class PhaseTracker:
     last_progress_at: float = 0.0
     last_progress: str = "watch started"
     phase_times: dict[Phase, float] = field(default_factory=dict)
-    """Monotonic time each phase was first reached."""
+    """Monotonic time each phase was first reached, as the tracker learnt it
+    (lines read in one batch share it; :meth:`stage_seconds` has the log's)."""
     ready: bool = False
     """The endpoint was confirmed to be this lane's (see :meth:`mark_serving`)."""
     _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
     _before_stall: Phase | None = field(default=None, init=False)
+    _logged: dict[Phase, tuple[_Rank, float]] = field(default_factory=dict, init=False)
+    """The rank and log time (epoch seconds) of the line that reached a phase."""
 
     def __post_init__(self) -> None:
         self.last_progress_at = self.start
@@ -222,13 +267,29 @@ class PhaseTracker:
         else:
             body = line
         ev = classify(body)
-        st = self._rank(rank)
+        st = self._ranks.get(rank) or self._rank(rank)
         st.lines += 1
+        if ts is not None:  # a new read time: the last batch's offset counts
+            if now != st.read_at and st.read_ts is not None:
+                st.offset = st.least_offset()
+            st.read_at, st.read_ts = now, ts
+        if self.failure is not None:
+            return self._after_failure(rank, st, body, ts, ev)
+        if ev is None:
+            st.recent.append(body.rstrip("\r\n"))
+            return None
+        if ev.severity is not _INFO:  # stats and banners change nothing
+            self._apply(rank, st, ev, ts, now, _engine(body, ts, ev), body)
+        st.recent.append(ev.text)
+        return ev
+
+    def _after_failure(self, rank: int, st: _Rank, body: str, ts: str | None,
+                       ev: LogEvent | None) -> LogEvent | None:
         f = self.failure
-        engine = _engine(body, ts, ev)
-        if f is not None:
-            if (ev is not None and ev.severity is Severity.FATAL and rank != f.rank
-                    and _earlier(ts, engine, f)):
+        assert f is not None
+        if ev is not None and ev.severity is _FATAL and rank != f.rank:
+            engine = _engine(body, ts, ev)
+            if _earlier(ts, engine, rank, f):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
                 # the earliest by the engines' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
@@ -236,17 +297,13 @@ class PhaseTracker:
                                        engine_time=engine)
                 st.recent.append(ev.text)
                 return ev
-            if rank == f.rank and len(f.after) < AFTER_LINES:
-                text = ev.text if ev is not None else body.rstrip("\r\n")
-                cause = f.cause
-                if cause is None and f.kind in GENERIC_FATAL and ev is not None \
-                        and _cause_candidate(ev):
-                    cause = ev.text
-                self.failure = replace(f, after=(*f.after, text), cause=cause)
-            return ev
-        if ev is not None:
-            self._apply(rank, st, ev, ts, now, engine)
-        st.recent.append(ev.text if ev is not None else body.rstrip("\r\n"))
+        if rank == f.rank and len(f.after) < AFTER_LINES:
+            text = ev.text if ev is not None else body.rstrip("\r\n")
+            cause = f.cause
+            if cause is None and f.kind in GENERIC_FATAL and ev is not None \
+                    and _cause_candidate(ev):
+                cause = ev.text
+            self.failure = replace(f, after=(*f.after, text), cause=cause)
         return ev
 
     def feed_event(self, rank: int, ev: LogEvent, now: float, ts: str | None = None) -> None:
@@ -254,7 +311,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, f):
+        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
@@ -295,7 +352,7 @@ class PhaseTracker:
             rate = None
             if sh.done > sh.first_done and sh.last_t > sh.first_t:
                 rate = (sh.done - sh.first_done) / (sh.last_t - sh.first_t)
-            eta = (sh.total - sh.done) / rate if rate else sh.tqdm_remaining_s
+            eta = (sh.total - sh.done) / rate if rate else _tqdm_seconds(sh.tqdm_remaining)
             p = LoadProgress(rank, sh.done, sh.total, rate, eta)
             if worst is None or p.fraction < worst.fraction:
                 worst = p
@@ -307,8 +364,23 @@ class PhaseTracker:
                 if st.shards is not None}
 
     def stage_seconds(self) -> dict[Phase, float]:
-        """Seconds from the start of the watch to each phase reached."""
-        return {ph: t - self.start for ph, t in self.phase_times.items()}
+        """Seconds from the start of the watch to each phase reached, dated
+        by the log line that reached it (the engine's stamp, else docker's),
+        not by when it was read: a batch of lines read at once spans the
+        time its lines were logged over (a graph capture of 27 s is not 0 s).
+        A phase without such a line keeps the time it was learnt. Never
+        before the watch began, nor before the phase reached before it."""
+        out: dict[Phase, float] = {}
+        floor = 0.0
+        for ph, learnt in self.phase_times.items():  # in the order reached
+            t = learnt
+            if (logged := self._logged.get(ph)) is not None:
+                st, when = logged
+                read = st.read_time(when)
+                if read is not None:
+                    t = min(t, read)
+            floor = out[ph] = max(t - self.start, floor)
+        return out
 
     def summary(self) -> str:
         if self.failure is not None:
@@ -332,45 +404,48 @@ class PhaseTracker:
         return st
 
     def _apply(self, rank: int, st: _Rank, ev: LogEvent, ts: str | None, now: float,
-               engine: float | None = None) -> None:
-        if self.phase is Phase.FAILED:
+               engine: float | None = None, body: str | None = None) -> None:
+        """``body`` and ``ts``: the line that said it, whose log time dates a
+        phase it reaches (``engine``: its engine stamp, when fatal)."""
+        if self.phase is _FAILED:
             return
-        fatal = ev.severity is Severity.FATAL
-        if ev.kind is Kind.TRACEBACK:
+        kind = ev.kind
+        fatal = ev.severity is _FATAL
+        if kind is _TRACEBACK:
             st.traceback_line = st.lines
-        elif ev.kind is Kind.EXCEPTION and st.traceback_line is not None:
+        elif kind is _EXCEPTION and st.traceback_line is not None:
             # The last line of a traceback is fatal while booting; once
             # serving, a logged request error is not the lane's death.
             if st.lines - st.traceback_line <= _TRACEBACK_WINDOW:
-                fatal = self.phase is not Phase.SERVING
+                fatal = self.phase is not _SERVING
             st.traceback_line = None
         if fatal:
-            self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(st.recent),
+            self.failure = Failure(rank, kind, ev.text, ts, tuple(st.recent),
                                    engine_time=engine)
-            self._set_phase(Phase.FAILED, now)
+            self._set_phase(_FAILED, now)
+            self._date(_FAILED, st, engine if engine is not None else _log_time(body, ts))
             return
-        if ev.severity is not Severity.PROGRESS:
+        if ev.severity is not _PROGRESS:
             return
-        if ev.kind is Kind.LOAD_SHARD:
+        if kind is _SHARD:
             self._shard(st, ev, ts, now)
-        elif ev.kind in (Kind.KV_CACHE, Kind.KV_CONCURRENCY):
+        elif kind is _KV_CACHE or kind is _KV_CONCURRENCY:
             self._kv(ev)
         self._progress(ev.text, now)
-        if ev.phase is not None:
-            self._advance(ev.phase, now)
+        if ev.phase is not None and ev.phase is not self.phase and self._advance(ev.phase, now):
+            self._date(ev.phase, st, _log_time(body, ts))
 
     def _shard(self, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
         done, total = parse_int(ev.fields.get("done")), parse_int(ev.fields.get("total"))
         if done is None or total is None:
             return
-        t = parse_timestamp(ts)
-        t = now if t is None else t
-        remaining = _tqdm_seconds(ev.fields.get("remaining"))
+        remaining = ev.fields.get("remaining")
         sh = st.shards
         if sh is None or sh.total != total or done < sh.done:
-            st.shards = _Shards(t, done, t, done, total, remaining)
+            t = parse_timestamp(ts)
+            st.shards = _Shards(now if t is None else t, done, done, total, ts, now, remaining)
         else:
-            sh.last_t, sh.done, sh.tqdm_remaining_s = t, done, remaining
+            sh.done, sh.last_ts, sh.last_now, sh.tqdm_remaining = done, ts, now, remaining
 
     def _kv(self, ev: LogEvent) -> None:
         f = ev.fields
@@ -382,22 +457,37 @@ class PhaseTracker:
         self.kv = KvInfo(tokens, max_len, conc if conc is not None else self.kv.concurrency)
 
     def _progress(self, what: str, now: float) -> None:
-        self.last_progress_at = max(self.last_progress_at, now)
+        if now > self.last_progress_at:
+            self.last_progress_at = now
         self.last_progress = what
-        if self.phase is Phase.STALLED and self._before_stall is not None:
+        if self.phase is _STALLED and self._before_stall is not None:
             self._set_phase(self._before_stall, now)
             self._before_stall = None
 
-    def _advance(self, phase: Phase, now: float) -> None:
-        """Phases only move forward during a boot."""
-        if phase not in BOOT_ORDER or self.phase not in BOOT_ORDER:
-            return
-        if BOOT_ORDER.index(phase) > BOOT_ORDER.index(self.phase):
-            self._set_phase(phase, now)
+    def _advance(self, phase: Phase, now: float) -> bool:
+        """Phases only move forward during a boot. True when it moved."""
+        to, at = _BOOT_INDEX.get(phase), _BOOT_INDEX.get(self.phase)
+        if to is None or at is None or to <= at:
+            return False
+        self._set_phase(phase, now)
+        return True
 
     def _set_phase(self, phase: Phase, now: float) -> None:
         self.phase = phase
         self.phase_times.setdefault(phase, now)
+
+    def _date(self, phase: Phase, st: _Rank, logged: float | None) -> None:
+        """The log time of the line that first reached ``phase``."""
+        if logged is not None and phase not in self._logged:
+            self._logged[phase] = (st, logged)
+
+
+def _log_time(body: str | None, ts: str | None) -> float | None:
+    """When a line was logged: the engine's own stamp, else docker's."""
+    if body is None:
+        return parse_timestamp(ts)
+    engine = engine_time(body, ts)
+    return engine if engine is not None else parse_timestamp(ts)
 
 
 def _tqdm_seconds(text: str | None) -> float | None:

@@ -20,9 +20,12 @@ One JSON object a line, ``"k"`` says which::
                                                                was dropped, a replay follows
     bye     {"k": "bye", "why": TEXT}                          the sentinel stops
 
-and one line a console sends: ``{"k": "stopping", "lane": NAME}`` when it
+and two lines a console sends: ``{"k": "stopping", "lane": NAME}`` when it
 stops a lane, so the sentinel's watcher takes the ranks' exits for the stop's
-and not for a failure (no fatal alert, no phone call for an operator's stop).
+and not for a failure (no fatal alert, no phone call for an operator's stop);
+and ``{"k": "workflow", "e": EVENT}`` for each step of a workflow it runs, so
+the night's recording holds the console's actions and a failed one reaches
+the phone as the sentinel's own would (it is not sent back to the consoles).
 
 A slow console never stalls the sentinel: `SentinelHub.publish` only appends
 to each client's bounded queue; a queue that overflows is dropped and the
@@ -44,7 +47,14 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.clock import Clock, within
-from sparktui.service.events import Alert, AlertCleared, LaneGone, ServiceEvent, Sink
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    LaneGone,
+    ServiceEvent,
+    Sink,
+    WorkflowProgressed,
+)
 from sparktui.service.recording import decode, encode
 from sparktui.service.stream import StreamState
 from sparktui.watch.lane import LaneWatchers
@@ -113,10 +123,13 @@ class SentinelHub:
 
     def __init__(self, path: Path, *, clock: Clock, pid: int,
                  queue_lines: int = CLIENT_QUEUE_LINES,
-                 on_stopping: Callable[[str], None] = lambda lane: None) -> None:
-        """``on_stopping(lane)``: a console stops that lane."""
+                 on_stopping: Callable[[str], None] = lambda lane: None,
+                 on_workflow: Callable[[WorkflowProgressed], None] = lambda ev: None) -> None:
+        """``on_stopping(lane)``: a console stops that lane; ``on_workflow(ev)``:
+        a step of a workflow a console runs (for the night's record and phone)."""
         self.path = path
         self.on_stopping = on_stopping
+        self.on_workflow = on_workflow
         self.clock = clock
         self.pid = pid
         self.queue_lines = queue_lines
@@ -203,9 +216,14 @@ class SentinelHub:
         while raw := await reader.readline():
             try:
                 msg = json.loads(raw)
-                if msg.get("k") == "stopping" and isinstance(msg.get("lane"), str):
+                kind = msg.get("k")
+                if kind == "stopping" and isinstance(msg.get("lane"), str):
                     self.on_stopping(msg["lane"])
-            except (ValueError, AttributeError) as exc:
+                elif kind == "workflow":
+                    ev = decode(msg["e"])
+                    if isinstance(ev, WorkflowProgressed):
+                        self.on_workflow(ev)
+            except (ValueError, AttributeError, KeyError, TypeError) as exc:
                 log.warning("a line from a console skipped: %r", exc)
 
     async def close(self, why: str = "the sentinel stops") -> None:
@@ -310,6 +328,12 @@ class SentinelFeed:
         """This console stops ``lane`` (a few bytes: written without waiting)."""
         if not self._writer.is_closing():
             self._writer.write(_line({"k": "stopping", "lane": lane}))
+
+    def tell_workflow(self, ev: WorkflowProgressed) -> None:
+        """A step of a workflow this console runs: the sentinel records it and
+        phones a failure, as it would its own."""
+        if not self._writer.is_closing():
+            self._writer.write(_line({"k": "workflow", "e": encode(ev)}))
 
     async def close(self) -> None:
         self._writer.close()

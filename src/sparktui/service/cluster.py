@@ -24,7 +24,7 @@ from sparktui.core.errors import Problem
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes
-from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot, NodeState
+from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
@@ -36,6 +36,7 @@ from sparktui.ops.plan import Needs, Workflow
 from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
+from sparktui.ops.stop_intents import StopIntents
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
@@ -59,7 +60,7 @@ from sparktui.service.events import (
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk, Phone
-from sparktui.service.stream import StreamState
+from sparktui.service.reads import ClusterReads, LocalReads, MirrorReads
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
@@ -110,8 +111,8 @@ class ClusterService:
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self._sentinel = sentinel
-        self._mirror: StreamState | None = None
-        """The attached sentinel's state while it is the source of snapshots and lanes."""
+        self._feed: SentinelFeed | None = None
+        """The sentinel's stream while attached (this console's actions go to it)."""
         self.attached = ""
         """``attached to sentinel (pid N)`` while attached, else empty."""
         self._ha: Phone | None = None
@@ -129,6 +130,10 @@ class ClusterService:
         self._watchers = LaneWatchers(on_new=self._lane_watched)
         """One watcher per lane, shared with a serve started here."""
         self._lanes: dict[str, LaneFeed] = {}
+        self._stops: StopIntents | None = None
+        self._reads: ClusterReads = self._local_reads()
+        """Where snapshots, lanes, logs and verdicts are read: this process's
+        watch, or an attached sentinel's stream."""
         self._alerts: dict[str, Alert] = {}
         self.night = NightDesk(config, clock=self.clock, state_dir=self._state_dir)
 
@@ -162,15 +167,21 @@ class ClusterService:
         self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
+        self._stops = StopIntents(rt.ops.journal)  # a stop by another process is no failure
         self._ha = rt.ha
         if feed is not None:
             # the sentinel polls, watches, records and notifies
-            self._mirror = feed.state
+            self._reads = MirrorReads(feed.state, tuple(self.config.nodes), self.clock)
+            self._feed = feed
             self.attached = f"attached to sentinel (pid {feed.pid})"
             self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
                                                    name="service:sentinel"))
         else:
+            self._reads = self._local_reads()
             self._watch_alone()
+
+    def _local_reads(self) -> LocalReads:
+        return LocalReads(self.poller, self._lanes, self._watchers, self.detector, self.clock)
 
     def _watch_alone(self) -> None:
         """Poll, watch lanes, follow journals, record and notify in this process."""
@@ -192,6 +203,7 @@ class ClusterService:
         """The sentinel's events until its stream ends; then this console says
         so and watches alone."""
         why = await feed.follow(self._from_remote)
+        self._feed = None
         await feed.close()
         self.attached = ""
         self._watch_alone()
@@ -222,7 +234,10 @@ class ClusterService:
     def _workflow_event(self, event: WorkflowEvent) -> None:
         if isinstance(event, StepFinished) and self.poller is not None:
             self.poller.refresh(event.target)  # containers, disks: read them now
-        self._emit(WorkflowProgressed(event))
+        progressed = WorkflowProgressed(event)
+        if self._feed is not None:  # the sentinel's desk records and phones it
+            self._feed.tell_workflow(progressed)
+        self._emit(progressed)
         if (news := lane_news(event)) is not None:
             self._lane_news(news)
 
@@ -250,12 +265,21 @@ class ClusterService:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        feeds, self._lanes = list(self._lanes.values()), {}
+        feeds = list(self._lanes.values())
+        self._lanes.clear()  # the reads hold this dict
         await asyncio.gather(*(f.close() for f in feeds), return_exceptions=True)
         await self._watchers.close()
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
+
+    def from_console(self, event: WorkflowProgressed) -> None:
+        """A step of a workflow an attached console runs: into this (the
+        sentinel's) night desk, which records it and phones a failure."""
+        try:
+            self.night.on_event(event)
+        except Exception:
+            log.exception("night desk failed on a console's %r", event)
 
     def lane_stopping(self, lane: str) -> None:
         """A console attached to this (the sentinel's) service stops ``lane``:
@@ -265,43 +289,24 @@ class ClusterService:
     # -- reading -------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
-        if (mirror := self._mirror) is not None:
-            now = self.clock.time()
-            return ClusterSnapshot(now, tuple(
-                mirror.latest(n) or NodeSnapshot(n, NodeState.UNKNOWN, now,
-                                                 error="not reported by the sentinel yet")
-                for n in self.config.nodes))
-        if self.poller is None:
-            return ClusterSnapshot(self.clock.time(), ())
-        return self.poller.snapshot()
+        return self._reads.snapshot()
 
     def history(self, node: str) -> tuple[HistoryPoint, ...]:
-        if self._mirror is not None:
-            return self._mirror.history(node)
-        return self.poller.history(node) if self.poller is not None else ()
+        return self._reads.history(node)
 
     def lanes(self) -> dict[str, LaneView]:
-        if self._mirror is not None:
-            return dict(self._mirror.lanes)
-        return {name: w.view() for name, w in self._lanes.items()}
+        return self._reads.lanes()
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
         """The buffered lines of one rank and how many were delivered so far."""
-        if self._mirror is not None:
-            return self._mirror.log_tail(lane, rank)
-        watch = self._watchers.get(lane)
-        if watch is None or rank not in watch.buffers:
-            return [], 0
-        return list(watch.buffers[rank]), watch.delivered.get(rank, 0)
+        return self._reads.log_tail(lane, rank)
 
     def alerts(self) -> list[Alert]:
         return list(self._alerts.values())
 
     def verdict(self, node: str) -> ThrashVerdict:
         """The node's memory verdict now (the sentinel's while attached)."""
-        if self._mirror is not None:
-            return self._mirror.verdict(node)
-        return self.detector.verdict(node)
+        return self._reads.verdict(node)
 
     # -- previews and actions ------------------------------------------------
 
@@ -411,7 +416,8 @@ class ClusterService:
         assert self.poller is not None
         while True:
             snap = await queue.get()
-            self._mirror = None  # watching alone again: this poller's state from now on
+            if isinstance(self._reads, MirrorReads):  # the sentinel went: watching alone
+                self._reads = self._local_reads()
             verdict = self.detector.on_snapshot(snap)
             history = self.poller.history(snap.node)
             point = history[-1] if history and snap.probe is not None else None
@@ -467,7 +473,8 @@ class ClusterService:
         links = {n: self._links.get(n) for n in self.config.nodes}
         return LaneWatcher(name, ranks, links, self._api_host(ranks[0].node),
                            stall_after_s=self.config.console.stall_after_s, clock=self.clock,
-                           first_token=False, resource_poll_s=None)
+                           first_token=False, resource_poll_s=None,
+                           stop_intent=self._stops.since if self._stops else None)
 
     def _api_host(self, node: str) -> str:
         assert self._endpoints is not None

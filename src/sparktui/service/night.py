@@ -210,21 +210,21 @@ class NightDesk:
                 return None
             return Happening(kind, a.subject, evidence, a.next_step), a.key
         if isinstance(ev, LaneChanged):
-            lane = ev.lane
-            if lane.phase == "stalled":
-                return Happening("stall", lane.name, f"no boot progress for "
+            view = ev.lane
+            if view.phase == "stalled":
+                return Happening("stall", view.name, f"no boot progress for "
                                  f"{self.config.console.stall_after_s:g} s",
-                                 f"read the boot log of {lane.name}; stop it (x) if it is "
+                                 f"read the boot log of {view.name}; stop it (x) if it is "
                                  f"really stuck, then re-serve"), None
-            ready = Happening("lane-ready", lane.name, f"serving on {lane.cluster}",
-                              f"qualify it before trusting it: `sparktui qualify {lane.name}`")
-            if lane.phase == "serving" and lane.gate == GateState.QUALIFIED \
-                    and not self.policy.is_open("lane-qualified", lane.name):
-                return Happening("lane-qualified", lane.name,
-                                 f"qualified on {lane.cluster}: {lane.gate_text}",
-                                 f"it can take traffic (port {lane.port})"), None
-            if lane.phase == "serving" and lane.gate in ("", GateState.QUALIFYING) \
-                    and not self.policy.is_open(ready.event, lane.name):
+            ready = Happening("lane-ready", view.name, f"serving on {view.cluster}",
+                              f"qualify it before trusting it: `sparktui qualify {view.name}`")
+            if view.phase == "serving" and view.gate == GateState.QUALIFIED \
+                    and not self.policy.is_open("lane-qualified", view.name):
+                return Happening("lane-qualified", view.name,
+                                 f"qualified on {view.cluster}: {view.gate_text}",
+                                 f"it can take traffic (port {view.port})"), None
+            if view.phase == "serving" and view.gate in ("", GateState.QUALIFYING) \
+                    and not self.policy.is_open(ready.event, view.name):
                 return ready, None
         if isinstance(ev, WorkflowProgressed) and isinstance(ev.event, WorkflowFinished) \
                 and not ev.event.ok:

@@ -191,7 +191,8 @@ class Sentinel:
         self._lines = EventLines(config.console.poll_interval_s)
         self.lock = PidLock(config.state_dir() / PID_FILE)
         self.hub = SentinelHub(socket_path(config.state_dir()), clock=self.clock,
-                               pid=os.getpid(), on_stopping=service.lane_stopping)
+                               pid=os.getpid(), on_stopping=service.lane_stopping,
+                               on_workflow=service.from_console)
         self._good_nodes: dict[str, float] = {}
         self._written_at = 0.0
 

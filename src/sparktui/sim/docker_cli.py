@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .docker import ZERO_TIME, Container, Image, LogLine
@@ -14,6 +15,7 @@ from .engine import Engine
 from .engine_args import ArgError, parse_engine_argv
 from .engine_sglang import SglangStyle
 from .engine_vllm import VllmStyle
+from .fs import ENOENT, FsError
 from .shell import Command, Ctx
 from .timefmt import docker_created, human_duration, parse_since, rfc3339nano, rfc3339nano_trimmed
 
@@ -32,6 +34,39 @@ def gojson(obj: object, indent: int | None = None) -> str:
     text = json.dumps(obj, indent=indent, ensure_ascii=False, separators=(
         (",", ": ") if indent else (",", ":")))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+API_SERVER_READ_BYTES = 48_000_000
+"""What a rank's API server process has read (its Python and libraries)."""
+
+
+def io_text(read: int, written: int = 0) -> str:
+    """A process's ``/proc/<pid>/io`` (fs/proc/base.c ``do_io_accounting``)."""
+    return (f"rchar: {read}\nwchar: {written}\nsyscr: {read // 131072 + 1}\n"
+            f"syscw: {written // 4096}\nread_bytes: {read}\nwrite_bytes: {written}\n"
+            "cancelled_write_bytes: 0\n")
+
+
+def add_process_files(node: Node, c: Container, engine: Engine) -> None:
+    """A rank container's processes as the node's /proc and cgroup v2 tree show
+    them while it runs (what watch/lane.io_command reads): its main process
+    (``State.Pid``, the API server) and the engine core it started, both in
+    the container's ``system.slice/docker-<id>.scope``. Gone when it stops."""
+    main, core = c.pid, c.pid + 1  # next_pid() steps by 97: pid + 1 is never handed out
+    scope = f"system.slice/docker-{c.id}.scope"
+
+    def while_running(path: str, text: Callable[[], str]) -> None:
+        def content() -> str:
+            if c.status != "running" or c.pid != main:
+                raise FsError(path, ENOENT)
+            return text()
+
+        node.fs.add_file(path, content)
+
+    while_running(f"/proc/{main}/cgroup", lambda: f"0::/{scope}\n")
+    while_running(f"/sys/fs/cgroup/{scope}/cgroup.procs", lambda: f"{main}\n{core}\n")
+    while_running(f"/proc/{main}/io", lambda: io_text(API_SERVER_READ_BYTES))
+    while_running(f"/proc/{core}/io", lambda: io_text(engine.bytes_read()))
 
 
 def docker_command(sim: Sim, node: Node) -> Command:
@@ -271,6 +306,7 @@ def docker_command(sim: Sim, node: Node) -> Command:
         style = VllmStyle() if eargs.kind == "vllm" else SglangStyle()
         engine = Engine(sim, node, c, eargs, style, pid=node.next_pid() % 1000 + 100)
         c.engine = engine
+        add_process_files(node, c, engine)
         engine.start()
         sim.notify()
         ctx.out(cid + "\n")

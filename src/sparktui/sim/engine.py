@@ -29,6 +29,8 @@ DECODE_GIB_TOKENS_PER_S = 2_150.0
 RECLAIM_HOLD_GIB = 1.0
 """With ``reclaim_stall_s``, how far short of its limit a node's prefill scratch
 stops while the host reclaims (MemAvailable ~1 GiB, PSI some rising)."""
+SCAN_STEP_S = 60.0
+"""A silent scan reads in steps this long (a NAS that hangs shows within one)."""
 STORE_TIMEOUT_S = 600.0
 """How long the ranks wait for each other at distributed init (torch's TCPStore)."""
 
@@ -100,6 +102,10 @@ class Engine:
         self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
         self.joined = False
         self.core_dead = False
+        self.read_done = 0.0
+        """Bytes read by the engine's reads that ended (see :meth:`bytes_read`)."""
+        self._reading: tuple[float, float] | None = None
+        """(wall time, bytes/s) of the read under way."""
         """The engine core died silently; the API server still answers (vllm#39863)."""
         """All ranks were present once (a rank missing after that has died)."""
 
@@ -121,6 +127,21 @@ class Engine:
 
     def log(self, text: str, stream: str = "stdout") -> None:
         self.container.log(self.t(), text, stream)
+
+    def bytes_read(self) -> int:
+        """Bytes the engine has read so far (its process's ``/proc/<pid>/io``)."""
+        done = self.read_done
+        if self._reading is not None:
+            since, rate = self._reading
+            done += max(0.0, self.t() - since) * rate
+        return int(done)
+
+    def _read(self, rate: float, seconds: float) -> Process:
+        """Read at ``rate`` bytes/s for ``seconds`` (the counters move meanwhile)."""
+        self._reading = (self.t(), rate)
+        yield seconds
+        self._reading = None
+        self.read_done += rate * seconds
 
     # --- lifecycle ------------------------------------------------------------
     def start(self) -> None:
@@ -288,9 +309,17 @@ class Engine:
         self.style.load_begin(self)
         self.style.load_progress(self, 0, shards, 0.0)
         elapsed = 0.0
+        scan = self.sim.spec.silent_scan_gb * 1e9
+        while scan > 0:  # a sparse shard: read without a line, memory flat
+            rate = self.sim.nfs_rate_bytes_per_s(self)
+            step = SCAN_STEP_S if rate <= 0 else min(SCAN_STEP_S, scan / rate)
+            yield from self._read(rate, step)
+            scan -= rate * step
+            elapsed += step
         for i in range(1, shards + 1):
-            dt = per_shard_bytes / (self.sim.nfs_rate_bytes_per_s(self) or 1.0)
-            yield dt
+            rate = self.sim.nfs_rate_bytes_per_s(self) or 1.0
+            dt = per_shard_bytes / rate
+            yield from self._read(rate, dt)
             elapsed += dt
             self.hold(CUDA_CONTEXT_GIB + total * i / shards)
             self.style.load_progress(self, i, shards, elapsed)

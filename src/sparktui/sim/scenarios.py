@@ -43,6 +43,9 @@ SCENARIOS: dict[str, str] = {
                    "with dgx2 answer correctly but decode at ~35 % of their rate.",
     "gid-drift": "dgx6's RoCE v2 IPv4 GID sits at index 4, not 3: a pinned NCCL_IB_GID_INDEX=3 "
                  "fails NCCL, detection at serve time works.",
+    "silent-cold-load": "Each rank scans a 101.5 GB sparse shard at ~27.7 MB/s before any "
+                        "progress line: ~61 min without a log line, MemAvailable flat (page "
+                        "cache); only the engines' read bytes move (the seeds' I5).",
     "engine-dead": "Rank 0's engine core dies silently 10 min into serving: the API server "
                    "keeps answering /health 200, completions never come back.",
     "throughput-collapse": "The 22:45 lane's long prompt on hosts that reclaim ~90 s before "
@@ -73,6 +76,9 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
             n.oom_kill_after_s = 1500.0
     elif name == "engine-dead":
         spec.engine_core_dies_after_s = 600.0
+    elif name == "silent-cold-load":
+        spec.silent_scan_gb = 101.5
+        spec.nfs_link_mbps = 101.5e9 / 3660 / 1e6  # the seeds: 61 min for the shard
     elif name == "throughput-collapse":
         spec.reclaim_stall_s = 90.0
         for n in each("dgx8"):

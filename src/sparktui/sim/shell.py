@@ -1,17 +1,24 @@
 """The remote shell: the subset of POSIX sh (dash) that production code sends
 (docs/CONTRACTS.md, "Remote shell vocabulary"), answering everything else as
-dash does (`sh: 1: NAME: not found`, exit 127)."""
+dash does (`sh: 1: NAME: not found`, exit 127).
+
+Compound commands: ``while``, ``if``/``elif``/``else``, ``case`` and ``{ ...; }``
+groups, each with redirections after it (the lane watcher's per-rank I/O read,
+watch/lane.io_command, uses all of them); ``${NAME#PATTERN}`` and its ``##``,
+``%``, ``%%`` forms; the ``[``/``test`` builtin for the string and file tests
+production writes."""
 
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import functools
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from .fs import ENOENT, FsError
+from .fs import EISDIR, ENOENT, FsError
 
 
 class Sink(Protocol):
@@ -104,8 +111,37 @@ class While:
 
 
 @dataclass
+class If:
+    """``if LIST; then LIST; [elif LIST; then LIST;]... [else LIST;] fi [REDIR...]``."""
+
+    branches: list[tuple[list[AndOr], list[AndOr]]]
+    otherwise: list[AndOr] | None = None
+    redirs: list[Redir] = field(default_factory=list)
+
+
+@dataclass
+class Case:
+    """``case WORD in [(]PATTERN[|PATTERN]...) LIST ;; ... esac [REDIR...]``."""
+
+    subject: Word
+    items: list[tuple[list[Word], list[AndOr]]]
+    redirs: list[Redir] = field(default_factory=list)
+
+
+@dataclass
+class Group:
+    """``{ LIST; } [REDIR...]``."""
+
+    body: list[AndOr]
+    redirs: list[Redir] = field(default_factory=list)
+
+
+Compound = While | If | Case | Group
+
+
+@dataclass
 class Pipeline:
-    commands: list[Simple | While]
+    commands: list[Simple | Compound]
 
 
 @dataclass
@@ -115,9 +151,10 @@ class AndOr:
 
 
 _REDIR = re.compile(r"(\d?)(>>|>&|>|<)")
-_RESERVED = frozenset({"while", "do", "done"})
+_RESERVED = frozenset({"while", "do", "done", "if", "then", "elif", "else", "fi", "case",
+                       "esac", "{", "}"})
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-_OPS = ("&&", "||", ";", "|", "&", "\n")
+_OPS = ("&&", "||", ";;", ";", "|", "&", "(", ")", "\n")
 
 
 def _tokenize(src: str) -> list[object]:
@@ -177,7 +214,7 @@ def _tokenize(src: str) -> list[object]:
             i = _dollar(src, i, word, quoted=False)
         else:
             j = i
-            while j < n and src[j] not in " \t'\"\\$;&|\n<>":
+            while j < n and src[j] not in " \t'\"\\$;&|\n<>()":
                 j += 1
             if j == i:
                 j = i + 1
@@ -208,12 +245,18 @@ def _double_quoted(src: str, i: int, word: Word) -> int:
     raise SyntaxErr("Unterminated quoted string")
 
 
+_DOLLAR = re.compile(r"\$(\?|[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*"
+                     r"(?:(?:##?|%%?)[^}\0]*)?\})")
+
+
 def _dollar(src: str, i: int, word: Word, *, quoted: bool) -> int:
-    m = re.compile(r"\$(\?|[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})").match(src, i)
+    """``$NAME``, ``${NAME}``, ``$?`` and ``${NAME#PATTERN}`` (``##``, ``%``,
+    ``%%``: the pattern taken literally apart from ``*``, ``?`` and ``[...]``)."""
+    m = _DOLLAR.match(src, i)
     if not m:
         word.add("$", quoted)
         return i + 1
-    name = m.group(1).strip("{}")
+    name = m.group(1).removeprefix("{").removesuffix("}")
     word.add("\0VAR:" + name + "\0", quoted)
     return m.end()
 
@@ -273,18 +316,91 @@ def _parse(src: str) -> tuple[AndOr, ...]:
             raise SyntaxErr(f'"{found}" unexpected (expecting "{word}")')
         pos += 1
 
-    def parse_command() -> Simple | While:
+    def skip_newlines() -> None:
         nonlocal pos
-        if pos < len(toks) and _literal(toks[pos]) == "while":
+        while pos < len(toks) and toks[pos] == "\n":
+            pos += 1
+
+    def parse_case() -> Case:
+        nonlocal pos
+        subject = toks[pos] if pos < len(toks) else None
+        if not isinstance(subject, Word):
+            raise SyntaxErr('"end of file" unexpected (expecting word)' if subject is None
+                            else f'"{subject}" unexpected (expecting word)')
+        pos += 1
+        skip_newlines()
+        expect("in")
+        items: list[tuple[list[Word], list[AndOr]]] = []
+        while True:
+            skip_newlines()
+            if pos < len(toks) and _literal(toks[pos]) == "esac":
+                pos += 1
+                return Case(subject, items)
+            if pos < len(toks) and toks[pos] == "(":
+                pos += 1
+            patterns: list[Word] = []
+            while True:
+                t = toks[pos] if pos < len(toks) else None
+                if not isinstance(t, Word):
+                    found = "end of file" if t is None else t
+                    raise SyntaxErr(f'"{found}" unexpected (expecting ")")')
+                patterns.append(t)
+                pos += 1
+                if pos < len(toks) and toks[pos] == "|":
+                    pos += 1
+                    continue
+                if pos < len(toks) and toks[pos] == ")":
+                    pos += 1
+                    break
+                found = "end of file" if pos >= len(toks) else toks[pos]
+                raise SyntaxErr(f'"{found}" unexpected (expecting ")")')
+            body = parse_list((";;", "esac"))
+            items.append((patterns, body))
+            if pos < len(toks) and toks[pos] == ";;":
+                pos += 1
+            elif pos >= len(toks) or _literal(toks[pos]) != "esac":
+                raise SyntaxErr('"end of file" unexpected (expecting ";;")')
+
+    def parse_command() -> Simple | Compound:
+        nonlocal pos
+        word = _literal(toks[pos]) if pos < len(toks) else None
+        cmd: Compound
+        if word == "while":
             pos += 1
             cond = parse_list(("do",))
             expect("do")
             body = parse_list(("done",))
             expect("done")
-            loop = While(cond, body)
-            parse_redirs(loop.redirs)
-            return loop
-        return parse_simple()
+            cmd = While(cond, body)
+        elif word == "if":
+            pos += 1
+            branches = []
+            otherwise = None
+            while True:
+                cond = parse_list(("then",))
+                expect("then")
+                branches.append((cond, parse_list(("elif", "else", "fi"))))
+                if pos < len(toks) and _literal(toks[pos]) == "elif":
+                    pos += 1
+                    continue
+                if pos < len(toks) and _literal(toks[pos]) == "else":
+                    pos += 1
+                    otherwise = parse_list(("fi",))
+                expect("fi")
+                break
+            cmd = If(branches, otherwise)
+        elif word == "case":
+            pos += 1
+            cmd = parse_case()
+        elif word == "{":
+            pos += 1
+            body = parse_list(("}",))
+            expect("}")
+            cmd = Group(body)
+        else:
+            return parse_simple()
+        parse_redirs(cmd.redirs)
+        return cmd
 
     def parse_pipeline() -> Pipeline:
         nonlocal pos
@@ -303,14 +419,14 @@ def _parse(src: str) -> tuple[AndOr, ...]:
         lists: list[AndOr] = []
         start = pos
         while pos < len(toks):
-            if _literal(toks[pos]) in stop:
+            if _literal(toks[pos]) in stop or toks[pos] in stop:
                 break
             if toks[pos] in (";", "\n", "&"):
                 if toks[pos] != "\n" and (not lists or pos == start):
                     raise SyntaxErr(f'"{toks[pos]}" unexpected')
                 pos += 1
                 continue
-            if toks[pos] in ("&&", "||", "|"):
+            if toks[pos] in ("&&", "||", "|", ";;", "(", ")"):
                 raise SyntaxErr(f'"{toks[pos]}" unexpected')
             first = parse_pipeline()
             rest: list[tuple[str, Pipeline]] = []
@@ -425,6 +541,9 @@ class Shell:
         return [text]
 
     def _var(self, name: str) -> str:
+        m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(##?|%%?)(.*)", name, re.S)
+        if m is not None:
+            return _trim(self._var(m.group(1)), m.group(2), m.group(3))
         if name == "?":
             return str(self.env.status)
         if name == "HOME":
@@ -462,13 +581,20 @@ class Shell:
                 return None
         return stdin, fds
 
-    async def _command(self, cmd: Simple | While, stdin: StdinLike | None, out: Sink) -> int:
+    async def _command(self, cmd: Simple | Compound, stdin: StdinLike | None,
+                       out: Sink) -> int:
         if isinstance(cmd, Simple):
             return await self._simple(cmd, stdin, out)
         redirected = self._redirect(cmd.redirs, stdin, out)
         if redirected is None:
             return 2
         inner = Shell(self.env, redirected[1][1], redirected[1][2], redirected[0])
+        if isinstance(cmd, Group):
+            return await inner._lists(cmd.body) if cmd.body else 0
+        if isinstance(cmd, If):
+            return await inner._if(cmd)
+        if isinstance(cmd, Case):
+            return await inner._case(cmd)
         var = _line_copy(cmd)
         if var is not None and isinstance(inner.stdin, _BytesIn):
             return await inner._copy_lines(var)
@@ -477,6 +603,76 @@ class Shell:
             status = await inner._lists(cmd.body)
         self.env.status = status
         return status
+
+    async def _if(self, cmd: If) -> int:
+        for cond, body in cmd.branches:
+            if await self._lists(cond) == 0:
+                status = await self._lists(body) if body else 0
+                break
+        else:
+            status = await self._lists(cmd.otherwise) if cmd.otherwise else 0
+        self.env.status = status
+        return status
+
+    async def _case(self, cmd: Case) -> int:
+        subject = "".join(self._expand_plain(cmd.subject))
+        status = 0
+        for patterns, body in cmd.items:
+            if any(fnmatch.fnmatchcase(subject, self._pattern(p)) for p in patterns):
+                status = await self._lists(body) if body else 0
+                break
+        self.env.status = status
+        return status
+
+    def _expand_plain(self, word: Word) -> list[str]:
+        """A word expanded without globbing (a case subject)."""
+        return ["".join(re.sub(r"\0VAR:([^\0]*)\0", lambda m: self._var(m.group(1)), piece)
+                        for piece, _ in word.parts)]
+
+    def _pattern(self, word: Word) -> str:
+        """A case pattern for fnmatch: quoted pieces match literally."""
+        out = ""
+        for piece, quoted in word.parts:
+            piece = re.sub(r"\0VAR:([^\0]*)\0", lambda m: self._var(m.group(1)), piece)
+            out += re.sub(r"([*?\[])", r"[\1]", piece) if quoted else piece
+        return out
+
+    def _test(self, ctx: Ctx) -> int:
+        """``test``/``[``: ``-n``/``-z`` STRING, ``-e``/``-f``/``-d``/``-r`` FILE,
+        ``S1 = S2``, ``S1 != S2``, ``! EXPR`` (status 2 and dash's message when
+        misused)."""
+        args = ctx.argv[1:]
+        if ctx.argv[0] == "[":
+            if not args or args[-1] != "]":
+                ctx.err(f"sh: {ctx.lineno}: [: missing ]\n")
+                return 2
+            args = args[:-1]
+        negate = False
+        if len(args) > 1 and args[0] == "!":
+            negate, args = True, args[1:]
+        if not args:
+            result = False
+        elif len(args) == 1:
+            result = args[0] != ""
+        elif len(args) == 2 and args[0] in ("-n", "-z"):
+            result = (args[1] != "") == (args[0] == "-n")
+        elif len(args) == 2 and args[0] in ("-e", "-f", "-d", "-r"):
+            result = self._file_test(args[0], args[1])
+        elif len(args) == 3 and args[1] in ("=", "!="):
+            result = (args[0] == args[2]) == (args[1] == "=")
+        else:
+            ctx.err(f"sh: {ctx.lineno}: {ctx.argv[0]}: {args[0]}: unexpected operator\n")
+            return 2
+        return 0 if result != negate else 1
+
+    def _file_test(self, op: str, path: str) -> bool:
+        if self.env.read_file is None:
+            return False
+        try:
+            self.env.read_file(path)
+        except FsError as e:
+            return e.reason == EISDIR and op in ("-e", "-d", "-r")
+        return op != "-d"
 
     async def _simple(self, cmd: Simple, stdin: StdinLike | None, out: Sink) -> int:
         words = list(cmd.words)
@@ -502,6 +698,8 @@ class Shell:
             raise ShellExit(code & 0xFF)
         if name == "read":
             return await self._read(ctx, assignments.get("IFS", " \t\n"))
+        if name in ("[", "test"):
+            return self._test(ctx)
         builtin = _BUILTINS.get(name)
         if builtin is not None:
             return await builtin(ctx)
@@ -551,6 +749,20 @@ class Shell:
         for i, name in enumerate(names):
             self.env.variables[name] = fields[i] if i < len(fields) else ""
         return 0 if complete else 1
+
+
+def _trim(value: str, op: str, pattern: str) -> str:
+    """``${NAME#P}`` (shortest prefix), ``##`` (longest), ``%`` / ``%%`` (suffix)."""
+    cuts = range(len(value) + 1)
+    if op in ("#", "##"):
+        for i in (reversed(cuts) if op == "##" else cuts):
+            if fnmatch.fnmatchcase(value[:i], pattern):
+                return value[i:]
+    else:
+        for i in (cuts if op == "%%" else reversed(cuts)):
+            if fnmatch.fnmatchcase(value[i:], pattern):
+                return value[:i]
+    return value
 
 
 def _line_copy(loop: While) -> str | None:

@@ -55,6 +55,10 @@ class SimSpec:
     engine_core_dies_after_s: float | None = None
     """Seconds after a lane starts serving that rank 0's engine core dies without a
     word while its API server keeps answering /health 200 (vllm#39863, #7633)."""
+    silent_scan_gb: float = 0.0
+    """GB each rank reads, at its NFS rate, before its first shard's progress line
+    and without memory growing (a sparse shard scanned into the page cache: the
+    seeds' I5, ~61 min of silence); only its /proc/<pid>/io counters move."""
     reclaim_stall_s: float = 0.0
     """Seconds a prefill that overruns its nodes' memory spends in reclaim (no token
     processed, SSH still answering) before the hosts thrash; 0: at once (22:45)."""

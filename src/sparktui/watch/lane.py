@@ -28,7 +28,11 @@ through :class:`LaneWatchers`, so no rank is followed twice.
 - **Stopped, not failed**: once told the lane is being stopped by us
   (:meth:`LaneWatcher.stopping`, through :meth:`LaneWatchers.stopping`), an
   exit or a fatal line stamped after that moment is the stop's doing: the
-  lane ends "stopped". Whatever happened before it still counts.
+  lane ends "stopped". Whatever happened before it still counts. A stop by
+  another process (``sparktui stop`` from a shell while the console watches)
+  is learnt from ``stop_intent`` (ops/stop_intents.py: the journal's stop
+  intents, on disk before the first ``docker stop``), asked before each batch
+  of lines is read, before an exit is taken for a failure, and every tick.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from sparktui.core.logsig import (
     container_exit,
     parse_timestamp,
 )
-from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
+from sparktui.core.phases import GENERIC_FATAL, Failure, MemoryProgress, PhaseTracker
 from sparktui.core.probe import parse_probe
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch.follower import (
@@ -173,6 +177,9 @@ class WatchEnded(LaneEvent):
 
 
 Subscriber = Callable[[LaneEvent], None]
+StopIntent = Callable[[Sequence[str], float], float | None]
+"""(the lane's containers, the boot's start) -> when a stop of one of them
+was journaled since, by any process; None when none was."""
 
 
 @dataclass
@@ -214,6 +221,7 @@ class LaneWatcher:
         follow: bool = True,
         probe_endpoint: bool = True,
         io_poll_s: float | None = IO_POLL_S,
+        stop_intent: StopIntent | None = None,
     ) -> None:
         """``resource_poll_s`` None: memory comes from :meth:`on_snapshot`
         (the console's poller) instead of the watcher's own reads.
@@ -221,7 +229,8 @@ class LaneWatcher:
         rank still running then is not an exit). ``probe_endpoint`` False:
         the lane's endpoint is never asked (a log viewer sends no request).
         ``io_poll_s``: how often the ranks' I/O is read when the memory comes
-        from the poller (None: never; with own memory reads, I/O comes with them)."""
+        from the poller (None: never; with own memory reads, I/O comes with them).
+        ``stop_intent``: stops journaled by other processes (see the module doc)."""
         self.lane = lane
         self.ranks = tuple(ranks)
         self.links = links
@@ -235,6 +244,9 @@ class LaneWatcher:
         self.endpoint_every_s = endpoint_every_s
         self.follow = follow
         self.probe_endpoint = probe_endpoint
+        self.stop_intent = stop_intent
+        self._boot_start: float | None = None
+        """Epoch seconds: the earliest line or container start seen of this boot."""
         self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
         self.created_at = clock.time()
         self.stages: dict[str, float] = {}
@@ -333,16 +345,30 @@ class LaneWatcher:
         assert self._result is not None
         return self._result
 
-    def stopping(self) -> None:
+    def stopping(self, since: float | None = None) -> None:
         """We are stopping the lane (the stop workflow says so before its
-        first ``docker stop``): exits and fatal lines from now on are ours."""
+        first ``docker stop``): exits and fatal lines from now on (or from
+        ``since``, epoch seconds) are ours."""
         if self.stopping_since is not None or self._stopped:
             return
-        self.stopping_since = self.clock.time()
+        self.stopping_since = self.clock.time() if since is None else since
         if (endpoint := self._tasks.get("endpoint")) is not None:
             endpoint.cancel()  # a lane going down is not probed (stop() reaps it)
         self._emit(Stopping(self.lane, False))
         self._stop_seen()
+
+    def _learn_stop(self, seen: float | None = None) -> None:
+        """Is another process stopping the lane? Its journaled stop intent
+        (after this boot began: ``seen`` is a time of this boot just read)
+        makes the lane stopping from the intent's time."""
+        if self.stop_intent is None or self.stopping_since is not None or self._stopped:
+            return
+        if seen is not None:
+            self._boot_start = seen if self._boot_start is None else min(self._boot_start, seen)
+        after = self._boot_start if self._boot_start is not None else self.created_at
+        since = self.stop_intent([r.container for r in self.ranks], after)
+        if since is not None:
+            self.stopping(since)
 
     def _ours(self, timestamp: str | None) -> bool:
         """Did this (a line's or an exit's time) happen after our stop began?"""
@@ -390,6 +416,21 @@ class LaneWatcher:
         self._ranks[rc.rank] = _RankState(rc)
         st = self._ranks[rc.rank]
         self._spawn(key, lambda: self._follow_rank(st))
+        if self.follow:
+            self._spawn(f"reader:{rc.node}", lambda: self._open_reader(rc.node))
+
+    async def _open_reader(self, node: str) -> None:
+        """The node's reader shell (:func:`reader`) opened as the watch
+        starts: a fatal line's catch-up reads then pay no session setup (it
+        was most of fatal line -> verdict over a real sshd when the shell was
+        opened by the first read)."""
+        opener = getattr(self.links[node], "open_reader", None)
+        if opener is None:
+            return
+        try:
+            await opener()
+        except RemoteError as exc:  # the first read tries again and says why
+            log.debug("lane %s: reader shell on %s not opened: %s", self.lane, node, exc)
 
     # -- verdicts ------------------------------------------------------------
 
@@ -440,6 +481,7 @@ class LaneWatcher:
             return  # read once while it runs (or cannot tell): not an exit
         code = facts.exit_code if facts else None
         oom = facts.oom_killed if facts else False
+        self._learn_stop(facts.started if facts else None)
         st.ended = True
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
         if self._ours(facts.finished if facts else None):
@@ -454,6 +496,8 @@ class LaneWatcher:
         tr = self.tracker
         st.busy = True
         events: list[LogEvent | None] = []
+        if self.stop_intent is not None and batch:
+            self._learn_stop(parse_timestamp(batch[0].ts))
         try:
             now = self.clock.monotonic()
             for i, line in enumerate(batch, 1):
@@ -513,8 +557,9 @@ class LaneWatcher:
             assert f is not None
             at = f.read_past()
             behind = [st for st in self._ranks.values() if not self._caught_up(st, at)]
-            # the failing rank is read to its end too: its root cause follows the line
-            if f.cause is None and f.rank not in read_once:
+            # a generic fatal line (EngineDead, a worker died) says that, not why: the
+            # failing rank is read to its end too, its root cause follows the line
+            if f.cause is None and f.kind in GENERIC_FATAL and f.rank not in read_once:
                 rank_st = self._ranks.get(f.rank)
                 if rank_st is not None and rank_st not in behind and not rank_st.ended:
                     behind.append(rank_st)
@@ -570,6 +615,7 @@ class LaneWatcher:
         while True:
             await self.clock.sleep(self.poll_s)
             was = self.tracker.phase
+            self._learn_stop()
             if self.stopping_since is not None:
                 continue  # a lane going down makes no progress: that is no stall
             if self.tracker.check_stall(self.clock.monotonic()) and was is not Phase.STALLED:

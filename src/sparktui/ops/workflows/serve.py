@@ -33,6 +33,7 @@ from sparktui.ops import guards
 from sparktui.ops.context import OpsContext
 from sparktui.ops.imagesync import CHECKSUM_TIMEOUT_S, checksum_command, sync_commands
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.stop_intents import StopIntents
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, run_gate
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.ops.workflows.stop import STOP_TIMEOUT_S, stop_command
@@ -325,7 +326,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         return LaneWatcher(lane, ranks, {r.node: ctx.link(r.node) for r in launch.ranks},
                            ctx.api_host(launch.ranks[0].node), stall_after_s=stall,
                            clock=ctx.clock, poll_s=options.poll_s,
-                           first_token=options.first_token and recipe.readiness.first_token)
+                           first_token=options.first_token and recipe.readiness.first_token,
+                           stop_intent=StopIntents(ctx.journal).since)
 
     shared = ctx.lane_watchers
     if shared is not None:

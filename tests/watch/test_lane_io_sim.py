@@ -1,0 +1,94 @@
+"""A silent cold load against the simulator (scenario silent-cold-load: each
+rank scans a 101.5 GB sparse shard for ~61 min, no log line, MemAvailable
+flat): the ranks' engines' read bytes (their /proc/<pid>/io, read through
+the node's shell) keep the lane alive past ``stall_after``; when the reads
+stop too (the NAS hangs), the lane stalls at ``stall_after`` and the report
+says the ranks still run and what ``--keep`` / ``stop`` do."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_readiness_sim import World, drive, lane_watch, serve, world
+
+from sparktui.core.logsig import Phase
+from sparktui.core.recipe_load import load_recipe
+from sparktui.ops.context import open_runtime
+from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.serve import Serve, ServeOptions
+from sparktui.watch.readiness import Outcome
+
+SCENARIO = "silent-cold-load"
+RECIPE = "glm53-flash-eugr-2x"  # its own pair is production: served on 4nodes-switch-b (4 ranks)
+CLUSTER = "4nodes-switch-b"
+STALL_S = 300.0
+
+
+async def scanning(w: World, lane: str) -> None:
+    """Until the lane's ranks read their sparse shard."""
+    while True:
+        try:
+            if w.sim.lane_rank0(lane).phase == "loading":
+                return
+        except KeyError:
+            pass
+        assert w.sim.clock.monotonic() < 3600, "the lane never began loading"
+        await w.sim.advance(5.0)
+        await asyncio.sleep(0.005)
+
+
+async def test_a_silent_scan_whose_reads_advance_is_no_stall(tmp_path: Path) -> None:
+    async with world(tmp_path, SCENARIO) as w:
+        launch = await serve(w, "glm53-mxfp4-fp8-4x-r39-196k")
+        # the console's watch: memory from the poller (none here), I/O every 60 s
+        watch = await lane_watch(w, launch.lane, stall_after_s=STALL_S, resource_poll_s=None)
+        task = asyncio.create_task(watch.run())
+        try:
+            await scanning(w, launch.lane)
+            while watch.tracker.phase is not Phase.LOADING:
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.01)
+            lines = sum(watch.delivered.values())
+            start = w.sim.clock.monotonic()
+            while w.sim.clock.monotonic() - start < 4 * STALL_S:
+                await w.sim.advance(10.0)
+                await asyncio.sleep(0.01)
+                assert not task.done(), task.result().summary
+            assert sum(watch.delivered.values()) == lines, "the scan printed something"
+            assert watch.tracker.phase is Phase.LOADING
+            assert "read by its engine" in watch.tracker.last_progress, \
+                watch.tracker.last_progress
+            assert all(e.phase == "loading" for e in w.sim.engines())
+        finally:
+            await watch.stop()
+
+
+async def test_a_silent_scan_whose_reads_stop_stalls_at_the_window(tmp_path: Path) -> None:
+    async with world(tmp_path, SCENARIO) as w:
+        recipe = load_recipe(w.config, RECIPE)
+        async with open_runtime(w.config, clock=w.sim.clock, endpoints=w.endpoints,
+                                links=w.fleet) as rt:
+            wf = Serve(recipe, CLUSTER, ServeOptions(stall_after_s=STALL_S, first_token=False,
+                                                     qualify=False, keep=True))
+            task = asyncio.create_task(execute(rt.ops, await prepare(rt.ops, wf)))
+            await scanning(w, RECIPE)
+            for _ in range(3 * int(STALL_S) // 5):  # past the window: the bytes read are progress
+                await w.sim.advance(5.0)
+                await asyncio.sleep(0.01)
+            assert not task.done(), task.result().message
+            w.sim.spec.nas_aggregate_mbps = 0.0  # the NAS hangs: no byte read from now on
+            hung = w.sim.clock.monotonic()
+            await drive(w.sim, task, step=5.0, max_sim_s=3 * STALL_S)
+            took = w.sim.clock.monotonic() - hung
+        result = task.result()
+        assert not result.ok and result.detail["outcome"] == Outcome.STALLED.value, \
+            result.message
+        # the read under way ends within a scan step (60 s); I/O is read every 10 s
+        assert STALL_S <= took <= STALL_S + 60 + 10 + 30, took
+        assert "read by its engine" in result.message  # the last progress seen
+        assert "ranks still running: r0, r1, r2, r3 (" in result.message, result.message
+        assert f"ranks kept: --keep; `sparktui stop {RECIPE}` stops them" in result.message
+        assert all(e.container.status == "running" for e in w.sim.engines())
