@@ -41,10 +41,11 @@ def resolve_alias(name: str, config_files: Sequence[str]) -> SshTarget:
     host = cfg.get("Hostname", name)
     port = cfg.get("Port")
     user = cfg.get("User")
-    files = cfg.get("IdentityFile", ())
+    found = cfg.get("IdentityFile", ())
+    files = found if isinstance(found, list | tuple) else ()
     return SshTarget(
         str(host) if host else name,
         int(port) if isinstance(port, int | str) and str(port).isdigit() else None,
         str(user) if isinstance(user, str) else None,
-        tuple(str(Path(f).expanduser()) for f in files or ()),
+        tuple(str(Path(str(f)).expanduser()) for f in files),
     )

@@ -19,7 +19,7 @@ from ..tui.app import make_app
 from .common import load
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("console", help="open the console (the default command)",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

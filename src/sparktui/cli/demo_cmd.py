@@ -44,7 +44,7 @@ LONG_PROMPT_TOKENS = 150_000
 """The seeds' 22:45 prompt: ~150K tokens into a 196K-context lane."""
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("demo", help="start the simulated cluster and the console on it",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

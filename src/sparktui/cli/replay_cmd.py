@@ -16,7 +16,7 @@ from .shiftlog_cmd import parse_since
 _OFFSET = re.compile(r"^\+(\d+(?:\.\d+)?)([smh])$")
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("replay", help="replay a recorded night in the console (read-only)",
                        description=__doc__,
                        formatter_class=argparse.RawDescriptionHelpFormatter)

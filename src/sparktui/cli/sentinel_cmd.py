@@ -35,7 +35,7 @@ UNIT_NAME = "sparktui-sentinel.service"
 VERIFY_TIMEOUT_S = 30.0
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sentinel", help="watch the cluster without a console (read-only, "
                                         "one line per event; systemd user service)",
                        description=__doc__,

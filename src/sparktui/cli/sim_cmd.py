@@ -22,7 +22,7 @@ from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS, scenario_listing
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sim", help="run the simulated cluster (SSH, engines, Home Assistant) "
                                    "on loopback until interrupted",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -97,7 +97,7 @@ async def wait_lane(
                 print(f"{lane}: warning: no rank 0 with a sparktui.port label; the endpoint "
                       "cannot be probed, so the wait can only end failed or stalled")
         watch = LaneWatcher(
-            lane, ranks, links, endpoints.node(rank0.node).api_host,  # type: ignore[arg-type]
+            lane, ranks, links, endpoints.node(rank0.node).api_host,
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
             first_token=first_token,
             stop_intent=StopIntents(Journal.in_state_dir(config.state_dir())).since,

@@ -39,8 +39,9 @@ def _window(n: int | None) -> str:
 
 def _phases(phases: dict[str, float]) -> str:
     """``{"starting": 0, "loading weights": 4, "serving": 700}`` -> durations per phase.
-    A phase under a second is left out: its lines were read in one batch (a
-    catch-up), so "0s" would be a lie about a phase the log says took 27 s."""
+    The times are the log's own (core/phases.py `stage_seconds` dates each
+    phase by the line that reached it); a phase under a second is left out as
+    noise ("graph capture 0s" says nothing an operator can use)."""
     known = sorted(((t, p) for p, t in phases.items() if p in PHASE_ORDER), key=lambda x: x[0])
     parts = []
     for (t, p), (t_next, _) in pairwise(known):

@@ -9,7 +9,7 @@ a `LogStyle` (vLLM or SGLang wording, engine_vllm.py / engine_sglang.py).
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -17,7 +17,7 @@ from .catalog import ModelInfo, repo_dir
 from .docker import Container
 from .engine_args import EngineArgs
 from .memory import GIB
-from .scheduler import Proc, Process
+from .scheduler import Proc, Process, Wait
 
 if TYPE_CHECKING:
     from .cluster import Sim
@@ -411,7 +411,7 @@ class Engine:
                 return
             self.stats.running -= 1
 
-    def _prefill(self, req: Request) -> Process:
+    def _prefill(self, req: Request) -> Generator[Wait, None, bool]:
         m = self.model
         assert m is not None
         scratch = m.scratch_base_gib + req.prompt_tokens * m.scratch_gib_per_token

@@ -91,7 +91,7 @@ class _EngineCollector:
 def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable[None]]) -> \
         web.Application:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(_EngineCollector(engine))  # type: ignore[arg-type]
+    registry.register(_EngineCollector(engine))
     created = int(time.time())
 
     @web.middleware
@@ -117,7 +117,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         return web.Response(body=generate_latest(registry),
                             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
-    async def chat(request: web.Request) -> web.Response:
+    async def chat(request: web.Request) -> web.StreamResponse:
         try:
             body = json.loads(await request.text())
         except ValueError:

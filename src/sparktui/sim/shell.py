@@ -225,7 +225,7 @@ def _tokenize(src: str) -> list[object]:
 
 
 def _double_quoted(src: str, i: int, word: Word) -> int:
-    buf = []
+    buf: list[str] = []
     while i < len(src):
         c = src[i]
         if c == '"':

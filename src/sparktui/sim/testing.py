@@ -56,4 +56,4 @@ def connect(sim: Sim, node: str, **kwargs: object) -> asyncssh.SSHClientConnecti
         "known_hosts": str(sim.known_hosts_path), "client_keys": [str(sim.client_key_path)],
         "username": sim.nodes[node].spec.user, "connect_timeout": 10}
     options.update(kwargs)
-    return asyncssh.connect(ep["host"], ep["port"], **options)  # type: ignore[arg-type,return-value]
+    return asyncssh.connect(ep["host"], ep["port"], **options)  # type: ignore[return-value]

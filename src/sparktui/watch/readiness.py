@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import Phase, parse_timestamp
@@ -194,8 +194,9 @@ async def inspect_container(link: NodeLink, container: str) -> ContainerFacts | 
     if not isinstance(data, list) or not data or not isinstance(data[0], dict):
         return None
     obj = data[0]
-    state = obj.get("State") if isinstance(obj.get("State"), dict) else {}
-    config = obj.get("Config") if isinstance(obj.get("Config"), dict) else {}
+    state_v, config_v = obj.get("State"), obj.get("Config")
+    state: dict[str, Any] = state_v if isinstance(state_v, dict) else {}
+    config: dict[str, Any] = config_v if isinstance(config_v, dict) else {}
     args = config.get("Cmd") if isinstance(config.get("Cmd"), list) else obj.get("Args", [])
     finished = state.get("FinishedAt")
     code = state.get("ExitCode")
