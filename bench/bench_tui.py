@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import io
 import json
 import os
@@ -229,6 +230,7 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
     term = Console(file=NullFile(), force_terminal=True, color_system="truecolor",
                    width=size[0], height=size[1])
     stamps = frames(app, term)
+    pauses = CollectorPauses()
     handled: list[float] = []
     latencies: list[float] = []
     by_key: dict[str, list[float]] = {}
@@ -249,6 +251,7 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
         alerting = (asyncio.create_task(alerts_arriving(app, alerts_per_s))
                     if alerts_per_s else None)
         await pilot.pause(0.2)
+        gc.callbacks.append(pauses)
         line0, t_start = delivered, time.perf_counter()
         sequence = ["f", "f", "l", "l", "l", "3", "1", "2", "4", "3", "a"]
         for i in range(keys):
@@ -267,6 +270,7 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
             by_key.setdefault(key, []).append(stamps[-1] - t0)
             await asyncio.sleep(0.02)
         rate = (delivered - line0) / (time.perf_counter() - t_start)
+        gc.callbacks.remove(pauses)
         if alerting is not None:
             alerting.cancel()
     latencies.sort()
@@ -278,7 +282,22 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
     if missed:
         print(f"  no frame within 5 s after keys {missed}")
     return {"keys": len(latencies), "p50_ms": 1000 * p(0.50), "p99_ms": 1000 * p(0.99),
-            "max_ms": 1000 * latencies[-1], "lines_per_s": rate}
+            "max_ms": 1000 * latencies[-1], "lines_per_s": rate,
+            "gc_passes": len(pauses.ms), "gc_max_ms": max(pauses.ms, default=0.0)}
+
+
+class CollectorPauses:
+    """gc callback: how long each collector pass stalled the loop (ms)."""
+
+    def __init__(self) -> None:
+        self.ms: list[float] = []
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.ms.append(1000 * (time.perf_counter() - self._start))
 
 
 # -- main -----------------------------------------------------------------------
@@ -312,7 +331,9 @@ async def run(args: argparse.Namespace) -> None:
                                {"alerts_per_s": 5.0})):
             kp = await key_to_paint(args.keys, 1000.0, size=(80, 24), **kwargs)  # type: ignore[arg-type]
             print(f"key-to-paint at 80x24, {label}: p50 {kp['p50_ms']:.1f} ms, "
-                  f"p99 {kp['p99_ms']:.1f} ms, max {kp['max_ms']:.1f} ms ({kp['keys']} keys)")
+                  f"p99 {kp['p99_ms']:.1f} ms, max {kp['max_ms']:.1f} ms ({kp['keys']} keys; "
+                  f"{kp['lines_per_s']:,.0f} lines/s shown; {kp['gc_passes']:.0f} collector "
+                  f"passes, longest {kp['gc_max_ms']:.0f} ms)")
         return
     for rate in args.rates:
         kp = await key_to_paint(args.keys, rate)

@@ -375,10 +375,13 @@ class SparkTUI(App[None]):
         self.push_screen(MarkdownScreen("Shift log (last 16 h)", self.service.shift_log()))
 
 
-GC_THRESHOLDS = (50_000, 100, 1000)
+GC_THRESHOLDS = (10_000, 100, 1000)
 """Python's defaults (2000, 10, 10) run a full collection every few seconds
-while a boot log streams, each a 100-250 ms stall of keys and frames; these
-leave only young-generation passes of up to ~90 ms (bench/bench_tui.py)."""
+while a boot log streams, each a 100-250 ms stall of keys and frames. A young
+pass costs ~1-2.5 us per young object here (Textual's layout maps are cyclic
+garbage): at 50,000 the passes were rare but 100-350 ms each, the p99 of a
+key during an incident; at 10,000 they are 5x as frequent and 10-60 ms, with
+a middle-generation pass every ~1M allocations (bench/bench_tui.py --incident)."""
 GC_FULL_EVERY_S = 600.0
 """With full passes this rare, run one on a timer: cyclic garbage that lived
 long (closed modals, finished workflows) is freed at a known pace."""

@@ -8,13 +8,14 @@ one pane shows at a time, chosen with 1–4 (tab moves focus as usual).
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.containers import Container, Vertical
+from textual.containers import Container
 from textual.events import ScreenResume
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Input, Static
@@ -49,6 +50,7 @@ from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
+from sparktui.tui.widgets.pane import Pane
 from sparktui.tui.widgets.tables import LanesTable, NodesTable, gate_brief
 from sparktui.watch.follower import LogLine
 
@@ -61,6 +63,12 @@ PANE_TITLES = {"nodes": "1 Nodes", "lanes": "2 Lanes", "bootlog": "3 Boot log",
 SUMMARY_WORDS = ((NodeState.ONLINE, "online"), (NodeState.STARVED, "STARVED"),
                  (NodeState.UNREACHABLE, "UNREACHABLE"), (NodeState.POWERED_OFF, "off"),
                  (NodeState.UNKNOWN, "unknown"))
+LOG_PAINT_EVERY_S = 0.05
+"""A flooding boot log is drained into its pane at most 20 times a second.
+Each drain of a following log is a scroll (and, while its buffer grows, a
+layout pass of the screen) and a repaint; at 1,000 lines/s nobody reads
+faster, and every frame spent on the log is time a key waits
+(bench/bench_tui.py --incident)."""
 ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
                 "recover": "recover", "qualify": "qualify"}
 
@@ -79,6 +87,7 @@ class MainScreen(Screen[None]):
         self.rank = 0
         self._log_end = 0
         self._log_inbox: list[LogLine] = []
+        self._drained_at = 0.0
         self._summary = ""
         self._input_mode = "search"
         self._lanes: dict[str, LaneView] = {}
@@ -107,17 +116,17 @@ class MainScreen(Screen[None]):
         yield AlertLine(id="alerts")
         yield Static("", id="tabs")
         with Container(id="panes"):
-            with Vertical(id="nodes-pane", classes="pane -current"):
+            with Pane(id="nodes-pane", classes="pane -current"):
                 yield NodesTable(config, id="nodes")
-            with Vertical(id="lanes-pane", classes="pane"):
+            with Pane(id="lanes-pane", classes="pane"):
                 yield LanesTable(id="lanes")
                 yield Static("no lane yet: s serves a recipe", id="lanes-empty")
                 yield Static("", id="activity")
-            with Vertical(id="bootlog-pane", classes="pane"):
+            with Pane(id="bootlog-pane", classes="pane"):
                 yield Static("", id="phase-banner")
                 yield BootLog(id="bootlog")
                 yield Input(id="log-input", placeholder="search")
-            with Vertical(id="memory-pane", classes="pane"):
+            with Pane(id="memory-pane", classes="pane"):
                 yield MemoryPane(list(config.nodes), config.thrash, id="memory")
         yield NoticeLine(id="notice")
         yield StableFooter(compact=True)
@@ -251,7 +260,20 @@ class MainScreen(Screen[None]):
 
     @on(LogLinesPending)
     def _drain_logs(self) -> None:
+        """At most LOG_PAINT_EVERY_S apart: lines that flood in wait in the
+        inbox for the next drain (one timer at a time: the inbox is not empty,
+        so no other message comes)."""
+        wait = self._drained_at + LOG_PAINT_EVERY_S - time.monotonic()
+        if wait > 0:
+            self.set_timer(wait, self._drain_now, name="boot log drain")
+        else:
+            self._drain_now()
+
+    def _drain_now(self) -> None:
         lines, self._log_inbox = self._log_inbox, []
+        if not lines:
+            return  # the lane changed since (select_lane emptied the inbox)
+        self._drained_at = time.monotonic()
         log = self.query_one(BootLog)
         log.paused_render = not self._visible("bootlog")
         log.add_lines(lines)
@@ -404,8 +426,8 @@ class MainScreen(Screen[None]):
     def action_pane(self, name: str) -> None:
         self.query_one("#log-input", Input).display = False
         if name != self.current_pane:
-            self.query_one(f"#{self.current_pane}-pane").remove_class("-current")
-            self.query_one(f"#{name}-pane").add_class("-current")
+            self.query_one(f"#{self.current_pane}-pane", Pane).choose(False)
+            self.query_one(f"#{name}-pane", Pane).choose(True)
         self.current_pane = name
         self._show_tabs()
         target = {"nodes": NodesTable, "lanes": LanesTable, "bootlog": BootLog,

@@ -15,10 +15,10 @@ from collections import deque
 from itertools import count
 from typing import ClassVar
 
+from rich.control import strip_control_codes
 from rich.segment import Segment
 from rich.style import Style
-from rich.text import Text
-from textual.geometry import Size
+from textual.geometry import Region, Size
 from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
@@ -45,6 +45,8 @@ EMPTY = "no lines at this level / filter (l: next level, t: change the filter)"
 _FATAL = Style(bold=True, reverse=True)
 _WARN = Style(bold=True)
 _MATCH = Style(reverse=True, underline=True)
+SEVERITY_STYLE = {Severity.FATAL: _FATAL + Style(color="red"),
+                  Severity.WARNING: _WARN + Style(color="yellow")}
 
 
 class Entry:
@@ -88,6 +90,9 @@ class BootLog(ScrollView, can_focus=True):
         self._strips: dict[tuple[int, int, int, str, bool], Strip] = {}
         """Rendered rows by line and search: following a log re-renders nothing
         that only moved up (cleared whole when full: cheaper than LRU upkeep)."""
+        self._shown: dict[tuple[tuple[int, int, int, str, bool], int, Style], Strip] = {}
+        """The same rows padded to the pane's width in its style, as painted."""
+        self._base: Style | None = None
         self.match_row: int | None = None
         """The row the last search landed on (drawn with a ``>`` in the gutter)."""
         self.paused_render = False
@@ -278,11 +283,20 @@ class BootLog(ScrollView, can_focus=True):
 
     # -- rendering -----------------------------------------------------------
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        """The base style once per paint, not per line: it walks every
+        ancestor's styles, and following a flood repaints every row each frame."""
+        self._base = self.rich_style
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._base = None
+
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        base = self._base or self.rich_style
         if index >= len(self._rows):
             if index == 0 and self.entries:
                 return Strip([Segment(EMPTY[:width].ljust(width), base + Style(dim=True))])
@@ -296,7 +310,14 @@ class BootLog(ScrollView, can_focus=True):
                 self._strips.clear()
             self._strips[key] = strip
         if scroll_x == 0 and strip.cell_length <= width:
-            return strip.extend_cell_length(width, base).apply_style(base)
+            shown_key = (key, width, base)
+            shown = self._shown.get(shown_key)
+            if shown is None:
+                if len(self._shown) >= STRIP_CACHE:
+                    self._shown.clear()
+                shown = self._shown[shown_key] = strip.extend_cell_length(
+                    width, base).apply_style(base)
+            return shown
         # the gutter stays put; only the text scrolls sideways
         text_width = width - GUTTER
         parts = [strip.crop(0, GUTTER)]
@@ -309,18 +330,27 @@ class BootLog(ScrollView, can_focus=True):
         return Strip.join(parts).extend_cell_length(width, base).apply_style(base)
 
     def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> Strip:
+        """Segments built directly (a rich Text rendered through the console
+        cost ~10x as much, for every new row of a flood)."""
         if a == 0:
             mark = MARKS.get(entry.severity, " ") if entry.severity is not None else " "
             gutter = f"r{entry.rank:<2} {mark}{'>' if current else ' '}"[:GUTTER].ljust(GUTTER)
         else:
             gutter = " " * (GUTTER - 1) + (">" if current else " ")
-        body = Text(entry.text[a:b])
-        if entry.severity is Severity.FATAL:
-            body.stylize(_FATAL + Style(color="red"))
-        elif entry.severity is Severity.WARNING:
-            body.stylize(_WARN + Style(color="yellow"))
+        body = strip_control_codes(entry.text[a:b])
+        style = SEVERITY_STYLE.get(entry.severity) if entry.severity is not None else None
+        segments = [Segment(gutter)]  # plain, as the rich Text without spans drew it
+        at = 0
         if self.search:
-            body.highlight_words([self.search], _MATCH, case_sensitive=False)
-        gutter_text = Text(gutter, style=Style(dim=True))
-        segments = [*gutter_text.render(self.app.console), *body.render(self.app.console)]
-        return Strip([s for s in segments if s.text != "\n"] or [Segment("")])
+            matched = style + _MATCH if style else _MATCH
+            for found in re.finditer(re.escape(self.search), body, flags=re.IGNORECASE):
+                start, end = found.span()
+                if start == end:
+                    continue
+                if start > at:
+                    segments.append(Segment(body[at:start], style))
+                segments.append(Segment(body[start:end], matched))
+                at = end
+        if at < len(body):
+            segments.append(Segment(body[at:], style))
+        return Strip(segments)

@@ -8,7 +8,10 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import BindingType
+from textual.geometry import Region, Size
+from textual.strip import Strip
 from textual.widgets import DataTable
 
 from sparktui.core.canary import stale_age
@@ -49,9 +52,54 @@ class KeyedTable(DataTable[Text | str]):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
         self._last: dict[str, tuple[Text | str, ...]] = {}
+        self._restyled = False
+        self._rendered_with: tuple[object, ...] | None = None
+        self._styles_by_state: dict[object, tuple[object, ...]] = {}
+        self._sized: Size | None = None
 
     def on_mount(self) -> None:
         self._ensure_columns()
+
+    # -- keeping rendered rows across focus changes ----------------------------
+
+    def notify_style_update(self) -> None:
+        """DataTable drops every rendered row on any style update, and focus
+        moving in or out is one (``:focus`` styles): a pane key re-rendered
+        every cell (~0.3 ms each, 20+ ms for the nodes). Its row caches are
+        keyed by the focus state already; they are dropped at the next render
+        only if the styles of that state changed (a theme, say)."""
+        super(DataTable, self).notify_style_update()  # the widget's own, not DataTable's
+        self._styles_cache.clear()
+        self._restyled = True
+        self.refresh()
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """A pane shown again (1-4 at 80x24) gets a Resize of the same size,
+        on which DataTable would invalidate every rendered row: only a real
+        change of size is passed on."""
+        if event.size == self._sized:
+            event.prevent_default()  # DataTable's handler is the only other one
+        self._sized = event.size
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        if self._restyled:
+            self._restyled = False
+            self._check_styles()
+        return super().render_lines(crop)
+
+    def _check_styles(self) -> None:
+        """Called after a restyle, once component styles are final."""
+        styles = (self.rich_style, *(self.get_component_styles(name)
+                                     for name in sorted(self.COMPONENT_CLASSES)))
+        if styles == self._rendered_with:
+            return
+        # the per-cell style cache is keyed by neither focus nor styles
+        self._get_styles_to_render_cell.cache_clear()
+        state = self.get_pseudo_class_state()
+        if self._styles_by_state.get(state, styles) != styles:
+            self._clear_caches()
+        self._styles_by_state[state] = styles
+        self._rendered_with = styles
 
     def _ensure_columns(self) -> None:
         if not self.columns:
