@@ -63,7 +63,7 @@ class SparkTUI(App[None]):
     """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
     READS_SWITCHES = True
     """The shared switches' states are read every SWITCHES_EVERY_S (header, nodes pane)."""
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (Textual: instance var)
         (0, "-short"), (36, "-tall")]
     """Modals fit their body to the terminal (the main screen has its own)."""
 

@@ -103,7 +103,8 @@ class AlertsScreen(ModalScreen[None]):
         self.on_ack(key)
         highlighted = olist.highlighted
         olist.set_options(self._options())
-        olist.highlighted = min(highlighted, olist.option_count - 1)
+        if highlighted is not None:
+            olist.highlighted = min(highlighted, olist.option_count - 1)
 
     def action_close(self) -> None:
         self.dismiss(None)

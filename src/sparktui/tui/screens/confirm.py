@@ -42,7 +42,7 @@ def verdict_text(verdicts: tuple[Verdict, ...]) -> Text:
 
 def grouped(verdicts: tuple[Verdict, ...] | list[Verdict]) -> str:
     """``protected-node ×4 · fit (override) · image dgx5``: one entry per guard."""
-    by_guard: dict[str, tuple[Verdict, ...] | list[Verdict]] = {}
+    by_guard: dict[str, list[Verdict]] = {}
     for v in verdicts:
         by_guard.setdefault(v.guard, []).append(v)
     parts = []

@@ -18,6 +18,7 @@ from textual.binding import BindingType
 from textual.containers import Container
 from textual.events import ScreenResume
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import DataTable, Header, Input, Static
 
 from sparktui.core.state import NodeSnapshot, NodeState
@@ -75,9 +76,9 @@ ACTION_NAMES = {"serve": "serve", "stop": "stop", "power_cycle": "power-cycle",
 
 class MainScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [*MAIN_BINDINGS, *READ_ONLY_BINDINGS]
-    HORIZONTAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+    HORIZONTAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (Textual: instance var)
         (0, "-narrow"), (120, "-wide")]
-    VERTICAL_BREAKPOINTS: ClassVar[list[tuple[int, str]] | None] = [
+    VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (Textual: instance var)
         (0, "-short"), (36, "-tall")]
 
     def __init__(self) -> None:
@@ -430,8 +431,9 @@ class MainScreen(Screen[None]):
             self.query_one(f"#{name}-pane", Pane).choose(True)
         self.current_pane = name
         self._show_tabs()
-        target = {"nodes": NodesTable, "lanes": LanesTable, "bootlog": BootLog,
-                  "memory": MemoryPane}[name]
+        targets: dict[str, type[Widget]] = {"nodes": NodesTable, "lanes": LanesTable,
+                                             "bootlog": BootLog, "memory": MemoryPane}
+        target = targets[name]
         self.query_one(target).focus()
         self.call_after_refresh(self._flush)
 
