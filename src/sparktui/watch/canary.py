@@ -34,6 +34,13 @@ CANARY_TIMEOUT_S = 10.0
 """Bound of one canary round's completion (a dead engine core never answers)."""
 
 
+STOP_SETTLE_S = 2.0
+"""A failed round is judged this long after it ended, and only if the lane
+still serves then: a stop (from this console, or from another process, which
+the lane watcher reads from the journal's stop intents on its 1 s tick)
+aborts the completion in flight, and that is the stop's doing, not a dead
+engine. It delays an unresponsive verdict by as much, never a good one."""
+
 PROMPT = "Say OK."
 
 
@@ -105,6 +112,12 @@ class ServingCanary:
                 log.warning("canary of %s: %r", self.lane, exc)
                 continue
             ok = not done.error and bool(done.content or done.reasoning)
+            if not ok:
+                await self._clock.sleep(STOP_SETTLE_S)
+                if target() != where:  # the lane left serving meanwhile: no evidence
+                    if self.verdict is not None:
+                        self._set(None)
+                    continue
             error = done.error or ("" if ok else "the answer carried no token")
             self._set(judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
                                                 self._throughput.last)))

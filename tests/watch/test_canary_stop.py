@@ -1,0 +1,57 @@
+"""A stop aborts the canary's completion in flight: that failed round is the
+stop's doing and must not call the lane unresponsive (the console would
+raise an alert, and the phone ring, for an operator's own stop). A failed
+round on a lane that still serves is judged as before."""
+
+from __future__ import annotations
+
+import asyncio
+
+from sparktui.adapters.engine_http import ChatAnswer
+from sparktui.core.canary import CanaryVerdict
+from sparktui.watch.canary import ServingCanary
+
+SCALE = 1000.0
+"""Simulated seconds per real second."""
+
+
+class FastClock:
+    """Real asyncio time, sped up: ``within`` and sleeps keep their order."""
+
+    def time(self) -> float:
+        return 1_764_450_000.0 + self.monotonic()
+
+    def monotonic(self) -> float:
+        return asyncio.get_running_loop().time() * SCALE
+
+    async def sleep(self, s: float) -> None:
+        await asyncio.sleep(s / SCALE)
+
+
+async def rounds(stop_during_round: bool) -> list[CanaryVerdict | None]:
+    serving = {"on": True}
+    verdicts: list[CanaryVerdict | None] = []
+
+    async def complete(node: str, port: int) -> ChatAnswer:
+        if stop_during_round:
+            serving["on"] = False  # the stop's docker stop lands while the request runs
+        return ChatAnswer(error="Server disconnected")
+
+    canary = ServingCanary("lane", clock=FastClock(), interval_s=60.0, complete=complete,
+                           on_verdict=verdicts.append)
+    canary.observe("ok", {}, ["dgx1"])
+    task = asyncio.create_task(canary.run(
+        lambda: ("dgx1", 8000) if serving["on"] else None))
+    await asyncio.sleep(200 / SCALE)  # three rounds and their settling
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    return verdicts
+
+
+async def test_a_round_aborted_by_a_stop_is_no_evidence() -> None:
+    assert await rounds(stop_during_round=True) == []
+
+
+async def test_a_failed_round_on_a_lane_that_still_serves_is_unresponsive() -> None:
+    verdicts = await rounds(stop_during_round=False)
+    assert verdicts and verdicts[0] is not None and verdicts[0].unresponsive
