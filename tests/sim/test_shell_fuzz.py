@@ -137,3 +137,13 @@ def test_the_fast_probe_parses_the_same_from_dash_and_the_simulator(tmp_path):
     assert mine.meminfo.total_kib == theirs.meminfo.total_kib
     assert (mine.psi is None) == (theirs.psi is None)
     assert mine.problems == theirs.problems
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=st.text(st.sampled_from(list("ab01789\\cnt\t ")), max_size=16),
+       no_newline=st.booleans())
+def test_echo_interprets_backslashes_like_dash(tmp_path_factory, text, no_newline):
+    """dash's echo expands XSI escapes (``\\0NNN``, ``\\c``, ``\\n`` ...): a
+    line read by the probe's loop and echoed comes out as it would on a node."""
+    script = "echo " + ("-n " if no_newline else "") + "'" + text + "'"
+    assert _run_with_files(script, {}) == _dash(script, tmp_path_factory.mktemp("echo"))
