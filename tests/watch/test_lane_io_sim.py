@@ -29,15 +29,15 @@ STALL_S = 300.0
 
 async def scanning(w: World, lane: str) -> None:
     """Until the lane's ranks read their sparse shard."""
-    while True:
+
+    def loading() -> bool:
         try:
-            if w.sim.lane_rank0(lane).phase == "loading":
-                return
+            return w.sim.lane_rank0(lane).phase == "loading"
         except KeyError:
-            pass
-        assert w.sim.clock.monotonic() < 3600, "the lane never began loading"
-        await w.sim.advance(5.0)
-        await asyncio.sleep(0.005)
+            return False
+
+    await w.sim.clock.step_until(loading, step=5.0, max_s=3600 - w.sim.clock.monotonic(),
+                                 why=lambda: "the lane never began loading")
 
 
 async def test_a_silent_scan_whose_reads_advance_is_no_stall(tmp_path: Path) -> None:
@@ -48,14 +48,13 @@ async def test_a_silent_scan_whose_reads_advance_is_no_stall(tmp_path: Path) -> 
         task = asyncio.create_task(watch.run())
         try:
             await scanning(w, launch.lane)
-            while watch.tracker.phase is not Phase.LOADING:
-                await w.sim.advance(5.0)
-                await asyncio.sleep(0.01)
+            await w.sim.clock.step_until(lambda: watch.tracker.phase is Phase.LOADING,
+                                         step=5.0, max_s=600, why=watch.tracker.summary)
             lines = sum(watch.delivered.values())
             start = w.sim.clock.monotonic()
+            # whole drained 30 s steps: the I/O is read every 60 s, the window is 300 s
             while w.sim.clock.monotonic() - start < 4 * STALL_S:
-                await w.sim.advance(10.0)
-                await asyncio.sleep(0.01)
+                await w.sim.clock.advance(30.0, step=30.0, drain=True, whole_steps=True)
                 assert not task.done(), task.result().summary
             assert sum(watch.delivered.values()) == lines, "the scan printed something"
             assert watch.tracker.phase is Phase.LOADING
@@ -75,10 +74,10 @@ async def test_a_silent_scan_whose_reads_stop_stalls_at_the_window(tmp_path: Pat
                                                      qualify=False, keep=True))
             task = asyncio.create_task(execute(rt.ops, await prepare(rt.ops, wf)))
             await scanning(w, RECIPE)
-            for _ in range(3 * int(STALL_S) // 5):  # past the window: the bytes read are progress
-                await w.sim.advance(5.0)
-                await asyncio.sleep(0.01)
-            assert not task.done(), task.result().message
+            # past the window (whole drained 30 s steps): the bytes read are progress
+            for _ in range(3 * int(STALL_S) // 30):
+                await w.sim.clock.advance(30.0, step=30.0, drain=True, whole_steps=True)
+                assert not task.done(), task.result().message
             w.sim.spec.nas_aggregate_mbps = 0.0  # the NAS hangs: no byte read from now on
             hung = w.sim.clock.monotonic()
             await drive(w.sim, task, step=5.0, max_sim_s=3 * STALL_S)

@@ -81,11 +81,21 @@ async def test_boot_d_thrash_is_flagged_on_all_four_nodes(tmp_path: Path) -> Non
         nodes = w.config.clusters["4nodes-switch"].nodes
         async with Watchers(w, nodes) as ws:
             await serve(w, "dsv41-flash-r37-4x-eager")
-            # coarse through the uneventful part of the ~65-min eager load, then at
-            # the poller's cadence once memory pressure shows
-            await advance_until(w, lambda: max(ws.max_level().values(), default=ThrashLevel.OK)
-                                >= ThrashLevel.PRESSURE, step=30.0,
-                                max_sim_s=3 * 3600, why=lambda: str(ws.max_level()))
+            # coarse through the uneventful part of the ~65-min eager load (two
+            # minutes a step while no node's memory stalls a task, as the simulated
+            # world knows; half a minute once it does), then at the poller's cadence
+            # once the detector sees memory pressure
+            def pressure() -> bool:
+                return max(ws.max_level().values(), default=ThrashLevel.OK) \
+                    >= ThrashLevel.PRESSURE
+
+            start = w.sim.clock.monotonic()
+            await advance_until(w, lambda: pressure() or any(
+                w.sim.nodes[n].memory.targets()[0] > 0 for n in nodes), step=120.0,
+                max_sim_s=3 * 3600, why=lambda: str(ws.max_level()))
+            await advance_until(w, pressure, step=30.0,
+                                max_sim_s=3 * 3600 - (w.sim.clock.monotonic() - start),
+                                why=lambda: str(ws.max_level()))
             await advance_until(w, lambda: ws.flagged() == set(nodes), step=2.0,
                                 max_sim_s=3600, pace=PACE, why=lambda: str(ws.max_level()))
             for n in nodes:
@@ -118,7 +128,8 @@ async def test_long_prompt_thrash_on_the_two_nodes_only(tmp_path: Path) -> None:
             watch.subscribe(engine_line)
             lane = fatal_of(watch)
             try:
-                await advance_until(w, lambda: watch.ready, step=30.0, max_sim_s=4 * 3600,
+                # the ~56-min boot: no memory pressure anywhere, two minutes a step
+                await advance_until(w, lambda: watch.ready, step=120.0, max_sim_s=4 * 3600,
                                     why=watch.tracker.summary)
                 assert ws.flagged(ThrashLevel.SUSPECTED) == set(), ws.changes
                 w.sim.run_prompt(launch.lane, 150_000)
@@ -149,7 +160,9 @@ async def test_normal_boot_raises_no_alarm(tmp_path: Path) -> None:
             launch = await serve(w, "dsv41-flash-8x")
             watch = await lane_watch(w, launch.lane, first_token=False)
             lane = asyncio.create_task(watch.run())
-            await advance_until(w, lane.done, step=10.0, max_sim_s=3 * 3600,
+            # a minute a step: no memory pressure in a normal boot (the noise is
+            # journal lines, which a coarse step only delivers closer together)
+            await advance_until(w, lane.done, step=60.0, max_sim_s=3 * 3600,
                                 why=watch.tracker.summary)
             assert lane.result().failure is None
             assert ws.flagged(ThrashLevel.SUSPECTED) == set(), ws.changes

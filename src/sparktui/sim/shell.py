@@ -462,6 +462,10 @@ def incomplete(src: str) -> bool:
 
 # --- execution --------------------------------------------------------------
 
+_VAR = re.compile(r"\0VAR:([^\0]*)\0")
+_GLOB_CHAR = re.compile(r"([*?\[])")
+
+
 @dataclass
 class ShellEnv:
     commands: dict[str, Command]
@@ -523,12 +527,13 @@ class Shell:
     def _expand(self, word: Word) -> list[str]:
         text, pattern, globbable = "", "", False
         for piece, quoted in word.parts:
-            piece = re.sub(r"\0VAR:([^\0]*)\0", lambda m: self._var(m.group(1)), piece)
+            if "\0" in piece:  # only a piece with a NUL can hold a variable
+                piece = _VAR.sub(lambda m: self._var(m.group(1)), piece)
             if not quoted and not text and piece.startswith("~") and piece[1:2] in ("", "/"):
                 piece = self.env.home + piece[1:]
             text += piece
             if quoted:
-                pattern += re.sub(r"([*?\[])", r"[\1]", piece)
+                pattern += _GLOB_CHAR.sub(r"[\1]", piece) if _GLOB_CHAR.search(piece) else piece
             else:
                 pattern += piece
                 globbable = globbable or any(c in piece for c in "*?[")

@@ -28,6 +28,40 @@ _SHELLS = {"sh", "/bin/sh", "bash", "/bin/bash", "sh -s", "bash -s", "exec sh"}
 HANDSHAKE_TIMEOUT_S = 30.0
 
 
+class _Coalesced:
+    """A channel's stdout as the shell writes it, sent as one SSH data packet
+    per turn of the event loop rather than one per ``echo`` (a real node's
+    sshd reads the shell's pipe in chunks too). A write to a channel that is
+    no longer open raises at once, as the channel's own write does."""
+
+    def __init__(self, writer: asyncssh.SSHWriter[bytes]) -> None:
+        self._writer = writer
+        self._buf = bytearray()
+        self._handle: asyncio.Handle | None = None
+
+    def write(self, data: bytes) -> None:
+        self._writer.write(b"")  # BrokenPipeError once the channel is closed
+        if not data:
+            return
+        self._buf += data
+        if self._handle is None:
+            self._handle = asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+        if self._buf:
+            data = bytes(self._buf)
+            self._buf.clear()
+            with contextlib.suppress(BrokenPipeError, ConnectionError, asyncssh.Error):
+                self._writer.write(data)  # closed since: lost, as a real pipe's tail is
+
+    async def drain(self) -> None:
+        self.flush()
+        await self._writer.drain()
+
+
 class NodeSshd:
     def __init__(self, sim: Sim, node: Node, host_key: asyncssh.SSHKey,
                  authorized: asyncssh.SSHAuthorizedKeys) -> None:
@@ -115,11 +149,12 @@ class NodeSshd:
                        before_command=lambda: self._responsive(process),
                        alive=lambda: not process.is_closing())
         env.commands = {**env.commands, "sh": self._nested(env)}
-        shell = Shell(env, process.stdout, process.stderr, process.stdin)
+        out = _Coalesced(process.stdout)
+        shell = Shell(env, out, process.stderr, process.stdin)
         status = 0
         try:
             if command is None or command.strip() in _SHELLS:
-                status = await self._interactive(shell, process)
+                status = await self._interactive(shell, process, out)
             else:
                 status = await shell.run(command)
         except ShellExit as e:
@@ -128,13 +163,15 @@ class NodeSshd:
             return
         except Exception as exc:  # a simulator bug: fail this command, keep the node
             self.sim.sched.errors.append((f"{self.node.name}: {command!r}", exc))
+            out.flush()
             process.stderr.write(f"sh: 1: simulator error: {exc!r}\n".encode())
             status = 2
         with contextlib.suppress(Exception):
-            await process.stdout.drain()
+            await out.drain()
         process.exit(status)
 
-    async def _interactive(self, shell: Shell, process: asyncssh.SSHServerProcess[bytes]) -> int:
+    async def _interactive(self, shell: Shell, process: asyncssh.SSHServerProcess[bytes],
+                           out: _Coalesced) -> int:
         """`sh` reading its script from stdin, line by line, keeping `$?`."""
         pending = ""
         probing = False
@@ -152,7 +189,7 @@ class NodeSshd:
             await shell.run(pending)
             pending = ""
             with contextlib.suppress(Exception):
-                await process.stdout.drain()
+                await out.drain()
 
     def _nested(self, outer: ShellEnv) -> Command:
         """`sh -c SCRIPT`: a child shell with its own `$?` and line numbers.
