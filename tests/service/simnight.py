@@ -23,6 +23,7 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.sim.clock import loop_idle
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import connect, running_sim
 from sparktui.watch.canary import Completer, completer_for
@@ -31,9 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Tracked:
-    """The production completer, counting the rounds in flight: the test lets
-    a round's real HTTP finish before it moves simulated time on (bounded, so
-    a dead engine's round still times out on the simulated clock)."""
+    """The production completer, counting the rounds in flight (a drained
+    step lets a round's in-process HTTP finish before time moves on; a dead
+    engine's round still times out on the simulated clock)."""
 
     def __init__(self, complete: Completer) -> None:
         self.complete = complete
@@ -115,16 +116,20 @@ async def start_lane(n: Night, recipe: str) -> None:
 
 
 async def advance_until(n: Night, pred: Callable[[], bool], *, step: float, max_sim_s: float,
-                        why: Callable[[], str] = lambda: "") -> None:
+                        why: Callable[[], str] = lambda: "", exact: bool = False) -> None:
+    """Simulated time in drained steps of ``step`` until ``pred()``: each
+    step's in-process SSH and HTTP (polls, endpoint checks, a canary round)
+    finishes before time moves on (`SimClock.step_until`). ``exact``: time
+    also stops at every timer's deadline within a step (for a bound on when
+    something happened); otherwise timers due within a step wake at its end."""
+    if not exact:
+        await n.sim.clock.step_until(pred, step=step, max_s=max_sim_s, why=why)
+        return
     start = n.sim.clock.monotonic()
+    await loop_idle()
     while not pred():
         assert n.sim.clock.monotonic() - start < max_sim_s, why()
-        await n.sim.clock.advance(step, step=step)  # coarse through quiet stretches
-        await asyncio.sleep(0.01)  # real I/O (SSH polls, HTTP checks) between steps
-        for _ in range(50):  # a canary round's HTTP, up to 0.5 s real
-            if not n.canary.in_flight:
-                break
-            await asyncio.sleep(0.01)
+        await n.sim.clock.advance(step, step=step, drain=True)
 
 
 async def boot_unwatched(n: Night, recipe: str) -> None:
@@ -132,14 +137,16 @@ async def boot_unwatched(n: Night, recipe: str) -> None:
     (the simulator alone runs an hour of loading in a few seconds); a
     service started afterwards finds it by its labels and reads its log."""
     await start_lane(n, recipe)
-    while True:
+
+    def ready() -> bool:
         try:
-            if n.sim.lane_rank0(recipe).phase == "ready":
-                return
+            return n.sim.lane_rank0(recipe).phase == "ready"
         except KeyError:
-            pass
-        assert n.sim.clock.monotonic() < 6 * 3600, "the lane never became ready"
-        await n.sim.advance(300)
+            return False
+
+    # whole minutes: the simulated world runs its events in order whatever the step
+    await n.sim.clock.step_until(ready, step=60.0, max_s=6 * 3600 - n.sim.clock.monotonic(),
+                                 why=lambda: "the lane never became ready")
 
 
 def phase(n: Night, lane: str) -> str:

@@ -27,11 +27,17 @@ SHIPPED = Path(__file__).resolve().parents[2] / "config.toml"
 GIB = 1024**3
 
 
+CONNECT_TIMEOUT_S = 4.0
+"""The login budget (real seconds; 10 shipped): a starved node's fresh shell
+costs a poll this long. In-process logins take well under a second."""
+
+
 def sim_config(tmp: Path) -> Config:
     config = load_config(SHIPPED)
     console = replace(config.console, state_dir=str(tmp / "state"), probe_timeout_s=5.0)
     liveness = replace(config.liveness, timeout_s=2.0)
-    return replace(config, console=console, liveness=liveness)
+    ssh = replace(config.ssh, connect_timeout_s=CONNECT_TIMEOUT_S)
+    return replace(config, console=console, liveness=liveness, ssh=ssh)
 
 
 def publish_endpoints(config: Config, sim: Sim) -> Endpoints:
@@ -106,7 +112,8 @@ async def test_thrash_shows_as_starved_then_power_cycle_recovers(rig: Rig) -> No
     assert snap is not None and snap.state is NodeState.STARVED
     assert snap.stalled and snap.liveness is True and snap.powered is True
     others = (await rig.poller.poll_round()).nodes
-    assert [s.node for s in others if s.state is not NodeState.ONLINE] == ["dgx6"]
+    assert [s.node for s in others if s.state is not NodeState.ONLINE] == ["dgx6"], \
+        [(s.node, s.error) for s in others if s.state is not NodeState.ONLINE]
 
     await rig.sim.power("dgx6", False)  # the HA plug: off ...
     off = (await rig.poller.poll_round()).get("dgx6")
@@ -177,10 +184,12 @@ async def test_health_cli_shows_a_plug_switched_off_and_a_starved_node(
     state = tmp_path / "state"
     text = SHIPPED.read_text().replace(
         'state_dir = "~/.local/state/sparktui"', f'state_dir = "{state}"'
-    ).replace("probe_timeout_s = 3.0", "probe_timeout_s = 2.0")
+    ).replace("probe_timeout_s = 3.0", "probe_timeout_s = 2.0").replace(
+        "connect_timeout_s = 10.0", f"connect_timeout_s = {CONNECT_TIMEOUT_S}")
     config_path = tmp_path / "config.toml"
     config_path.write_text(text)
     config = load_config(config_path)
+    assert config.ssh.connect_timeout_s == CONNECT_TIMEOUT_S
     async with running_sim(config) as sim:
         publish_endpoints(config, sim)
         await sim.power("dgx7", False)
