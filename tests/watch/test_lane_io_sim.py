@@ -80,7 +80,13 @@ async def test_a_silent_scan_whose_reads_stop_stalls_at_the_window(tmp_path: Pat
                 assert not task.done(), task.result().message
             w.sim.spec.nas_aggregate_mbps = 0.0  # the NAS hangs: no byte read from now on
             hung = w.sim.clock.monotonic()
-            await drive(w.sim, task, step=5.0, max_sim_s=3 * STALL_S)
+            # 30 s steps until a minute before the window ends (a stall declared
+            # meanwhile ends the drive and fails the bound below), then 5 s steps
+            await w.sim.clock.step_until(
+                lambda: task.done() or w.sim.clock.monotonic() - hung >= STALL_S - 60,
+                step=30.0, max_s=STALL_S)
+            await drive(w.sim, task, step=5.0,
+                        max_sim_s=3 * STALL_S - (w.sim.clock.monotonic() - hung))
             took = w.sim.clock.monotonic() - hung
         result = task.result()
         assert not result.ok and result.detail["outcome"] == Outcome.STALLED.value, \
