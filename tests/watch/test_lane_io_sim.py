@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -80,11 +81,16 @@ async def test_a_silent_scan_whose_reads_stop_stalls_at_the_window(tmp_path: Pat
                 assert not task.done(), task.result().message
             w.sim.spec.nas_aggregate_mbps = 0.0  # the NAS hangs: no byte read from now on
             hung = w.sim.clock.monotonic()
-            # 30 s steps until a minute before the window ends (a stall declared
-            # meanwhile ends the drive and fails the bound below), then 5 s steps
-            await w.sim.clock.step_until(
-                lambda: task.done() or w.sim.clock.monotonic() - hung >= STALL_S - 60,
-                step=30.0, max_s=STALL_S)
+
+            def since_hung(s: float) -> Callable[[], bool]:
+                return lambda: task.done() or w.sim.clock.monotonic() - hung >= s
+
+            # 5 s steps while the read under way may still end (its bytes are the
+            # last progress), 30 s steps from then until a minute before the window
+            # ends (nothing can progress there; a stall declared meanwhile ends the
+            # waits and fails the bound below), 5 s steps again around its end
+            await w.sim.clock.step_until(since_hung(60 + 10 + 20), step=5.0, max_s=STALL_S)
+            await w.sim.clock.step_until(since_hung(STALL_S - 60), step=30.0, max_s=STALL_S)
             await drive(w.sim, task, step=5.0,
                         max_sim_s=3 * STALL_S - (w.sim.clock.monotonic() - hung))
             took = w.sim.clock.monotonic() - hung
