@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-import functools
 import math
 import re
 import tomllib
@@ -87,12 +86,17 @@ def domain_of(tp: Any) -> tuple[Any, Range | None]:
     return tp, FINITE if tp is float else None
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
     """The resolved type hints of dataclass `cls` (its annotations are strings:
     resolving them is most of a config load's time), once per class. Callers
     only read the dict."""
-    return typing.get_type_hints(cls, include_extras=True)
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return hints
 
 
 def flag(cls: type, name: str) -> Any:
