@@ -307,19 +307,21 @@ class PhaseTracker:
         recent = st.recent.append
         n = st.lines
         last_ts = None
+        failed = self.failure is not None
         out: list[LogEvent | None] = []
         add = out.append
         for line in lines:
             ts = line.ts
             if ts is None:
                 ts, body = split_timestamp(line.text)
+                if ts is not None:
+                    last_ts = ts
             else:
                 body = line.text
+                last_ts = ts
             ev = classify(body)
             n += 1
-            if ts is not None:
-                last_ts = ts
-            if self.failure is not None:
+            if failed:
                 st.lines = n
                 ev = self._after_failure(rank, st, body, ts, ev)
             elif ev is None:
@@ -328,6 +330,7 @@ class PhaseTracker:
                 if ev.severity is not _INFO:  # stats and banners change nothing
                     st.lines = n
                     self._apply(rank, st, ev, ts, now, _engine(body, ts, ev), body)
+                    failed = self.failure is not None
                 recent(ev.text)
             add(ev)
         st.lines = n

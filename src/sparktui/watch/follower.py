@@ -36,6 +36,7 @@ import re
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from sparktui.core.clock import Clock, SystemClock
@@ -77,6 +78,7 @@ class LogLine:
 # dataclass's __init__ sets each field through object.__setattr__): the
 # follower makes one per line.
 _new = object.__new__
+_ts_of = attrgetter("ts")
 _set_rank, _set_ts, _set_text, _set_truncated = (
     LogLine.__dict__[name].__set__ for name in ("rank", "ts", "text", "truncated"))
 
@@ -337,7 +339,8 @@ class LogFollower:
         head = bytes(pending) + chunk[:nl] if pending else chunk[:nl]
         if not head.isascii():
             return None
-        texts = head.decode("ascii").split("\n")
+        text = head.decode("ascii")
+        texts = text.split("\n")
         if max(map(len, texts)) > self.max_line_bytes:
             return None
         pending.clear()
@@ -345,17 +348,18 @@ class LogFollower:
         rank = self.rank
         out: list[LogLine] = []
         add = out.append
-        cr = b"\r\n" in head or texts[-1][-1:] == "\r"  # a line ends with one
+        cr = "\r" in text
         for raw in texts:
-            # what _line does, on text (ASCII: a character is a byte)
+            # what _line does, on text (ASCII: a character is a byte; ``ts`` is
+            # what precedes the first space, when there is one)
             if cr and raw[-1:] == "\r":
                 raw = raw[:-1]
-            sp = raw.find(" ")
+            ts, sep, rest = raw.partition(" ")
             line = _new(LogLine)
             _set_rank(line, rank)
-            if 20 <= sp <= 36 and raw[4:5] == "-" and raw[10:11] == "T":
-                _set_ts(line, raw[:sp])
-                _set_text(line, raw[sp + 1:])
+            if sep and 20 <= len(ts) <= 36 and ts[4] == "-" and ts[10] == "T":
+                _set_ts(line, ts)
+                _set_text(line, rest)
             else:
                 _set_ts(line, None)
                 _set_text(line, raw)
@@ -419,11 +423,12 @@ class LogFollower:
             if line.ts is None:
                 continue
             ts = line.ts.encode("ascii", "replace")
+            same = list(map(_ts_of, lines)).count(line.ts)
             if ts == self._last_ts:
-                self._same_ts += sum(1 for x in lines if x.ts == line.ts)
+                self._same_ts += same
             else:
                 self._last_ts, self._last_key = ts, _ts_key(ts)
-                self._same_ts = sum(1 for x in lines if x.ts == line.ts)
+                self._same_ts = same
             return
 
 
