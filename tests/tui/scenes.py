@@ -81,8 +81,9 @@ async def settled(pilot: Pilot, console: Console) -> None:
                 and not screen._pending_nodes and lanes.row_count == 1
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 
-    await wait_for(pilot, ready, timeout=60)
-    poll_at(console, QUIET_POLL_S)
+    with console.app.batch_update():  # the history's frames are never looked at
+        await wait_for(pilot, ready, timeout=60)
+        poll_at(console, QUIET_POLL_S)
     await pilot.pause(0.3)
 
 
@@ -162,8 +163,9 @@ async def incident(pilot: Pilot, c: Console) -> None:
         return (sum(e.alert.level == "thrash" for e in book.active.values()) == len(THRASHING)
                 and all(c.fleet.nodes[n].stalls == 0 for n in THRASHING))
 
-    await wait_for(pilot, all_thrash, timeout=10)
-    poll_at(c, QUIET_POLL_S)
+    with c.app.batch_update():
+        await wait_for(pilot, all_thrash, timeout=10)
+        poll_at(c, QUIET_POLL_S)
     await pilot.pause(0.3)
 
 
