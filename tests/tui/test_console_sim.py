@@ -18,7 +18,7 @@ from sparktui.tui.widgets.tables import LanesTable, NodesTable
 from .screen_text import online_rows
 from .simconsole import PACE, shown, sim_console, until
 
-BOOT_STEP_S = 120.0
+BOOT_STEP_S = 600.0
 """Steps through a boot nobody looks at (fewer repaints of the console)."""
 SMALL = (80, 24)
 WIDE = (160, 48)
