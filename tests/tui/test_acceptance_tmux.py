@@ -34,8 +34,8 @@ probe_timeout_s, what a healthy shell already gets to answer."""
 POLL_S = 0.1
 """How often a wait reads the pane."""
 SETTLE_S = 0.2
-"""A matching screen is read again this much later until it stops changing,
-and must still match (the frame that matched may still be painting)."""
+"""A matching screen is read again this much later until it stops changing
+(the frame that matched may still be painting)."""
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (.ci/run installs it)")
@@ -92,10 +92,9 @@ class Terminal:
             if not self.alive():
                 raise AssertionError(f"the console exited while waiting for {what}:\n{text}")
             text = self.screen()
-            if predicate(text):
-                text = self.settled(text)  # let the frame that matched finish painting
-                if predicate(text):
-                    return text
+            if predicate(text):  # let the frame that matched finish painting (a
+                settled = self.settled(text)  # notice that matched may be gone by then)
+                return settled if predicate(settled) else text
             time.sleep(POLL_S)
         raise AssertionError(f"not on screen after {timeout:.0f} s: {what}\n{text}")
 
