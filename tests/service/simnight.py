@@ -23,7 +23,6 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertRaised, ServiceEvent
-from sparktui.sim.clock import loop_idle
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import connect, running_sim
 from sparktui.watch.canary import Completer, completer_for
@@ -32,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Tracked:
-    """The production completer, counting the rounds in flight (a drained
-    step lets a round's in-process HTTP finish before time moves on; a dead
-    engine's round still times out on the simulated clock)."""
+    """The production completer, counting the rounds in flight: the test lets
+    a round's real HTTP finish before it moves simulated time on (bounded, so
+    a dead engine's round still times out on the simulated clock)."""
 
     def __init__(self, complete: Completer) -> None:
         self.complete = complete
@@ -116,20 +115,16 @@ async def start_lane(n: Night, recipe: str) -> None:
 
 
 async def advance_until(n: Night, pred: Callable[[], bool], *, step: float, max_sim_s: float,
-                        why: Callable[[], str] = lambda: "", exact: bool = False) -> None:
-    """Simulated time in drained steps of ``step`` until ``pred()``: each
-    step's in-process SSH and HTTP (polls, endpoint checks, a canary round)
-    finishes before time moves on (`SimClock.step_until`). ``exact``: time
-    also stops at every timer's deadline within a step (for a bound on when
-    something happened); otherwise timers due within a step wake at its end."""
-    if not exact:
-        await n.sim.clock.step_until(pred, step=step, max_s=max_sim_s, why=why)
-        return
+                        why: Callable[[], str] = lambda: "") -> None:
     start = n.sim.clock.monotonic()
-    await loop_idle()
     while not pred():
         assert n.sim.clock.monotonic() - start < max_sim_s, why()
-        await n.sim.clock.advance(step, step=step, drain=True)
+        await n.sim.clock.advance(step, step=step)  # coarse through quiet stretches
+        await asyncio.sleep(0.01)  # real I/O (SSH polls, HTTP checks) between steps
+        for _ in range(50):  # a canary round's HTTP, up to 0.5 s real
+            if not n.canary.in_flight:
+                break
+            await asyncio.sleep(0.01)
 
 
 async def boot_unwatched(n: Night, recipe: str) -> None:

@@ -30,7 +30,7 @@ async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: 
         engine = n.sim.lane_rank0(lane)
         await advance_until(n, lambda: engine.core_dead, step=10.0, max_sim_s=900)
         died = n.sim.clock.monotonic()
-        await advance_until(n, lambda: bool(n.alerts("canary:")), step=2.0, exact=True,
+        await advance_until(n, lambda: bool(n.alerts("canary:")), step=2.0,
                             max_sim_s=3 * interval, why=lambda: str(n.service.lanes()[lane]))
         at, raised = n.alerts("canary:")[0]
         assert at - died <= interval + CANARY_TIMEOUT_S + 2.0, (at - died)
@@ -67,7 +67,7 @@ async def test_throughput_collapse_is_thrash_evidence_before_ssh_starves(tmp_pat
                     starved.setdefault(node, n.sim.clock.monotonic())
             return bool(starved) and bool(n.alerts("thrash:"))
 
-        await advance_until(n, under, step=2.0, max_sim_s=600, exact=True,
+        await advance_until(n, under, step=2.0, max_sim_s=600,
                             why=lambda: f"{starved} {n.alerts('thrash:')}")
         first_t, first = n.alerts("thrash:")[0]
         assert first.alert.level == "thrash suspected", first.alert
