@@ -311,7 +311,7 @@ _BY_NEEDLE: dict[str, tuple[int, ...]] = {
 _NO_NEEDLE = tuple(i for i, s in enumerate(SIGNATURES) if not s.needle)
 _PLAN = {n: tuple(sorted(_BY_NEEDLE[n] + _NO_NEEDLE)) for n in _NEEDLES}
 """The signatures to try, in table order, when ``n`` is the only needle found."""
-_TABLE = tuple((s.pattern.search, s) for s in SIGNATURES)
+_TABLE = tuple((s.pattern.search, s.kind, s.severity, s.phase) for s in SIGNATURES)
 _new = object.__new__
 
 # ---- boring shapes ------------------------------------------------------------
@@ -396,6 +396,13 @@ _BORING = re.compile("|".join(f"({_shape_regex(shape)})" for shape in BORING))
 _BORING_PLAN = ((), *map(_shape_plan, BORING))
 """By the index of the shape's group in ``_BORING``."""
 _boring_shape = _BORING.fullmatch
+_HEAD = re.compile(f"(?>{_PREFIX.pattern})(?:(?:{_BORING.pattern})\\Z)?")
+"""The logger prefix and, when the rest of the line is of a boring shape,
+that shape, in one match: the prefix is atomic (``(?>...)``), so it ends where
+``_PREFIX.match`` ends whether or not a shape follows; the shapes' groups keep
+their numbers (the prefix has none), so ``lastindex`` names the shape as in
+``_BORING`` and its group starts where the message does."""
+_head = _HEAD.match
 
 
 def _candidates(msg: str) -> tuple[int, ...]:
@@ -482,19 +489,32 @@ def classify(line: str) -> LogEvent | None:
             _, line = split_timestamp(line)
         # clean(line), without a call for the common line (no ANSI code, no redraw)
         text = clean(line) if "\x1b" in line or "\r" in line else line.rstrip("\n\t ")
-        start = _prefix_end(text).end()  # type: ignore[union-attr]  # every part optional
-        if start == len(text):
-            return None
-        boring = _boring_shape(text, start)
-        plan = _BORING_PLAN[boring.lastindex or 0] if boring is not None else None
-        if plan == ():
-            return None
-        msg = text[start:] if start else text
-        for i in plan if plan is not None else _candidates(msg):
-            search, sig = _TABLE[i]
+        head = _head(text)  # every part optional: it always matches
+        shape = head.lastindex  # type: ignore[union-attr]
+        if shape is None:
+            start = head.end()  # type: ignore[union-attr]
+            if start == len(text):
+                return None
+            msg = text[start:] if start else text
+            plan = _candidates(msg)
+        else:
+            plan = _BORING_PLAN[shape]
+            if not plan:
+                return None
+            start = head.start(shape)  # type: ignore[union-attr]
+            msg = text[start:] if start else text
+        for i in plan:
+            search, kind, severity, phase = _TABLE[i]
             found = search(msg)
-            if found is not None:
-                return event_of(sig, found, msg)
+            if found is not None:  # event_of(), inlined: a call less per event
+                fields = found.groupdict()
+                if None in fields.values():
+                    fields = {k: v for k, v in fields.items() if v is not None}
+                ev = _new(LogEvent)
+                d = ev.__dict__
+                d["kind"], d["severity"], d["phase"], d["fields"], d["text"] = \
+                    kind, severity, phase, fields, msg
+                return ev
         return None
     except (RecursionError, MemoryError):  # pragma: no cover - pathological input
         return None

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from sparktui.core.enginetime import engine_time
 from sparktui.core.logsig import (
@@ -36,6 +38,16 @@ from sparktui.core.logsig import (
     split_timestamp,
 )
 from sparktui.core.state import KIB_PER_GIB
+
+
+class Line(Protocol):
+    """A log line as the follower delivers it (watch/follower.LogLine)."""
+
+    @property
+    def ts(self) -> str | None: ...
+    @property
+    def text(self) -> str: ...
+
 
 _TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
 _BOOT_INDEX = {ph: i for i, ph in enumerate(BOOT_ORDER)}
@@ -282,6 +294,51 @@ class PhaseTracker:
             self._apply(rank, st, ev, ts, now, _engine(body, ts, ev), body)
         st.recent.append(ev.text)
         return ev
+
+    def feed_lines(self, rank: int, lines: Sequence[Line], now: float
+                   ) -> list[LogEvent | None]:
+        """Lines of ``rank`` read together at ``now`` (the follower's, ``ts``
+        split off or None): what :meth:`feed` of each in turn does and returns,
+        with the per-line bookkeeping done once (the rank's state, its read
+        time: nothing reads them between two lines of the call)."""
+        if not lines:
+            return []
+        st = self._ranks.get(rank) or self._rank(rank)
+        recent = st.recent.append
+        n = st.lines
+        last_ts = None
+        failed = self.failure is not None
+        out: list[LogEvent | None] = []
+        add = out.append
+        for line in lines:
+            ts = line.ts
+            if ts is None:
+                ts, body = split_timestamp(line.text)
+                if ts is not None:
+                    last_ts = ts
+            else:
+                body = line.text
+                last_ts = ts
+            ev = classify(body)
+            n += 1
+            if failed:
+                st.lines = n
+                ev = self._after_failure(rank, st, body, ts, ev)
+            elif ev is None:
+                recent(body.rstrip("\r\n"))
+            else:
+                if ev.severity is not _INFO:  # stats and banners change nothing
+                    st.lines = n
+                    self._apply(rank, st, ev, ts, now, _engine(body, ts, ev), body)
+                    failed = self.failure is not None
+                recent(ev.text)
+            add(ev)
+        st.lines = n
+        if last_ts is not None:  # as feed() of the first stamped line does, then of the last
+            if now != st.read_at and st.read_ts is not None:
+                st.offset = st.least_offset()
+            st.read_at, st.read_ts = now, last_ts
+        return out
 
     def _after_failure(self, rank: int, st: _Rank, body: str, ts: str | None,
                        ev: LogEvent | None) -> LogEvent | None:

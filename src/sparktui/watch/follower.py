@@ -36,6 +36,7 @@ import re
 import shlex
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Protocol
 
 from sparktui.core.clock import Clock, SystemClock
@@ -71,6 +72,15 @@ class LogLine:
     @property
     def raw(self) -> str:
         return f"{self.ts} {self.text}" if self.ts else self.text
+
+
+# LogLine(rank, ts, text, truncated) in a quarter of the time (the frozen
+# dataclass's __init__ sets each field through object.__setattr__): the
+# follower makes one per line.
+_new = object.__new__
+_ts_of = attrgetter("ts")
+_set_rank, _set_ts, _set_text, _set_truncated = (
+    LogLine.__dict__[name].__set__ for name in ("rank", "ts", "text", "truncated"))
 
 
 def docker_logs_command(
@@ -302,34 +312,11 @@ class LogFollower:
         stream = self.source.stream(self.command())
         try:
             async for chunk in stream:
-                out: list[LogLine] = []
-                parts = chunk.split(b"\n")
-                for i, part in enumerate(parts):
-                    last = i == len(parts) - 1
-                    if dropping:
-                        if not last:
-                            dropping = False
-                        continue
-                    if last:
-                        pending += part
-                        if len(pending) > self.max_line_bytes:
-                            out.append(self._line(bytes(pending[: self.max_line_bytes]), True))
-                            pending.clear()
-                            dropping = True
-                        continue
-                    if pending:
-                        pending += part
-                        raw = bytes(pending)
-                        pending.clear()
-                    else:
-                        raw = part
-                    truncated = len(raw) > self.max_line_bytes
-                    if truncated:
-                        raw = raw[: self.max_line_bytes]
-                    line = self._line(raw, truncated)
-                    self._skip, dup = self._dropped(line, self._skip)
-                    if not dup:
-                        out.append(line)
+                out = None
+                if not dropping and self._skip is None:
+                    out = self._whole_lines(pending, chunk)
+                if out is None:
+                    out, dropping = self._split(pending, chunk, dropping)
                 if out:
                     self._remember(out)
                     yield out
@@ -341,6 +328,79 @@ class LogFollower:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _whole_lines(self, pending: bytearray, chunk: bytes) -> list[LogLine] | None:
+        """The common chunk, split at once: ASCII, no line beyond the limit,
+        nothing to skip. The lines :meth:`_split` would make of it (``pending``
+        left as it would leave it), or None (and nothing changed) for any other."""
+        nl = chunk.rfind(b"\n")
+        if nl < 0 or len(chunk) - nl - 1 > self.max_line_bytes:
+            return None
+        head = bytes(pending) + chunk[:nl] if pending else chunk[:nl]
+        if not head.isascii():
+            return None
+        text = head.decode("ascii")
+        texts = text.split("\n")
+        if max(map(len, texts)) > self.max_line_bytes:
+            return None
+        pending.clear()
+        pending += chunk[nl + 1:]
+        rank = self.rank
+        out: list[LogLine] = []
+        add = out.append
+        cr = "\r" in text
+        for raw in texts:
+            # what _line does, on text (ASCII: a character is a byte; ``ts`` is
+            # what precedes the first space, when there is one)
+            if cr and raw[-1:] == "\r":
+                raw = raw[:-1]
+            ts, sep, rest = raw.partition(" ")
+            line = _new(LogLine)
+            _set_rank(line, rank)
+            if sep and 20 <= len(ts) <= 36 and ts[4] == "-" and ts[10] == "T":
+                _set_ts(line, ts)
+                _set_text(line, rest)
+            else:
+                _set_ts(line, None)
+                _set_text(line, raw)
+            _set_truncated(line, False)
+            add(line)
+        return out
+
+    def _split(self, pending: bytearray, chunk: bytes, dropping: bool
+               ) -> tuple[list[LogLine], bool]:
+        """The lines a chunk completes, one at a time: a partial line is held
+        in ``pending``, one beyond the limit cut (the rest of it dropped: the
+        flag returned), lines already delivered skipped."""
+        out: list[LogLine] = []
+        parts = chunk.split(b"\n")
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if dropping:
+                if not last:
+                    dropping = False
+                continue
+            if last:
+                pending += part
+                if len(pending) > self.max_line_bytes:
+                    out.append(self._line(bytes(pending[: self.max_line_bytes]), True))
+                    pending.clear()
+                    dropping = True
+                continue
+            if pending:
+                pending += part
+                raw = bytes(pending)
+                pending.clear()
+            else:
+                raw = part
+            truncated = len(raw) > self.max_line_bytes
+            if truncated:
+                raw = raw[: self.max_line_bytes]
+            line = self._line(raw, truncated)
+            self._skip, dup = self._dropped(line, self._skip)
+            if not dup:
+                out.append(line)
+        return out, dropping
 
     def _line(self, raw: bytes, truncated: bool) -> LogLine:
         if raw.endswith(b"\r"):
@@ -363,11 +423,12 @@ class LogFollower:
             if line.ts is None:
                 continue
             ts = line.ts.encode("ascii", "replace")
+            same = list(map(_ts_of, lines)).count(line.ts)
             if ts == self._last_ts:
-                self._same_ts += sum(1 for x in lines if x.ts == line.ts)
+                self._same_ts += same
             else:
                 self._last_ts, self._last_key = ts, _ts_key(ts)
-                self._same_ts = sum(1 for x in lines if x.ts == line.ts)
+                self._same_ts = same
             return
 
 

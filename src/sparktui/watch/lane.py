@@ -500,15 +500,21 @@ class LaneWatcher:
             self._learn_stop(parse_timestamp(batch[0].ts))
         try:
             now = self.clock.monotonic()
-            for i, line in enumerate(batch, 1):
-                # a line written after our stop began is the shutdown's, not the boot's
-                events.append(classify(line.text) if self._ours(line.ts)
-                              else tr.feed(rank, line.text, now, line.ts))
+            for at in range(0, len(batch), FEED_SLICE):
+                part = batch[at:at + FEED_SLICE]
+                if self.stopping_since is None:  # no line is our stop's (_ours): fed at once
+                    events += tr.feed_lines(rank, part, now)
+                else:
+                    for line in part:
+                        # a line written after our stop began is the shutdown's, not the boot's
+                        events.append(classify(line.text) if self._ours(line.ts)
+                                      else tr.feed(rank, line.text, now, line.ts))
                 if self._tags and rank == 0:
-                    for tag in self._tags:
-                        if tag in line.text:
-                            self._echoed.add(tag)
-                if i % FEED_SLICE == 0:
+                    for line in part:
+                        for tag in self._tags:
+                            if tag in line.text:
+                                self._echoed.add(tag)
+                if len(part) == FEED_SLICE:
                     await asyncio.sleep(0)  # a burst must not hold the loop
             if batch and (t := batch[-1].ts) is not None:
                 st.fed_time = parse_timestamp(t) or st.fed_time
