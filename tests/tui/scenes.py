@@ -22,7 +22,7 @@ from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .fakecluster import GIB_KIB, add_lane, ts, vllm_boot_lines
-from .harness import ROOT, Console, build, wait_for
+from .harness import ROOT, Console, build, typed, wait_for
 
 LANE = "glm53-mxfp4-fp8-4x-r39"
 
@@ -81,8 +81,9 @@ async def settled(pilot: Pilot, console: Console) -> None:
                 and not screen._pending_nodes and lanes.row_count == 1
                 and "loading" in str(lanes.get_cell(LANE, "phase")))
 
-    await wait_for(pilot, ready, timeout=60)
-    poll_at(console, QUIET_POLL_S)
+    with console.app.batch_update():  # the history's frames are never looked at
+        await wait_for(pilot, ready, timeout=60)
+        poll_at(console, QUIET_POLL_S)
     await pilot.pause(0.3)
 
 
@@ -162,8 +163,9 @@ async def incident(pilot: Pilot, c: Console) -> None:
         return (sum(e.alert.level == "thrash" for e in book.active.values()) == len(THRASHING)
                 and all(c.fleet.nodes[n].stalls == 0 for n in THRASHING))
 
-    await wait_for(pilot, all_thrash, timeout=10)
-    poll_at(c, QUIET_POLL_S)
+    with c.app.batch_update():
+        await wait_for(pilot, all_thrash, timeout=10)
+        poll_at(c, QUIET_POLL_S)
     await pilot.pause(0.3)
 
 
@@ -179,7 +181,7 @@ async def typed_confirm(pilot: Pilot, c: Console, kind: str, target: str) -> Non
     await hold_still(c)
     c.app.propose_named(kind, target)
     await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
-    await pilot.press(*target)
+    await typed(pilot, *target)
     await pilot.pause(0.2)
 
 
@@ -189,7 +191,7 @@ async def recover_modal(pilot: Pilot, c: Console) -> None:
     await select_node(pilot, c, "dgx6")
     await pilot.press("R")
     await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
-    await pilot.press(*"dgx6")
+    await typed(pilot, *"dgx6")
     await pilot.pause(0.2)
 
 
@@ -233,7 +235,9 @@ async def lanes_loading(pilot: Pilot, c: Console) -> None:
 async def bootlog_match(pilot: Pilot, c: Console) -> None:
     """A search whose match sits far right of a long line: the view scrolls to it."""
     await settled(pilot, c)
-    await pilot.press("3", "slash", *"nccl_timeout", "enter")
+    await pilot.press("3", "slash")
+    await typed(pilot, *"nccl_timeout")
+    await pilot.press("enter")
     log = c.app.main_screen.query_one(BootLog)
     await wait_for(pilot, lambda: log.match_row is not None)
     await pilot.pause(0.2)

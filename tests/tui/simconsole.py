@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -79,9 +79,39 @@ async def until(c: SimConsole, predicate: Callable[[], object], *, max_sim_s: fl
                 step: float = STEP_S, pace: float | None = None,
                 why: Callable[[], str] = lambda: "") -> None:
     """Step simulated time until ``predicate()`` holds: `SimClock.step_until`
-    (whole steps, each drained: the app's messages are processed too, its
-    painting is not waited for)."""
-    await c.sim.clock.step_until(predicate, step=step, max_s=max_sim_s, pace=pace, why=why)
+    (whole steps, each drained: the app's messages are processed too). The
+    running console paints once per step, when the step's work is done, not at
+    60 frames a second meanwhile (the frames of simulated minutes nobody looks
+    at cost most of a test's CPU); predicates read widget data, `shown` the screen."""
+    def check() -> object:
+        paint_now(c.app)
+        return predicate()
+
+    with painting_held(c.app):
+        await c.sim.clock.step_until(check, step=step, max_s=max_sim_s, pace=pace, why=why)
+
+
+@contextmanager
+def painting_held(app: SparkTUI) -> Iterator[None]:
+    """No repaint of a running ``app`` for the block but `paint_now`'s (one
+    more after it)."""
+    if not app.is_running:
+        yield
+        return
+    with app.batch_update():
+        yield
+
+
+def paint_now(app: SparkTUI) -> None:
+    """One repaint of what changed, now, even inside `painting_held` (what
+    `Pilot.pause` does after its wait)."""
+    if not app.is_running:
+        return
+    held, app._batch_count = app._batch_count, 0
+    try:
+        app.screen._on_timer_update()
+    finally:
+        app._batch_count = held
 
 
 async def done(c: SimConsole, aw: Awaitable[T], *, max_sim_s: float = 3600.0) -> T:

@@ -25,6 +25,17 @@ RECIPE_INDEX = 10
 SPEED = 200.0
 """Fast enough for a CI run, slow enough that ranks started a real second
 apart still meet at NCCL init (at 600x a loaded host made them miss)."""
+CONNECT_TIMEOUT_S = 3.0
+"""[ssh] connect_timeout_s for this run (shipped: 10 s). SSH timeouts are real
+seconds whatever the simulator's speed: the recover and stop previews probe
+the starved nodes, whose sshd accepts and never answers, and each waited the
+whole login budget, twice (~20 s a confirm). 3 s is the shipped
+probe_timeout_s, what a healthy shell already gets to answer."""
+POLL_S = 0.1
+"""How often a wait reads the pane."""
+SETTLE_S = 0.2
+"""A matching screen is read again this much later until it stops changing
+(the frame that matched may still be painting)."""
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None,
                                 reason="tmux is not installed (.ci/run installs it)")
@@ -68,11 +79,11 @@ class Terminal:
 
     def keys(self, *keys: str) -> None:
         self.tmux("send-keys", "-t", "console", *keys)
-        time.sleep(0.3)
+        time.sleep(POLL_S)
 
     def type(self, text: str) -> None:
         self.tmux("send-keys", "-t", "console", "-l", text)
-        time.sleep(0.3)
+        time.sleep(POLL_S)
 
     def wait(self, what: str, predicate: Callable[[str], bool], timeout: float = 120.0) -> str:
         end = time.monotonic() + timeout
@@ -81,11 +92,20 @@ class Terminal:
             if not self.alive():
                 raise AssertionError(f"the console exited while waiting for {what}:\n{text}")
             text = self.screen()
-            if predicate(text):
-                time.sleep(0.5)  # let the frame that matched finish painting
-                return self.screen()
-            time.sleep(0.5)
+            if predicate(text):  # let the frame that matched finish painting (a
+                settled = self.settled(text)  # notice that matched may be gone by then)
+                return settled if predicate(settled) else text
+            time.sleep(POLL_S)
         raise AssertionError(f"not on screen after {timeout:.0f} s: {what}\n{text}")
+
+    def settled(self, text: str) -> str:
+        """The screen once two reads SETTLE_S apart agree (at most 5 reads)."""
+        for _ in range(5):
+            time.sleep(SETTLE_S)
+            text, before = self.screen(), text
+            if text == before:
+                break
+        return text
 
 
 def _running(pid: int) -> bool:
@@ -97,13 +117,16 @@ def _running(pid: int) -> bool:
 
 
 @pytest.fixture
-def terminal(tmp_path: Path) -> Iterator[Terminal]:
+def terminal(tmp_path: Path, config_copy: Callable[..., Path]) -> Iterator[Terminal]:
     term = Terminal(f"sparktui-accept-{os.getpid()}")
     home = tmp_path / "home"
     home.mkdir()
     env = {"HOME": str(home), "PYTHONPATH": str(ROOT / "src"), "TERM": "xterm-256color",
            "LANG": "C.UTF-8", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    term.start([sys.executable, "-m", "sparktui", "--config", str(ROOT / "config.toml"),
+    config = config_copy(lambda text: text.replace(
+        "\nconnect_timeout_s = 10.0", f"\nconnect_timeout_s = {CONNECT_TIMEOUT_S:g}", 1))
+    assert f"connect_timeout_s = {CONNECT_TIMEOUT_S:g}" in config.read_text()
+    term.start([sys.executable, "-m", "sparktui", "--config", str(config),
                 "demo", "--scenario", "long-prompt", "--speed", f"{SPEED:g}"], env)
     try:
         yield term
@@ -134,7 +157,8 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
                                                    or "PASS" in s),
            timeout=120)
     t.keys("Enter")
-    screen = t.wait("the fit refusal", lambda s: "REFUSED: Serve" in s, timeout=60)
+    screen = t.wait("the fit refusal", lambda s: "REFUSED: Serve" in s
+                    and "o: override fit" in s, timeout=60)
     assert "o: override fit" in screen, screen
     t.keys("o")
     t.wait("the typed confirm", lambda s: f"type {LANE} to confirm" in s, timeout=90)
@@ -152,7 +176,8 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t.keys(":")
     t.wait("the palette", lambda s: "Search for commands" in s)
     t.type(f"demo: send the 150K prompt to {LANE}")
-    t.wait("the demo trigger offered", lambda s: "send the 150K prompt" in s)
+    # the entry's own help line (the typed query alone also reads "send the 150K prompt")
+    t.wait("the demo trigger offered", lambda s: "150,000-token request" in s)
     t.keys("Down", "Enter")  # the best match first: highlight it, run it
     t.wait("the prompt sent", lambda s: "150,000-token prompt" in s)
 
@@ -182,8 +207,10 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t.keys("a")
     t.wait("the alert acknowledged", lambda s: lines(s)[1] != before)
     t.keys("!")
-    t.wait("the alerts list", lambda s: "acknowledged" in s)
+    # the list's own hint line: after `a` the alert line may read "acknowledged" too
+    t.wait("the alerts list", lambda s: "a: acknowledge " in s and "acknowledged" in s)
     t.keys("Escape")
+    t.wait("the alerts list closed", lambda s: "a: acknowledge " not in s)
 
     # stop the lane by typing its name
     t.keys("2", "x")
@@ -195,5 +222,5 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t.keys("q")
     end = time.monotonic() + 60
     while t.alive() and time.monotonic() < end:
-        time.sleep(0.5)
+        time.sleep(POLL_S)
     assert not t.alive(), "the console did not quit on q"

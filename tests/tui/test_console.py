@@ -11,7 +11,7 @@ from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .fakecluster import GIB_KIB, add_lane, vllm_boot_lines
-from .harness import build, wait_for
+from .harness import build, typed, wait_for
 from .screen_text import online_rows, screen_text
 
 WIDE = (160, 48)
@@ -71,14 +71,14 @@ async def test_power_cycle_needs_typed_name_and_shows_ha_entity():
         assert confirm.disabled
         box = modal.query_one("#typed", Input)
         assert modal.focused is box  # typing goes straight into the name field
-        await pilot.press(*"dgx5")
+        await typed(pilot, *"dgx5")
         assert confirm.disabled  # the wrong node's name does not unlock it
         await pilot.press("enter")  # ...and Enter with it says so, and stays
         assert c.app.screen is modal
         assert "'dgx5' is not dgx6" in screen_text(c.app)
         assert not c.power.calls
         box.value = ""
-        await pilot.press(*"dgx6")
+        await typed(pilot, *"dgx6")
         assert not confirm.disabled
         await pilot.press("enter")
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
@@ -98,7 +98,8 @@ async def test_typed_confirm_enter_without_the_name_says_so_and_escape_cancels()
         await pilot.press("enter")  # nothing typed: it says what to type, and stays
         assert isinstance(c.app.screen, ConfirmActionScreen)
         assert "type dgx7 first" in screen_text(c.app)
-        await pilot.press(*"dgx7", "escape")  # escape cancels even with the name typed
+        await typed(pilot, *"dgx7")
+        await pilot.press("escape")  # escape cancels even with the name typed
         await wait_for(pilot, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
         await pilot.pause(0.1)
         assert not [w for w in c.app.workers if w.group == "actions"]
@@ -204,7 +205,8 @@ async def test_boot_log_follow_search_filter_and_rank():
         await pilot.press("f")
         assert log.follow
         await pilot.press("slash")
-        await pilot.press(*"KV cache size", "enter")
+        await typed(pilot, *"KV cache size")
+        await pilot.press("enter")
         assert log.search == "KV cache size" and not log.follow
         first = log.match_row
         assert first is not None and "KV cache size" in log._rows[first][0].text
@@ -212,7 +214,8 @@ async def test_boot_log_follow_search_filter_and_rank():
         await pilot.press("n")  # one match only: next wraps to the same row
         assert log.match_row == first
         await pilot.press("t")
-        await pilot.press(*"safetensors", "enter")
+        await typed(pilot, *"safetensors")
+        await pilot.press("enter")
         assert log.row_count == 4
         await pilot.press("t")
         c.app.main_screen.query_one("#log-input", Input).value = ""
@@ -343,7 +346,7 @@ async def test_palette_offers_every_action_by_name():
         await wait_for(pilot, lambda: nodes_painted(c))
         await pilot.press("colon")
         await wait_for(pilot, lambda: isinstance(c.app.screen, CommandPalette))
-        await pilot.press(*"power-cycle dgx6")
+        await typed(pilot, *"power-cycle dgx6")
         await pilot.pause(0.3)
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen))
@@ -352,7 +355,8 @@ async def test_palette_offers_every_action_by_name():
         await wait_for(pilot, lambda: c.app.screen is c.app.main_screen)
         await pilot.press("colon")
         await wait_for(pilot, lambda: isinstance(c.app.screen, CommandPalette))
-        await pilot.press(*"shift log", "enter")
+        await typed(pilot, *"shift log")
+        await pilot.press("enter")
         await wait_for(pilot, lambda: "Shift log" in screen_text(c.app))
         assert "Nothing happened" in screen_text(c.app)
 

@@ -15,10 +15,11 @@ from sparktui.tui.screens.info import PickerScreen
 from sparktui.tui.widgets.alerts import NoticeLine
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
+from .harness import typed
 from .screen_text import online_rows
 from .simconsole import PACE, shown, sim_console, until
 
-BOOT_STEP_S = 120.0
+BOOT_STEP_S = 600.0
 """Steps through a boot nobody looks at (fewer repaints of the console)."""
 SMALL = (80, 24)
 WIDE = (160, 48)
@@ -122,7 +123,8 @@ async def test_power_cycle_drives_home_assistant_and_the_node_returns(tmp_path: 
         await select_node(pilot, c, "dgx6")
         await pilot.press("P")
         await until(c, lambda: isinstance(c.app.screen, ConfirmActionScreen))
-        await pilot.press(*"dgx6", "enter")
+        await typed(pilot, *"dgx6")
+        await pilot.press("enter")
         await until(c, lambda: any("power-cycle dgx6" in str(n[2]) and "FAILED" not in
                                    str(n[1]) and "started" not in str(n[2])
                                    for n in c.app.notices),
@@ -202,7 +204,8 @@ async def test_fit_refusal_is_overridden_from_the_console_with_the_name_typed(
         modal = c.app.screen
         assert modal.preview.report.overridden and modal.preview.confirmation.typed
         assert "OVERRIDDEN" in await shown(pilot, lambda t: "OVERRIDDEN" in t)
-        await pilot.press(*lane, "enter")
+        await typed(pilot, *lane)
+        await pilot.press("enter")
         await until(c, lambda: not isinstance(c.app.screen, ConfirmActionScreen))
         journal = (c.config.state_dir() / "journal.jsonl")
         await until(c, lambda: journal.exists() and '"override"' in journal.read_text()

@@ -21,7 +21,7 @@ from .harness import wait_for
 from .simconsole import PACE, POLL_S, run_for, sim_console, until
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
-BOOT_STEP_S = 120.0
+BOOT_STEP_S = 600.0
 """Steps through the lane's boot (the replay starts shortly before the fatal line)."""
 SPEED = 30.0
 """Replay seconds per real second: a 0.1 s tick is 3 s of the night."""
@@ -46,10 +46,15 @@ async def record_long_prompt(tmp_path: Path):  # type: ignore[no-untyped-def]
                         and c.service.lanes()[LANE].phase == "serving", step=BOOT_STEP_S,
                         max_sim_s=4 * 3600)
             c.sim.run_prompt(LANE, 150_000)
-            # a hung node's probe fails after probe_timeout_s real seconds: paced
-            await until(c, lambda: {"dgx6", "dgx7"} <= {
-                e.alert.subject for e in events
-                if isinstance(e, AlertRaised) and e.alert.level == "thrash"}, pace=PACE)
+            # a hung node's probe fails after probe_timeout_s real seconds: paced;
+            # the fatal line too (the replay below needs it; on a loaded host it
+            # came after the thrash alerts' last poll, and the recording lacked it)
+            def incident() -> bool:
+                raised = [e.alert for e in events if isinstance(e, AlertRaised)]
+                return ({"dgx6", "dgx7"} <= {a.subject for a in raised if a.level == "thrash"}
+                        and f"fatal:{LANE}" in {a.key for a in raised})
+
+            await until(c, incident, pace=PACE)
             await run_for(c, 3 * POLL_S)
         finally:
             await c.service.stop()
