@@ -4,12 +4,14 @@ Textual, and nothing in the production path imports the simulator."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "sparktui"
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache  # each test reads the same modules: parsed once per run
+def _imports(path: Path) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -17,7 +19,7 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             prefix = "." * node.level + (node.module or "")
             names.add(prefix)
-    return names
+    return frozenset(names)
 
 
 def _modules(*layers: str) -> list[Path]:

@@ -6,10 +6,14 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 _spec = importlib.util.spec_from_file_location(
     "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
 h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(h)  # type: ignore[union-attr]
+
+pytestmark = pytest.mark.usefixtures("quick_polls")
 
 
 B = "4nodes-switch-b"

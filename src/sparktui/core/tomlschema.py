@@ -86,10 +86,23 @@ def domain_of(tp: Any) -> tuple[Any, Range | None]:
     return tp, FINITE if tp is float else None
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """The resolved type hints of dataclass `cls` (its annotations are strings:
+    resolving them is most of a config load's time), once per class. Callers
+    only read the dict."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls, include_extras=True)
+    return hints
+
+
 def flag(cls: type, name: str) -> Any:
     """An argparse ``type=`` that parses a number and checks it against the
     domain of field `name` of dataclass `cls` (one truth with the config file)."""
-    base, rng = domain_of(typing.get_type_hints(cls, include_extras=True)[name])
+    base, rng = domain_of(_hints(cls)[name])
     return number(base, rng or FINITE)
 
 
@@ -316,7 +329,7 @@ def build(src: Source, path: tuple[str, ...], table: dict[str, Any], cls: type[T
     from the table's key); `skip` names table keys the caller handles itself.
     Returns None when a required field is missing or invalid.
     """
-    hints = typing.get_type_hints(cls, include_extras=True)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     given = dict(extra or {})
     known = set(fields) - set(given)

@@ -48,7 +48,9 @@ class NodeFs:
 
     def add_file(self, path: str, content: Content = "", *, read_error: str = "") -> None:
         path = posixpath.normpath(path)
-        self.add_dir(posixpath.dirname(path))
+        parent = posixpath.dirname(path)
+        if (e := self._entries.get(parent)) is None or e.kind != "dir":  # else: as it was
+            self.add_dir(parent)
         self._entries[path] = Entry("file", content=content, read_error=read_error)
 
     def add_link(self, path: str, target: str) -> None:
