@@ -399,6 +399,38 @@ def service(base: Config) -> ClusterService:
                           follow_journals=False)
 
 
+@pytest.fixture(scope="module")
+def runner() -> Any:
+    """One event loop for every example (a fresh `asyncio.run` each costs more
+    than most examples); what an example leaves running is cancelled after it,
+    as `asyncio.run` would."""
+    with asyncio.Runner() as r:
+        yield r
+
+
+@pytest.fixture(scope="module")
+def recipes_read_once() -> Any:
+    """The CLI's and the qualify gate's `load_recipe`, each shipped recipe read
+    and checked once per guards setting (the only part of the config the worlds
+    vary) instead of once per example: the same objects, a fraction of the
+    parsing."""
+    from sparktui.cli import serve_cmd as serve_mod
+    from sparktui.ops.workflows import qualify as qualify_mod
+
+    memo: dict[tuple[str, Any], Any] = {}
+
+    def cached(config: Config, name: str) -> Any:
+        key = (name, config.recipes_dir, config.guards)
+        if key not in memo:
+            memo[key] = load_recipe(config, name)
+        return memo[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(serve_mod, "load_recipe", cached)
+        mp.setattr(qualify_mod, "load_recipe", cached)
+        yield
+
+
 seen: dict[str, int] = {}
 
 
@@ -410,7 +442,8 @@ EXAMPLES = int(os.environ.get("PLAN_EXAMPLES", "2000"))
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(world=WORLDS, route=ROUTES)
-def test_console_cli_and_run_agree_verdict_for_verdict(service, world, route):
+def test_console_cli_and_run_agree_verdict_for_verdict(service, runner, recipes_read_once,
+                                                      world, route):
     kind, argv = route
     ctx = world.ctx()
 
@@ -442,7 +475,14 @@ def test_console_cli_and_run_agree_verdict_for_verdict(service, world, route):
         assert [verdict_json(v) for v in result.report.verdicts] == printed["verdicts"]
         assert result.message.startswith("refused") == (not printed["allowed"]), result.message
 
-    asyncio.run(go())
+    try:
+        runner.run(go())
+    finally:
+        left = [t for t in asyncio.all_tasks(runner.get_loop()) if not t.done()]
+        for t in left:
+            t.cancel()
+        if left:
+            runner.run(asyncio.wait(left))
     seen[kind] = seen.get(kind, 0) + 1
 
 

@@ -134,7 +134,7 @@ async def test_keep_leaves_the_ranks_for_the_operator(sim_ctx, fleet_config):
 async def test_a_worker_node_lost_mid_boot_fails_the_serve_and_frees_the_lock(
         sim_ctx, fleet_config):
     r = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
-    async with sim_ctx() as (sim, ctx, events):
+    async with sim_ctx(speed=400.0) as (sim, ctx, events):  # readiness: see test_serve_sim
         def on_event(e):
             events(e)
             if isinstance(e, StepStarted) and e.step == "readiness":

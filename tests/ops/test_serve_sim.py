@@ -7,6 +7,8 @@ from sparktui.ops.events import StepProgressed, StepStarted
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 
+SPEED = 400.0
+
 
 async def run_wf(ctx, workflow):
     """The one route: plan from a fresh observation, then run that plan."""
@@ -15,7 +17,9 @@ async def run_wf(ctx, workflow):
 
 async def test_serve_runs_through_readiness_and_releases_the_lock(sim_ctx, fleet_config):
     recipe = load_recipe(fleet_config, "glm53-flash-eugr-2x")
-    async with sim_ctx() as (sim, ctx, events):
+    # the real-time clock: the readiness wait and the quality gate wait on real
+    # time too, and a driven manual clock runs far ahead of them (seen: 20x the CPU)
+    async with sim_ctx(speed=SPEED) as (sim, ctx, events):
         result = await run_wf(ctx, Serve(recipe, "4nodes-switch-b", ServeOptions(poll_s=5.0)))
         assert result.ok, result.message
         assert "serving on 4nodes-switch-b" in result.message

@@ -52,6 +52,10 @@ class SimClock:
         heapq.heappush(self._sleepers, (self._now + max(0.0, seconds), next(self._seq), fut))
         await fut
 
+    def next_deadline(self) -> float | None:
+        """Manual mode: the simulated time the earliest sleeper wakes at, if any."""
+        return self._sleepers[0][0] if self._sleepers else None
+
     def on_advance(self, hook: Callable[[float], Awaitable[None]]) -> None:
         """Run `hook(now)` at every step of a manual advance (the simulator's update)."""
         self._on_advance.append(hook)

@@ -20,6 +20,9 @@ from typing import Protocol
 
 from .fs import EISDIR, ENOENT, FsError
 
+_VAR_REF = re.compile(r"\0VAR:([^\0]*)\0")
+_GLOB_CHAR = re.compile(r"([*?\[])")
+
 
 class Sink(Protocol):
     def write(self, data: bytes) -> None: ...
@@ -462,10 +465,6 @@ def incomplete(src: str) -> bool:
 
 # --- execution --------------------------------------------------------------
 
-_VAR = re.compile(r"\0VAR:([^\0]*)\0")
-_GLOB_CHAR = re.compile(r"([*?\[])")
-
-
 @dataclass
 class ShellEnv:
     commands: dict[str, Command]
@@ -527,13 +526,12 @@ class Shell:
     def _expand(self, word: Word) -> list[str]:
         text, pattern, globbable = "", "", False
         for piece, quoted in word.parts:
-            if "\0" in piece:  # only a piece with a NUL can hold a variable
-                piece = _VAR.sub(lambda m: self._var(m.group(1)), piece)
+            piece = self._vars_in(piece)
             if not quoted and not text and piece.startswith("~") and piece[1:2] in ("", "/"):
                 piece = self.env.home + piece[1:]
             text += piece
             if quoted:
-                pattern += _GLOB_CHAR.sub(r"[\1]", piece) if _GLOB_CHAR.search(piece) else piece
+                pattern += _GLOB_CHAR.sub(r"[\1]", piece)
             else:
                 pattern += piece
                 globbable = globbable or any(c in piece for c in "*?[")
@@ -544,6 +542,12 @@ class Shell:
         if not text and all(q is False for _, q in word.parts):
             return []
         return [text]
+
+    def _vars_in(self, piece: str) -> str:
+        """``piece`` with its variable references (``\\0VAR:NAME\\0``) expanded."""
+        if "\0VAR:" not in piece:
+            return piece
+        return _VAR_REF.sub(lambda m: self._var(m.group(1)), piece)
 
     def _var(self, name: str) -> str:
         m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)(##?|%%?)(.*)", name, re.S)
@@ -631,15 +635,15 @@ class Shell:
 
     def _expand_plain(self, word: Word) -> list[str]:
         """A word expanded without globbing (a case subject)."""
-        return ["".join(re.sub(r"\0VAR:([^\0]*)\0", lambda m: self._var(m.group(1)), piece)
+        return ["".join(self._vars_in(piece)
                         for piece, _ in word.parts)]
 
     def _pattern(self, word: Word) -> str:
         """A case pattern for fnmatch: quoted pieces match literally."""
         out = ""
         for piece, quoted in word.parts:
-            piece = re.sub(r"\0VAR:([^\0]*)\0", lambda m: self._var(m.group(1)), piece)
-            out += re.sub(r"([*?\[])", r"[\1]", piece) if quoted else piece
+            piece = self._vars_in(piece)
+            out += _GLOB_CHAR.sub(r"[\1]", piece) if quoted else piece
         return out
 
     def _test(self, ctx: Ctx) -> int:
