@@ -839,27 +839,27 @@ _ECHO = re.compile(r"\\(?:0([0-7]{0,3})|([1-7][0-7]{0,2})|(c)|(.))", re.S)
 
 async def _echo(ctx: Ctx) -> int:
     """dash's ``echo``: ``-n`` only, and XSI backslash escapes (``\\0NNN`` and
-    ``\\NNN`` octal, ``\\c`` ends the output)."""
+    ``\\NNN`` octal, one byte each; ``\\c`` ends the output)."""
     args = ctx.argv[1:]
     newline = True
     if args and args[0] == "-n":
         newline, args = False, args[1:]
     text = " ".join(args)
-    out: list[str] = []
+    out: list[bytes] = []
     pos = 0
     for m in _ECHO.finditer(text):
-        out.append(text[pos:m.start()])
+        out.append(text[pos:m.start()].encode())
         pos = m.end()
         octal, c = m.group(1) if m.group(2) is None else m.group(2), m.group(3)
         if c:
-            ctx.out("".join(out))
+            ctx.out_sink.write(b"".join(out))
             return 0
         if m.group(4) is not None:
-            out.append(_ECHO_ESCAPES.get(m.group(4), m.group(0)))
+            out.append(_ECHO_ESCAPES.get(m.group(4), m.group(0)).encode())
         else:
-            out.append(chr(int(octal or "0", 8) & 0xFF))
-    out.append(text[pos:])
-    ctx.out("".join(out) + ("\n" if newline else ""))
+            out.append(bytes([int(octal or "0", 8) & 0xFF]))
+    out.append((text[pos:] + ("\n" if newline else "")).encode())
+    ctx.out_sink.write(b"".join(out))
     return 0
 
 
