@@ -106,3 +106,25 @@ async def test_unselected_events_and_recording_off(tmp_path: Path) -> None:
     assert phone.sent == [] and d.recorder is None
     assert not (tmp_path / "recordings").exists()
     await d.stop()
+
+
+def test_a_rank_whose_node_went_dark_stays_the_lanes() -> None:
+    """A dark node's containers are not read, so its ranks drop out of the
+    lane's view; the held memory still places them (the incident bundle of a
+    thrashing node is its lane's, naming every rank). Served again on another
+    cluster, the lane starts afresh."""
+    from sparktui.service.night import HeldMemory
+    from sparktui.watch.readiness import RankContainer
+
+    def view(cluster: str, nodes: dict[int, str]) -> LaneChanged:
+        ranks = tuple(RankContainer(r, n, f"sparktui-x-r{r}", len(nodes), 8000 if r == 0 else None,
+                                    "vllm", True) for r, n in nodes.items())
+        return LaneChanged(LaneView("x", cluster, "vllm", 8000, ranks, phase="serving"))
+
+    memory = HeldMemory(SimpleNamespace(time=lambda: 0.0))  # type: ignore[arg-type]
+    four = {0: "dgx5", 1: "dgx6", 2: "dgx7", 3: "dgx8"}
+    memory.fold(view("4nodes-switch-b", four))
+    memory.fold(view("4nodes-switch-b", {0: "dgx5", 3: "dgx8"}))  # dgx6, dgx7 dark
+    assert memory.held().lane_nodes == {"x": four}
+    memory.fold(view("2nodes-a", {0: "dgx1", 1: "dgx2"}))
+    assert memory.held().lane_nodes == {"x": {0: "dgx1", 1: "dgx2"}}

@@ -89,9 +89,17 @@ class HeldMemory:
             ranks.setdefault(ev.rank, deque(maxlen=HELD_LINES)).extend(
                 line.raw for line in ev.lines)
         elif isinstance(ev, LaneChanged):
-            self.lane_nodes[ev.lane.name] = {r.rank: r.node for r in ev.lane.ranks}
-            if ev.lane.cluster:
-                self.lane_cluster[ev.lane.name] = ev.lane.cluster
+            # A rank whose node stopped answering drops out of the lane's view
+            # (its containers are not read): its node is still the lane's, the
+            # very node an incident bundle must name. A lane served again on
+            # another cluster starts afresh.
+            name, cluster = ev.lane.name, ev.lane.cluster
+            known = self.lane_nodes.get(name)
+            if known is None or (cluster and cluster != self.lane_cluster.get(name, cluster)):
+                known = self.lane_nodes[name] = {}
+            known.update({r.rank: r.node for r in ev.lane.ranks})
+            if cluster:
+                self.lane_cluster[name] = cluster
         elif isinstance(ev, AlertRaised):
             a = ev.alert
             self.alerts.append(HeldAlert(self._clock.time() if t is None else t, a.key,
