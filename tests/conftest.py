@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -48,3 +49,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return float(marker.args[0]) if marker is not None and marker.args else 0.0
 
     items.sort(key=declared_timeout, reverse=True)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): one worker more than this machine has
+    CPUs. About a third of the suite's time waits on real time (subprocesses,
+    the real sshd, tmux, timeouts), so a worker per CPU leaves the CPUs idle
+    that long: on the 2-CPU box 3 workers ran the suite in 339 s, 2 in 430 s,
+    back to back, every test passing."""
+    return len(os.sched_getaffinity(0)) + 1
