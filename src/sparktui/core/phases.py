@@ -22,7 +22,7 @@ import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sparktui.core.enginetime import engine_time
 from sparktui.core.logsig import (
@@ -47,6 +47,13 @@ class Line(Protocol):
     def ts(self) -> str | None: ...
     @property
     def text(self) -> str: ...
+
+
+class _Fed(NamedTuple):
+    """One line handed to :meth:`PhaseTracker.feed`, as a `Line`."""
+
+    ts: str | None
+    text: str
 
 
 _TQDM_TIME = re.compile(r"^(?:(\d+):)?(\d+):(\d\d)$")
@@ -274,26 +281,7 @@ class PhaseTracker:
     def feed(self, rank: int, line: str, now: float, ts: str | None = None) -> LogEvent | None:
         """One log line of ``rank``: raw (docker timestamp prefix allowed), or
         already split by the follower (``ts`` given, ``line`` without it)."""
-        if ts is None:
-            ts, body = split_timestamp(line)
-        else:
-            body = line
-        ev = classify(body)
-        st = self._ranks.get(rank) or self._rank(rank)
-        st.lines += 1
-        if ts is not None:  # a new read time: the last batch's offset counts
-            if now != st.read_at and st.read_ts is not None:
-                st.offset = st.least_offset()
-            st.read_at, st.read_ts = now, ts
-        if self.failure is not None:
-            return self._after_failure(rank, st, body, ts, ev)
-        if ev is None:
-            st.recent.append(body.rstrip("\r\n"))
-            return None
-        if ev.severity is not _INFO:  # stats and banners change nothing
-            self._apply(rank, st, ev, ts, now, _engine(body, ts, ev), body)
-        st.recent.append(ev.text)
-        return ev
+        return self.feed_lines(rank, (_Fed(ts, line),), now)[0]
 
     def feed_lines(self, rank: int, lines: Sequence[Line], now: float
                    ) -> list[LogEvent | None]:
