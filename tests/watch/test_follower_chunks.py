@@ -16,47 +16,6 @@ from hypothesis import strategies as st
 from sparktui.watch.follower import LogFollower, LogLine
 
 
-def reference(chunks: list[bytes], limit: int, rank: int = 3) -> list[list[LogLine]]:
-    """The follower's split before the whole-chunk path, one line at a time."""
-
-    def one(raw: bytes, truncated: bool) -> LogLine:
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        sp = raw.find(b" ")
-        if 20 <= sp <= 36 and raw[4:5] == b"-" and raw[10:11] == b"T":
-            return LogLine(rank, raw[:sp].decode("utf-8", "replace"),
-                           raw[sp + 1:].decode("utf-8", "replace"), truncated)
-        return LogLine(rank, None, raw.decode("utf-8", "replace"), truncated)
-
-    batches: list[list[LogLine]] = []
-    pending = bytearray()
-    dropping = False
-    for chunk in chunks:
-        out = []
-        parts = chunk.split(b"\n")
-        for i, part in enumerate(parts):
-            last = i == len(parts) - 1
-            if dropping:
-                if not last:
-                    dropping = False
-                continue
-            if last:
-                pending += part
-                if len(pending) > limit:
-                    out.append(one(bytes(pending[:limit]), True))
-                    pending.clear()
-                    dropping = True
-                continue
-            raw = bytes(pending + part) if pending else part
-            pending.clear()
-            out.append(one(raw[:limit], len(raw) > limit))
-        if out:
-            batches.append(out)
-    if pending and not dropping:
-        batches.append([one(bytes(pending), False)])
-    return batches
-
-
 class Chunks:
     def __init__(self, chunks: list[bytes]) -> None:
         self.chunks = chunks
@@ -64,6 +23,23 @@ class Chunks:
     async def stream(self, cmd: str) -> AsyncIterator[bytes]:
         for chunk in self.chunks:
             yield chunk
+
+
+def reference(chunks: list[bytes], limit: int, rank: int = 3) -> list[list[LogLine]]:
+    """The follower's line-at-a-time split (the path the whole-chunk one
+    stands in for), driven chunk by chunk."""
+    f = LogFollower.for_container(Chunks(chunks), "c", rank, follow=False,
+                                  max_line_bytes=limit)
+    batches: list[list[LogLine]] = []
+    pending = bytearray()
+    dropping = False
+    for chunk in chunks:
+        out, dropping = f._split(pending, chunk, dropping)
+        if out:
+            batches.append(out)
+    if pending and not dropping:
+        batches.append([f._line(bytes(pending), False)])
+    return batches
 
 
 def followed(chunks: list[bytes], limit: int) -> list[list[LogLine]]:
