@@ -20,8 +20,8 @@ from sparktui.core.phases import PhaseTracker
 from sparktui.watch.follower import LogLine
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_logsig_ingest import stamp
-from test_logsig_prefilter import BORING_LINES, NEEDLES, PREFIXES, REAL, table_only
+from test_logsig_ingest import _LINE, stamp
+from test_logsig_prefilter import BORING_LINES, PREFIXES, REAL, table_only
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "bench"))
 from bench_watch import MIX
@@ -88,14 +88,8 @@ def test_lines_without_a_split_stamp_are_split_as_feed_splits_them() -> None:
     assert_same(slices)
 
 
-_TEXT = st.one_of(
-    st.sampled_from(REAL),
-    st.sampled_from(BORING_LINES),
-    st.sampled_from(NEEDLES),
-    st.sampled_from(MIX),
-    st.builds(lambda p, x: p + x, st.sampled_from(PREFIXES), st.sampled_from(REAL)),
-    st.text(max_size=40),
-)
+_TEXT = st.one_of(_LINE, st.sampled_from(MIX))
+"""The ingest fuzz's lines, and the bench's."""
 
 
 @settings(max_examples=200, deadline=None)
