@@ -834,7 +834,7 @@ async def _false(ctx: Ctx) -> int:
 
 _ECHO_ESCAPES = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
                  "v": "\v", "\\": "\\"}
-_ECHO = re.compile(r"\\(?:0([0-7]{0,3})|([1-7][0-7]{0,2})|(c)|(.))", re.S)
+_ECHO = re.compile(r"\\(?:(0[0-7]{0,3}|[1-7][0-7]{0,2})|(c)|(.))", re.S)
 
 
 async def _echo(ctx: Ctx) -> int:
@@ -850,14 +850,14 @@ async def _echo(ctx: Ctx) -> int:
     for m in _ECHO.finditer(text):
         out.append(text[pos:m.start()].encode())
         pos = m.end()
-        octal, c = m.group(1) if m.group(2) is None else m.group(2), m.group(3)
+        octal, c, other = m.groups()
         if c:
             ctx.out_sink.write(b"".join(out))
             return 0
-        if m.group(4) is not None:
-            out.append(_ECHO_ESCAPES.get(m.group(4), m.group(0)).encode())
+        if other is not None:
+            out.append(_ECHO_ESCAPES.get(other, m.group(0)).encode())
         else:
-            out.append(bytes([int(octal or "0", 8) & 0xFF]))
+            out.append(bytes([int(octal, 8) & 0xFF]))
     out.append((text[pos:] + ("\n" if newline else "")).encode())
     ctx.out_sink.write(b"".join(out))
     return 0
