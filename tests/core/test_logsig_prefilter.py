@@ -25,7 +25,6 @@ from sparktui.core.logsig import (
     Shape,
     classify,
     clean,
-    event_of,
     split_timestamp,
     strip_prefixes,
 )
@@ -78,7 +77,8 @@ def table_only(line: str) -> LogEvent | None:
     for sig in SIGNATURES:
         found = sig.pattern.search(msg)
         if found is not None:
-            return event_of(sig, found, msg)
+            fields = {k: v for k, v in found.groupdict().items() if v is not None}
+            return LogEvent(sig.kind, sig.severity, sig.phase, fields, msg)
     return None
 
 

@@ -10,16 +10,20 @@ the logger prefix is stripped in one match, a stats, access or progress line
 is recognised whole by its shape (``BORING``), any other line is scanned once
 for the signatures' needles; either names the only signatures that can
 match (tests/core/test_logsig_prefilter.py proves the verdicts equal the
-plain walk's). Nothing here raises on any input.
+plain walk's). That route is remembered by the line with its digits masked
+(``_masked_route``), so the next stats or access line is one lookup, and an
+event's fields are captured only when read. Nothing here raises on any input.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum, StrEnum
+from functools import lru_cache
+from typing import Any
 
 
 class Severity(IntEnum):
@@ -313,7 +317,7 @@ _BY_NEEDLE: dict[str, tuple[int, ...]] = {
 _NO_NEEDLE = tuple(i for i, s in enumerate(SIGNATURES) if not s.needle)
 _PLAN = {n: tuple(sorted(_BY_NEEDLE[n] + _NO_NEEDLE)) for n in _NEEDLES}
 """The signatures to try, in table order, when ``n`` is the only needle found."""
-_TABLE = tuple((s.pattern.search, s) for s in SIGNATURES)
+_SEARCH = tuple(s.pattern.search for s in SIGNATURES)
 _new = object.__new__
 
 # ---- boring shapes ------------------------------------------------------------
@@ -457,26 +461,117 @@ def strip_prefixes(text: str) -> str:
     return text[end:] if end else text
 
 
+def _text_of(line: str) -> str:
+    """A line without its docker timestamp, ANSI codes, redraws and
+    trailing blanks: what the logger prefix and the signatures are matched in."""
+    if line[:1].isdigit():
+        _, line = split_timestamp(line)
+    # clean(line), without a call for the common line (no ANSI code, no redraw)
+    return clean(line) if "\x1b" in line or "\r" in line else line.rstrip("\n\t ")
+
+
 def message_of(line: str) -> str:
     """The message the signatures are matched against: the line without its
     timestamp, ANSI codes, progress-bar redraws and logger prefixes."""
-    if line[:1].isdigit():
-        _, line = split_timestamp(line)
-    text = clean(line)
+    text = _text_of(line)
     return strip_prefixes(text) if text else ""
 
 
-def event_of(sig: Signature, found: re.Match[str], msg: str) -> LogEvent:
-    fields = found.groupdict()
-    if None in fields.values():
-        fields = {k: v for k, v in fields.items() if v is not None}
+class _Fields(Mapping[str, str]):
+    """The named groups a signature's match captured, not None, found when
+    first read: most events (stats lines) are never asked for theirs, and the
+    search and its ``groupdict`` were half the cost of classifying one."""
+
+    __slots__ = ("_found", "_msg", "_search")
+
+    def __init__(self, search: Callable[[str], re.Match[str] | None], msg: str) -> None:
+        self._search, self._msg = search, msg
+        self._found: dict[str, str] | None = None
+
+    def _dict(self) -> dict[str, str]:
+        found = self._found
+        if found is None:
+            m = self._search(self._msg)
+            found = {} if m is None else m.groupdict()
+            if None in found.values():  # an optional group that did not take part
+                found = {k: v for k, v in found.items() if v is not None}
+            self._found = found
+        return found
+
+    def __getitem__(self, key: str) -> str:
+        return self._dict()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._dict()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._dict().get(key, default)
+
+    def __repr__(self) -> str:
+        return repr(self._dict())
+
+
+def event_of(sig: Signature, msg: str) -> LogEvent:
+    """The event of ``sig``, which matches ``msg`` (its fields read when asked)."""
     # What LogEvent(sig.kind, ...) builds, without the frozen dataclass's
-    # __init__ (one object.__setattr__ per field): half the cost of a stats line.
+    # __init__ (one object.__setattr__ per field).
     ev = _new(LogEvent)
     d = ev.__dict__
     d["kind"], d["severity"], d["phase"], d["fields"], d["text"] = \
-        sig.kind, sig.severity, sig.phase, fields, msg
+        sig.kind, sig.severity, sig.phase, _Fields(sig.pattern.search, msg), msg
     return ev
+
+
+_MASK = bytes.maketrans(b"123456789", b"000000000")
+ROUTES_KEPT = 4096
+"""Routes remembered (``_masked_route``): the line shapes of a few busy
+engines, with room for chatter; least recently used go first."""
+ROUTE_KEY_MAX = 512
+"""Longer lines (tracebacks' source lines, huge errors) are routed afresh."""
+
+
+def _route(text: str) -> tuple[int, int] | None:
+    """Where the message of a cleaned line starts and the index of the first
+    signature it matches, in table order; None when none does."""
+    head = _head(text)  # every part optional: it always matches
+    shape = head.lastindex  # type: ignore[union-attr]
+    if shape is None:
+        start = head.end()  # type: ignore[union-attr]
+        if start == len(text):
+            return None
+        plan = _candidates(text[start:] if start else text)
+    else:
+        plan = _BORING_PLAN[shape]
+        if not plan:
+            return None
+        start = head.start(shape)  # type: ignore[union-attr]
+    msg = text[start:] if start else text
+    for i in plan:
+        if _SEARCH[i](msg) is not None:
+            return start, i
+    return None
+
+
+@lru_cache(maxsize=ROUTES_KEPT)
+def _masked_route(key: bytes) -> tuple[int, int] | None:
+    """The route of a line with every digit made ``0`` (``_MASK``).
+
+    It is the route of every line with that key: the timestamp, ANSI, prefix
+    and signature patterns treat all ASCII digits alike (each matches all
+    ten or none, no literal digit; tests/core/test_logsig_memo.py checks
+    every one), and so does ``_text_of``'s code, so a line and its masked
+    copy clean to texts of one length whose messages start at one offset and
+    match the same signatures. The shapes and the needle scan only shorten
+    the walk (their verdict is the walk's). Stats, access and progress lines
+    differ in their numbers only, so one route serves all of an engine's
+    lines of one kind, and a line of no interest costs a lookup."""
+    return _route(_text_of(key.decode("utf-8", "surrogatepass")))
 
 
 def classify(line: str) -> LogEvent | None:
@@ -487,30 +582,19 @@ def classify(line: str) -> LogEvent | None:
     try:
         if not isinstance(line, str):
             return None
-        if line[:1].isdigit():
-            _, line = split_timestamp(line)
-        # clean(line), without a call for the common line (no ANSI code, no redraw)
-        text = clean(line) if "\x1b" in line or "\r" in line else line.rstrip("\n\t ")
-        head = _head(text)  # every part optional: it always matches
-        shape = head.lastindex  # type: ignore[union-attr]
-        if shape is None:
-            start = head.end()  # type: ignore[union-attr]
-            if start == len(text):
+        key = line.encode("utf-8", "surrogatepass")
+        if len(key) <= ROUTE_KEY_MAX:
+            route = _masked_route(key.translate(_MASK))
+            if route is None:
                 return None
-            msg = text[start:] if start else text
-            plan = _candidates(msg)
+            text = _text_of(line)
         else:
-            plan = _BORING_PLAN[shape]
-            if not plan:
+            text = _text_of(line)
+            route = _route(text)
+            if route is None:
                 return None
-            start = head.start(shape)  # type: ignore[union-attr]
-            msg = text[start:] if start else text
-        for i in plan:
-            search, sig = _TABLE[i]
-            found = search(msg)
-            if found is not None:
-                return event_of(sig, found, msg)
-        return None
+        start, i = route
+        return event_of(SIGNATURES[i], text[start:] if start else text)
     except (RecursionError, MemoryError):  # pragma: no cover - pathological input
         return None
 
