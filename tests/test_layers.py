@@ -87,3 +87,15 @@ def test_the_layer_check_resolves_relative_imports():
     assert _absolute(cli, "..core.config") == "sparktui.core.config"
     assert _absolute(cli, ".common") == "sparktui.cli.common"
     assert _absolute(SRC / "ops" / "workflows" / "y.py", "..guards") == "sparktui.ops.guards"
+
+
+def test_no_bound_drops_a_cancellation():
+    """``asyncio.wait_for`` on Python 3.11 returns its awaitable's result (or
+    failure) instead of a cancellation that arrives in the same turn (CPython
+    gh-86296): a task told to stop keeps going, its owner waiting on it. Bounds
+    are ``asyncio.timeout`` (or core.clock.within on the injected clock)."""
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr == "wait_for" \
+                    and isinstance(node.value, ast.Name) and node.value.id == "asyncio":
+                raise AssertionError(f"{path}:{node.lineno} uses asyncio.wait_for")

@@ -219,6 +219,44 @@ async def test_backoff_doubles_up_to_cap(ssh_server: SshTestServer) -> None:
     assert waits == ["1.0 s)", "2.0 s)", "4.0 s)", "4.0 s)"]
 
 
+async def test_a_cancel_that_arrives_as_the_connect_fails_still_cancels(
+        ssh_server: SshTestServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """asyncssh bounds its connect with asyncio.wait_for, which on Python 3.11
+    returns the connect's failure instead of a cancellation that arrived in the
+    same turn (CPython gh-86296). Seen when a node lost power as its lane's
+    watch stopped: the log follower took the failure for a refusal, retried,
+    and the stop waited on it for ever. The stand-in connect below is that
+    race, made certain: it is cancelled by its own refusal."""
+    async def connect_cancelled_as_refused(*args: object, **kwargs: object) -> None:
+        caller = asyncio.current_task()
+        assert caller is not None
+
+        async def refused() -> None:
+            caller.cancel()  # the owner lets go ...
+            raise ConnectionRefusedError(111, "Connection refused")  # ... as the port refuses
+
+        return await asyncio.wait_for(refused(), 5)
+
+    monkeypatch.setattr(asyncssh, "connect", connect_cancelled_as_refused)
+    conn = NodeConnection(ssh_server.endpoint(), SSH)
+    try:
+        attempt = asyncio.create_task(conn.run("true", timeout=2))
+        with pytest.raises(asyncio.CancelledError):
+            await attempt
+        assert attempt.cancelled()
+        # without a pending cancel the same failure is the refusal it is
+        monkeypatch.setattr(asyncssh, "connect", _refuse)
+        conn = NodeConnection(ssh_server.endpoint(), SSH)
+        with pytest.raises(RemoteError, match="ConnectionRefusedError"):
+            await conn.run("true", timeout=2)
+    finally:
+        await conn.close()
+
+
+async def _refuse(*args: object, **kwargs: object) -> None:
+    raise ConnectionRefusedError(111, "Connection refused")
+
+
 async def test_changed_host_key_is_a_specific_error(ssh_server: SshTestServer) -> None:
     ssh_server.trust(asyncssh.generate_private_key("ssh-ed25519"))  # known_hosts has another key
     conn = NodeConnection(ssh_server.endpoint(), SSH)

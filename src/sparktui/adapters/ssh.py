@@ -165,6 +165,8 @@ class NodeConnection:
                 self._last_error = error
                 if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt | SystemExit):
                     raise
+                if _cancel_pending():
+                    raise asyncio.CancelledError from None
                 raise error from None
             self._failures = 0
             self._retry_at = 0.0
@@ -459,6 +461,16 @@ async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str
                                        max_separator_len=64)
     cut = out.rindex(f"{SENTINEL} {nonce} ")
     return out[:cut], int(out[cut:].split()[-1])
+
+
+def _cancel_pending() -> bool:
+    """Was this task asked to stop while its connect failed? asyncssh bounds
+    a connect with ``asyncio.wait_for``, which on Python 3.11 drops a
+    cancellation that arrives as the connect fails (CPython gh-86296): the
+    caller would see the failure and, in a retry loop (a log follower of a
+    node that just lost power), retry for ever, its owner waiting on it."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 async def _close_process(proc: asyncssh.SSHClientProcess[bytes], *, terminate: bool) -> None:

@@ -190,7 +190,8 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
         n: [r for r in held.snapshots.get(n, []) if r.t >= since] for n in nodes}
     if src.snapshot is not None:
         try:
-            snap = await asyncio.wait_for(src.snapshot(nodes), src.timeout_s + 5.0)
+            async with asyncio.timeout(src.timeout_s + 5.0):
+                snap = await src.snapshot(nodes)
             for s in snap.nodes:
                 rows.setdefault(s.node, []).append(snapshot_row(s))
                 if not s.online:
@@ -292,7 +293,8 @@ def _ranks(config: Config, lane: str, recipe: Recipe | None, serves: list[Any],
 # -- parts ------------------------------------------------------------------------
 
 async def _run(src: BundleSources, node: str, cmd: str) -> str:
-    res = await asyncio.wait_for(src.link(node).run(cmd, src.timeout_s), src.timeout_s + 2.0)
+    async with asyncio.timeout(src.timeout_s + 2.0):
+        res = await src.link(node).run(cmd, src.timeout_s)
     if res.exit_status not in (0, None):
         raise _Refused(f"exit {res.exit_status}: {(res.stderr or res.stdout).strip()[:200]}")
     return str(res.stdout)

@@ -194,12 +194,14 @@ class SentinelHub:
         try:
             while not (client.closing and not client.queue):
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(client.ready.wait(), 2 * BEAT_S)
+                    async with asyncio.timeout(2 * BEAT_S):
+                        await client.ready.wait()
                 client.ready.clear()
                 while client.queue:
                     chunk = [client.queue.popleft() for _ in range(min(256, len(client.queue)))]
                     writer.write(b"".join(chunk))
-                    await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+                    async with asyncio.timeout(WRITE_TIMEOUT_S):
+                        await writer.drain()
         except TimeoutError:
             log.warning("a console took nothing for %g s: disconnected", WRITE_TIMEOUT_S)
         except ConnectionError:
@@ -210,7 +212,8 @@ class SentinelHub:
             self._clients.pop(task, None)
             writer.close()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), CLOSE_TIMEOUT_S)
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await writer.wait_closed()
 
     async def _listen(self, reader: asyncio.StreamReader) -> None:
         while raw := await reader.readline():
@@ -246,7 +249,8 @@ class SentinelHub:
             await asyncio.gather(*late, return_exceptions=True)
         if self._server is not None:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._server.wait_closed(), CLOSE_TIMEOUT_S)
+                async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                    await self._server.wait_closed()
             self._server = None
         with contextlib.suppress(OSError):
             self.path.unlink()
@@ -338,7 +342,8 @@ class SentinelFeed:
     async def close(self) -> None:
         self._writer.close()
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)
+            async with asyncio.timeout(CLOSE_TIMEOUT_S):
+                await self._writer.wait_closed()
 
 
 class AttachedLaneWatchers(LaneWatchers):

@@ -205,7 +205,8 @@ class Sim:
         if self._changed is None:
             self._changed = asyncio.Event()
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._changed.wait()
 
     async def wait_until(self, pred: Callable[[], bool]) -> None:
         self.sync()

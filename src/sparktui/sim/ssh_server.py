@@ -131,8 +131,8 @@ class NodeSshd:
 
     async def _serve(self, sock: socket.socket) -> None:
         try:
-            conn = await asyncio.wait_for(asyncssh.run_server(sock, options=self._options),
-                                          HANDSHAKE_TIMEOUT_S)
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT_S):
+                conn = await asyncssh.run_server(sock, options=self._options)
         except (OSError, asyncssh.Error, TimeoutError):
             sock.close()
             return

@@ -361,8 +361,8 @@ async def _plug_left(run: WorkflowRun, node: str, entity: str, exc: BaseExceptio
                            describe=lambda st: f"{entity} confirmed {st.state}")
         except JournalError:
             with contextlib.suppress(HomeAssistantError):
-                await asyncio.wait_for(_power(ctx).turn(entity, True), ctx.config.home_assistant
-                                       .timeout_s * 3)
+                async with asyncio.timeout(ctx.config.home_assistant.timeout_s * 3):
+                    await _power(ctx).turn(entity, True)
         except StepFailed:
             pass
 
