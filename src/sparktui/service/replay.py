@@ -33,6 +33,11 @@ TICK_S = 0.1
 """Real seconds between two steps of the replay clock."""
 RESYNC_POINTS = 120
 """Snapshots per node reported again after a seek (the memory pane's history)."""
+MARK_EVERY_S = 600.0
+"""Recorded seconds between two kept copies of the folded state: a seek back
+folds on from the last copy before it, not from the recording's start."""
+MARKS_KEPT = 64
+"""At most this many copies (a longer night spaces them further apart)."""
 
 
 class ReplaySource:
@@ -54,6 +59,10 @@ class ReplaySource:
         """A replay listens to no sentinel (the console's header says so when one does)."""
         self._state = StreamState()
         self._next = 0
+        self._marks: list[tuple[int, StreamState]] = []
+        """(events folded, a copy of the state then), in recording order."""
+        self._mark_every = max(MARK_EVERY_S, (self.last - self.first) / MARKS_KEPT)
+        self._mark_at = self.first + self._mark_every
         self._sink: Sink = _drop
         self._task: asyncio.Task[None] | None = None
 
@@ -120,12 +129,27 @@ class ReplaySource:
         self._seek_to(min(max(t, self.first), self.last))
 
     def _seek_to(self, t: float) -> None:
+        """Fold the recording up to ``t``: on from where it is when ``t`` is
+        ahead, else from the last kept copy before ``t``."""
         self.now = t
-        self._state = StreamState()
-        self._next = bisect.bisect_right(self._times, t)
-        for at, ev in self.events[:self._next]:
-            self._state.fold(at, ev)
+        end = bisect.bisect_right(self._times, t)
+        if end < self._next:
+            at = bisect.bisect_right(self._marks, end, key=lambda m: m[0])
+            folded, state = self._marks[at - 1] if at else (0, StreamState())
+            self._state, self._next = state.copy(), folded
+        while self._next < end:
+            self._fold_next()
         self._resync()
+
+    def _fold_next(self) -> ServiceEvent:
+        """Fold the next event, keeping a copy of the state every ``_mark_every``."""
+        at, ev = self.events[self._next]
+        self._next += 1
+        self._state.fold(at, ev)
+        if at >= self._mark_at:  # past every kept copy: this one is the next
+            self._marks.append((self._next, self._state.copy()))
+            self._mark_at = at + self._mark_every
+        return ev
 
     def _resync(self) -> None:
         """Report the state at ``now`` to a fresh console."""
@@ -145,10 +169,7 @@ class ReplaySource:
                 continue
             self.now = min(self.now + TICK_S * self.speed, self.last)
             while self._next < len(self.events) and self._times[self._next] <= self.now:
-                at, ev = self.events[self._next]
-                self._next += 1
-                self._state.fold(at, ev)
-                self._sink(ev)
+                self._sink(self._fold_next())
 
 
 def _drop(event: ServiceEvent) -> None:

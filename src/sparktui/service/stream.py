@@ -44,6 +44,19 @@ class StreamState:
         self.timeline: deque[tuple[float, AlertRaised | AlertCleared]] = deque(
             maxlen=ALERT_TIMELINE)
 
+    def copy(self) -> StreamState:
+        """An independent state equal to this one (the events are shared:
+        they are immutable; only the containers are copied)."""
+        out = StreamState()
+        out.samples = {k: deque(v, maxlen=v.maxlen) for k, v in self.samples.items()}
+        out.verdicts = dict(self.verdicts)
+        out.lanes = dict(self.lanes)
+        out.logs = {k: deque(v, maxlen=v.maxlen) for k, v in self.logs.items()}
+        out.delivered = dict(self.delivered)
+        out.alerts = dict(self.alerts)
+        out.timeline = deque(self.timeline, maxlen=self.timeline.maxlen)
+        return out
+
     def fold(self, t: float, ev: ServiceEvent) -> None:
         """One event, reported at ``t`` (epoch s)."""
         if isinstance(ev, NodeSampled):

@@ -1,0 +1,89 @@
+"""A replay's seeks fold on from where they are (forward) or from the last
+kept copy of the state before the target (back), never from the start; any
+sequence of seeks leaves exactly the state, and reports exactly the events,
+of one fold of the recording up to the last target."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sparktui.core.config_load import load_config
+from sparktui.service import replay
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LogLinesArrived,
+    ServiceEvent,
+)
+from sparktui.service.replay import ReplaySource
+from sparktui.watch.follower import LogLine
+
+from ..conftest import SHIPPED_CONFIG
+
+CONFIG = load_config(SHIPPED_CONFIG)
+T0 = 1_764_455_700.0
+
+
+def recording(n: int) -> list[tuple[float, ServiceEvent]]:
+    """``n`` events, one every 7 s: log lines of two ranks, alerts raised and cleared."""
+    out: list[tuple[float, ServiceEvent]] = []
+    delivered = [0, 0]
+    for i in range(n):
+        t = T0 + 7.0 * i
+        if i % 5 == 3:
+            out.append((t, AlertRaised(Alert(f"thrash:dgx{i % 3 + 5}", "thrash", "dgx5",
+                                             (f"e{i}",), "recover"))))
+        elif i % 5 == 4:
+            out.append((t, AlertCleared(f"thrash:dgx{(i // 2) % 3 + 5}")))
+        else:
+            rank = i % 2
+            delivered[rank] += 2
+            lines = tuple(LogLine(rank, None, f"line {i}.{k}") for k in range(2))
+            out.append((t, LogLinesArrived("lane", rank, lines, delivered[rank])))
+    return out
+
+
+def state_of(src: ReplaySource) -> object:
+    return (src.now, src.alerts(), [src.log_tail("lane", r) for r in (0, 1)],
+            list(src._state.timeline), src._next)
+
+
+EVENTS = recording(600)  # 70 recorded minutes: copies every 10 (MARK_EVERY_S)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(-60, 7.0 * 620), min_size=1, max_size=8))
+def test_any_seeks_end_in_the_state_of_one_fold(offsets: list[float]) -> None:
+    seen: list[ServiceEvent] = []
+    src = ReplaySource(CONFIG, EVENTS)
+    src._sink = seen.append
+    for off in offsets:
+        seen.clear()
+        src.seek(T0 + off)
+    fresh_seen: list[ServiceEvent] = []
+    fresh = ReplaySource(CONFIG, EVENTS, start=src.now)
+    fresh._sink = fresh_seen.append
+    fresh.seek(src.now)
+    assert state_of(src) == state_of(fresh)
+    assert seen == fresh_seen
+
+
+def test_a_seek_back_folds_from_a_kept_copy_not_from_the_start(monkeypatch) -> None:
+    src = ReplaySource(CONFIG, EVENTS)
+    src.seek(T0 + 7.0 * 590)
+    assert len(src._marks) == 6  # one per 10 recorded minutes (the last one at 60 min)
+    folded: list[float] = []
+    fold = replay.StreamState.fold
+
+    def counted(self, t, ev) -> None:  # type: ignore[no-untyped-def]
+        folded.append(t)
+        fold(self, t, ev)
+
+    monkeypatch.setattr(replay.StreamState, "fold", counted)
+    src.seek(T0 + 7.0 * 560)  # back ~3.5 min: from the 60-min copy (event 515)
+    assert 0 < len(folded) < 60
+    folded.clear()
+    src.seek(T0 + 7.0 * 580)  # forward: only what lies between
+    assert len(folded) == 20
