@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -49,6 +50,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return float(marker.args[0]) if marker is not None and marker.args else 0.0
 
     items.sort(key=declared_timeout, reverse=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Python's bytecode caches, written (gitignored ``__pycache__``) even where
+    PYTHONDONTWRITEBYTECODE is set, as it is on this project's build hosts:
+    without them every worker and every CLI subprocess of the run compiles the
+    package and rewrites the test modules afresh (collection alone: 10.5 s of
+    CPU per worker, 5.1 s with the caches; three workers collect)."""
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
