@@ -372,3 +372,28 @@ async def test_refresh_reads_the_slow_tier_on_the_next_tick() -> None:
     finally:
         await w.poller.stop()
     assert w.fleet.nodes["dgx1"].slow_calls == 2
+
+
+async def test_a_poll_asked_for_during_a_failing_one_takes_its_answer() -> None:
+    """The node's loop is waiting out a stalled shell when a workflow's check
+    (a recover confirm) polls it: the check gets that poll's verdict when it
+    ends, not a second wait of its own; a node that answers is read again."""
+    w = World(["dgx1"])
+    node = w.fleet.nodes["dgx1"]
+    node.mode = "stall"
+    first = asyncio.create_task(w.poller.poll_node("dgx1"))
+    await w.clock.advance(1.0)  # the first probe is waiting out its 3 s timeout
+    second = asyncio.create_task(w.poller.poll_node("dgx1"))
+    while not second.done():
+        await w.clock.advance(0.25)
+    assert first.done() and second.result() is first.result()
+    assert second.result().state is NodeState.STARVED
+    assert node.calls == 1 and w.clock.monotonic() < 5.0  # one 3 s timeout, not two
+    node.mode = "ok"
+    first = asyncio.create_task(w.poller.poll_node("dgx1"))
+    await w.clock.advance(0.05)
+    second = asyncio.create_task(w.poller.poll_node("dgx1"))
+    while not second.done():
+        await w.clock.advance(0.25)
+    assert first.result().state is second.result().state is NodeState.ONLINE
+    assert node.calls == 3 and second.result() is not first.result()

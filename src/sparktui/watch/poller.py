@@ -180,8 +180,19 @@ class Poller:
         """Poll one node, record and publish the snapshot. Never raises.
 
         An explicit poll (a workflow's check, `health`) reads both tiers; the
-        node's loop reads the slow tier every ``slow_probe_interval_s``."""
-        async with self._locks[name]:
+        node's loop reads the slow tier every ``slow_probe_interval_s``.
+
+        A poll asked for while one of the node is in flight waits for it, and
+        takes its answer when the node did not answer it: that poll has just
+        spent the node's whole timeout, and another would spend it again (a
+        starved node's recover confirm took two SSH login timeouts to show).
+        A node that answered is read again (it answers fast)."""
+        lock = self._locks[name]
+        in_flight = lock.locked()
+        async with lock:
+            latest = self._latest.get(name)
+            if in_flight and latest is not None and latest.state is not NodeState.ONLINE:
+                return latest
             try:
                 snap = await self._poll(name, tier)
             except Exception as exc:  # a bug must not stop the node's loop
