@@ -692,8 +692,11 @@ class LaneWatcher:
         self._note(self._io_progress(node, total, "read from disk/NFS"))
 
     async def _run(self, link: NodeLink, cmd: str) -> str | None:
+        """A resource read, in the node's reader shell: every 10 s on every
+        rank node of a boot, an exec channel each was a session setup (a login
+        shell forked by sshd) on nodes whose memory is filling."""
         try:
-            return str(getattr(await link.run(cmd, RESOURCE_TIMEOUT_S), "stdout", ""))
+            return str(getattr(await reader(link).run(cmd, RESOURCE_TIMEOUT_S), "stdout", ""))
         except RemoteError:
             return None
 
@@ -848,10 +851,11 @@ class _ShellReads:
 
 
 def reader(link: NodeLink) -> CommandRunner:
-    """Where the one-shot log reads of the fatal decision go: the node's
-    long-lived reader shell when the link has one (adapters/ssh.NodeConnection
-    .read: no session setup per read, which was most of fatal line -> verdict
-    over a real sshd), else a command of its own."""
+    """Where a watch's short reads go (the one-shot log reads of the fatal
+    decision, the boot's memory and I/O reads): the node's long-lived reader
+    shell when the link has one (adapters/ssh.NodeConnection.read: no session
+    setup per read, which was most of fatal line -> verdict over a real sshd),
+    else a command of its own."""
     read = getattr(link, "read", None)
     return _ShellReads(read) if read is not None else link
 
