@@ -156,10 +156,16 @@ async def test_boot_d_forced_past_the_fit_guard_is_caught_thrashing(sim_ctx, fle
     nodes, ends the watch, and names the nodes to recover."""
     r = load_recipe(fleet_config, "dsv41-flash-r37-4x-eager")
     quick = replace(fleet_config, console=replace(fleet_config.console, probe_timeout_s=1.0))
-    async with sim_ctx("boot-d-oom", config=quick, speed=1500.0) as (sim, ctx, _):
-        options = ServeOptions(overrides=frozenset({Override.FIT}), poll_s=5.0)
+    # Real time at 300x: the probes that find a node starved (and the SSH round
+    # trips between them) take real time. At 1500x on a loaded host a probe's
+    # round trip spanned simulated minutes: the last probe that answered could
+    # predate the memory collapse (no memory evidence, no verdict), and the
+    # stall window (simulated) ended the watch first.
+    async with sim_ctx("boot-d-oom", config=quick, speed=300.0) as (sim, ctx, _):
+        options = ServeOptions(overrides=frozenset({Override.FIT}), poll_s=5.0,
+                               stall_after_s=14400)  # 48 s here: a backstop only
         plan = await prepare(ctx, Serve(r, B, options))
-        for _ in range(5):  # 1 simulated second of probe timeout is < 1 ms here: on a loaded
+        for _ in range(5):  # 1 simulated second of probe timeout is ~3 ms here: on a loaded
             if plan.allowed:  # machine an idle node's probe may miss it
                 break
             plan = await prepare(ctx, Serve(r, B, options))

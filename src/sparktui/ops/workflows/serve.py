@@ -394,12 +394,13 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     }
     if predictions := oom.warnings():
         detail["oom_predictions"] = [w.to_json() for _, w in sorted(predictions.items())]
-    hung: set[str] = set()
+    # nodes whose last probe did not answer, whatever the outcome (a boot that
+    # stalled as its nodes hung), and on a thrash those whose memory is under
+    # pressure too (Boot D takes every rank down together): a docker command
+    # there would only hang, for STOP_TIMEOUT_S each
+    hung = {n for n in nodes if not answering.get(n, True)}
     if isinstance(result, ThrashVerdict):
-        # nodes that do not answer, or whose memory is under pressure too (Boot D
-        # takes every rank down together): a docker command there would only hang
-        hung = {n for n in nodes if not answering.get(n, True)} | {
-            v.node for v in detector.verdicts().values() if v.level >= ThrashLevel.PRESSURE}
+        hung |= {v.node for v in detector.verdicts().values() if v.level >= ThrashLevel.PRESSURE}
         detail["outcome"] = "thrash"
         detail["thrash"] = {"node": result.node, "evidence": list(result.evidence),
                             "next_step": result.next_step, "nodes": sorted(hung)}
