@@ -444,10 +444,19 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         why += f" (ranks kept: --keep; `sparktui stop {lane}` stops them)"
     else:
         await _stop_ranks(run, lane, reachable)
-        left = f"{', '.join(sorted(hung))} do not answer" if hung else ""
-        why += (" (ranks stopped)" if not hung else f" (ranks stopped; not on {left})"
-                if reachable else f" (no rank stopped: {left})")
+        why += f" ({_stopped_where(hung, bool(reachable))})"
     run.finish(False, f"{lane}: {why}", detail)
+
+
+def _stopped_where(hung: set[str], any_reachable: bool) -> str:
+    """Where a failed serve stopped its ranks, and where it could not."""
+    if not hung:
+        return "ranks stopped"
+    names = ", ".join(sorted(hung))
+    if any_reachable:
+        return f"ranks stopped, except on {names}: {'it does' if len(hung) == 1 else 'they do'}" \
+               " not answer"
+    return f"no rank stopped: {names} {'does' if len(hung) == 1 else 'do'} not answer"
 
 
 def _describe_watch(result: WaitResult | ThrashVerdict | OomPredicted) -> str:
