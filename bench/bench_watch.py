@@ -136,12 +136,11 @@ async def _ingest_once(data: bytes) -> tuple[float, float]:
 def console_collector() -> Iterator[None]:
     """The collector as the console runs it (tui/app.quiet_collector: the
     heap frozen, young passes rarer), restored after."""
-    from sparktui.tui.app import GC_THRESHOLDS
+    from sparktui.tui.app import quiet_collector
 
     before = gc.get_threshold()
     gc.collect()
-    gc.freeze()
-    gc.set_threshold(*GC_THRESHOLDS)
+    quiet_collector()
     try:
         yield
     finally:
