@@ -11,9 +11,14 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "sparktui"
 
 
 @functools.cache  # each test reads the same modules: parsed once per run
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text())
+
+
+@functools.cache
 def _imports(path: Path) -> frozenset[str]:
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             names |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -95,7 +100,7 @@ def test_no_bound_drops_a_cancellation():
     gh-86296): a task told to stop keeps going, its owner waiting on it. Bounds
     are ``asyncio.timeout`` (or core.clock.within on the injected clock)."""
     for path in SRC.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             if isinstance(node, ast.Attribute) and node.attr == "wait_for" \
                     and isinstance(node.value, ast.Name) and node.value.id == "asyncio":
                 raise AssertionError(f"{path}:{node.lineno} uses asyncio.wait_for")
