@@ -18,6 +18,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from sparktui.adapters.ping import tcp_alive
+from sparktui.adapters.tls import client_tls
 
 DEFAULT_TIMEOUT_S = 5.0
 
@@ -70,8 +71,8 @@ class EngineClient:
         self.base_url = f"http://{host}:{port}"
         self.timeout = timeout
         self._client = httpx.AsyncClient(
-            base_url=self.base_url, timeout=timeout, transport=transport, trust_env=False
-        )
+            base_url=self.base_url, timeout=timeout, transport=transport, trust_env=False,
+            verify=client_tls())
 
     async def __aenter__(self) -> EngineClient:
         return self

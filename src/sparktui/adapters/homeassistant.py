@@ -34,6 +34,7 @@ from typing import Protocol
 import httpx
 
 from sparktui.adapters.endpoints import Endpoints
+from sparktui.adapters.tls import client_tls
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.redact import redact, register_secret
@@ -136,7 +137,8 @@ class HomeAssistant:
         self._accepted = False
         self._gate = asyncio.Lock()
         self._client = httpx.AsyncClient(base_url=self.url, timeout=timeout_s,
-                                         transport=transport, trust_env=False)
+                                         transport=transport, trust_env=False,
+                                         verify=client_tls())
 
     def __repr__(self) -> str:
         return f"HomeAssistant({self.url!r})"
