@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import fnmatch
 import posixpath
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 Content = str | Callable[[], str]
@@ -25,7 +25,7 @@ EINVAL = "Invalid argument"
 EISDIR = "Is a directory"
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Entry:
     kind: str
     """``dir``, ``file`` or ``link``."""
@@ -52,6 +52,14 @@ class NodeFs:
         if (e := self._entries.get(parent)) is None or e.kind != "dir":  # else: as it was
             self.add_dir(parent)
         self._entries[path] = Entry("file", content=content, read_error=read_error)
+
+    def add_table(self, directory: str, files: Sequence[tuple[str, Entry]]) -> None:
+        """Many files of one directory at once (a sysfs table: hundreds of slots
+        per device). Entries are immutable, so equal slots share one."""
+        directory = posixpath.normpath(directory)
+        self.add_dir(directory)
+        prefix = directory.rstrip("/") + "/"
+        self._entries.update((prefix + name, entry) for name, entry in files)
 
     def add_link(self, path: str, target: str) -> None:
         path = posixpath.normpath(path)

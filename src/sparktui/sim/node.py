@@ -9,13 +9,18 @@ from dataclasses import dataclass, field
 
 from .catalog import ModelInfo, repo_dir
 from .docker import DockerDaemon, Image
-from .fs import EINVAL, NodeFs
+from .fs import EINVAL, Entry, NodeFs
 from .journal import Journal
 from .memory import Memory
 
 NAS_EXPORT = "nas.lan:/sna"
 NAS_ADDR = "192.0.2.10"  # documentation range: never routed
 ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+GID_SLOTS = 256
+"""A port's GID table: every slot has a file; an unused one reads as zeros,
+and its type fails to read (EINVAL), as on the real sysfs."""
+ZERO_GID_FILE = Entry("file", content=ZERO_GID + "\n")
+UNUSED_TYPE_FILE = Entry("file", read_error=EINVAL)
 
 
 @dataclass
@@ -144,13 +149,16 @@ class Node:
             # each IPv6 address added before the IPv4 one pushes it one slot on
             table += [(ula, "RoCE v2")] * (s.gid_index - 3)
             table += [(mapped, "IB/RoCE v1"), (mapped, "RoCE v2")]
-            for i in range(256):
-                gid, kind = table[i] if i < len(table) else (ZERO_GID, "")
-                fs.add_file(f"{base}/gids/{i}", gid + "\n")
-                if kind:
-                    fs.add_file(f"{base}/gid_attrs/types/{i}", kind + "\n")
-                else:
-                    fs.add_file(f"{base}/gid_attrs/types/{i}", read_error=EINVAL)
+            gids: list[tuple[str, Entry]] = []
+            types: list[tuple[str, Entry]] = []
+            for i, (gid, kind) in enumerate(table[:GID_SLOTS]):
+                gids.append((str(i), Entry("file", content=gid + "\n")))
+                types.append((str(i), Entry("file", content=kind + "\n")))
+            for i in range(len(table), GID_SLOTS):
+                gids.append((str(i), ZERO_GID_FILE))
+                types.append((str(i), UNUSED_TYPE_FILE))
+            fs.add_table(f"{base}/gids", gids)
+            fs.add_table(f"{base}/gid_attrs/types", types)
 
     def _loadavg(self) -> str:
         busy = len(self.docker.running())
