@@ -340,6 +340,42 @@ async def test_fast_ticks_carry_the_slow_tier_read_every_interval() -> None:
                                    for p in s.probe.problems) for s in snaps)
 
 
+async def test_the_plug_is_read_with_the_slow_tier_and_when_the_node_stops_answering(
+        ) -> None:
+    """An answering node's fast ticks carry the last plug state (no Home
+    Assistant request); the tick on which it stops answering reads the plug,
+    so a node switched off shows as powered off on that very tick."""
+    w = World(["dgx1"])
+    asked: list[float] = []
+    ask = w.poller._power
+
+    async def counted(name: str) -> bool | None:
+        asked.append(w.clock.monotonic())
+        return await ask(name)  # type: ignore[misc]
+
+    w.poller._power = counted
+    w.poller.start()
+    queue = w.poller.subscribe()
+    try:
+        await w.clock.advance(17.0, step=0.25)  # ~9 ticks, two of them slow
+        ticks = queue.qsize()
+        assert len(asked) == 2 and ticks >= 8, (asked, ticks)
+        while not queue.empty():
+            assert queue.get_nowait().powered is True  # carried on the fast ticks
+        w.fleet.nodes["dgx1"].mode = "refused"
+        w.alive["dgx1"] = False
+        w.powered["dgx1"] = False
+        while queue.empty():
+            await w.clock.advance(0.25)
+        snap = queue.get_nowait()
+        assert snap.state is NodeState.POWERED_OFF and snap.powered is False
+        assert len(asked) == 3
+        await w.clock.advance(4.0, step=0.25)  # still down: asked beside each probe
+        assert len(asked) >= 4
+    finally:
+        await w.poller.stop()
+
+
 async def test_a_hanging_docker_is_not_a_starved_node() -> None:
     """The slow tier runs as its own script after the fast one answered: a
     docker that hangs keeps the node online with the last slow fields."""
