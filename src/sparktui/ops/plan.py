@@ -145,10 +145,13 @@ class Plan:
         for key, v in was.items():
             if key not in now and (v.refused or v.warning):
                 out.append(f"gone: {outcome(v)} {v.message}")
-        before = {_step_key(s) for s in self.steps}
-        after = {_step_key(s) for s in fresh.steps}
-        out += [f"step added: {s.describe()}" for s in fresh.steps if _step_key(s) not in before]
-        out += [f"step removed: {s.describe()}" for s in self.steps if _step_key(s) not in after]
+        before = [_step_key(s) for s in self.steps]  # each step's key made once:
+        after = [_step_key(s) for s in fresh.steps]  # a serve's docker run is long
+        was_keys, now_keys = set(before), set(after)
+        out += [f"step added: {s.describe()}"
+                for s, key in zip(fresh.steps, after, strict=True) if key not in was_keys]
+        out += [f"step removed: {s.describe()}"
+                for s, key in zip(self.steps, before, strict=True) if key not in now_keys]
         return out
 
 
