@@ -96,6 +96,15 @@ async def test_probe_reads_up_to_sentinel_and_reuses_one_shell(
     assert node.connects == 1
 
 
+async def test_a_sentinel_line_with_another_nonce_is_output(node: NodeConnection) -> None:
+    """Only this call's nonce ends its read: a line that looks like the sentinel
+    (a log quoted, an earlier command's) is part of the output."""
+    out = await node.probe('echo "@@sparktui-done 0123abcd 7"; echo after', timeout=5)
+    assert out == "@@sparktui-done 0123abcd 7\nafter\n"
+    result = await node.read("echo '@@sparktui-done 99 3'; false", timeout=5)
+    assert result.stdout == "@@sparktui-done 99 3\n" and result.exit_status == 1
+
+
 async def test_probe_output_without_trailing_newline(node: NodeConnection) -> None:
     assert await node.probe("printf 'no-newline'", timeout=5) == "no-newline"
 

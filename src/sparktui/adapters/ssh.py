@@ -30,6 +30,7 @@ from sparktui.core.config import Config, SshConfig
 from sparktui.core.errors import RemoteError
 
 SENTINEL = "@@sparktui-done"
+_SENTINEL_LINE = re.compile(rf"{SENTINEL} (?P<nonce>[0-9a-f]+) (?P<status>\d+)\n")
 PROBE = "probe"
 READ = "read"
 """The two long-lived shells of a node: the poller's probe, the watchers' reads."""
@@ -456,11 +457,16 @@ def follow_command(cmd: str) -> str:
 async def _read_to_sentinel(shell: asyncssh.SSHClientProcess[str], nonce: str
                             ) -> tuple[str, int]:
     """The shell's output up to (without) the ``SENTINEL nonce status`` line,
-    and that status."""
-    out = await shell.stdout.readuntil(re.compile(rf"{SENTINEL} {nonce} (\d+)\n"),
-                                       max_separator_len=64)
-    cut = out.rindex(f"{SENTINEL} {nonce} ")
-    return out[:cut], int(out[cut:].split()[-1])
+    and that status. One pattern for every nonce, compiled once: a pattern
+    per call (the nonce in it) was compiled afresh every probe and read."""
+    out = ""
+    while True:
+        chunk = await shell.stdout.readuntil(_SENTINEL_LINE, max_separator_len=64)
+        end = _SENTINEL_LINE.search(chunk)  # the first match is the one it ends with
+        assert end is not None  # readuntil returned through a match
+        if end["nonce"] == nonce:  # another nonce's line is output like any other
+            return out + chunk[:end.start()], int(end["status"])
+        out += chunk
 
 
 def _cancel_pending() -> bool:
