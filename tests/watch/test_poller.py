@@ -433,3 +433,23 @@ async def test_a_poll_asked_for_during_a_failing_one_takes_its_answer() -> None:
         await w.clock.advance(0.25)
     assert first.result().state is second.result().state is NodeState.ONLINE
     assert node.calls == 3 and second.result() is not first.result()
+
+
+async def test_a_poll_asked_for_after_a_workflow_step_reads_the_node_again() -> None:
+    """A power cycle's re-check once SSH answered: the loop's poll in flight
+    began while the node was still off, and its failure says nothing of the
+    node now. The step on the node (`refresh`) makes the check read it anew."""
+    w = World(["dgx1"])
+    node = w.fleet.nodes["dgx1"]
+    node.mode = "stall"  # no answer until the probe's timeout
+    w.powered["dgx1"] = False
+    first = asyncio.create_task(w.poller.poll_node("dgx1"))
+    await w.clock.advance(1.0)  # the poll has read the plug (off), its probe waits
+    w.powered["dgx1"] = True  # the cycle's plug on, the node boots, SSH answers
+    node.mode = "ok"  # (the probe in flight still waits out its timeout)
+    w.poller.refresh("dgx1")  # the workflow's step finished on it
+    second = asyncio.create_task(w.poller.poll_node("dgx1"))
+    while not second.done():
+        await w.clock.advance(0.25)
+    assert first.result().state is NodeState.POWERED_OFF
+    assert second.result().state is NodeState.ONLINE

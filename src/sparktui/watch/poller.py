@@ -108,6 +108,11 @@ class Poller:
             n: deque(maxlen=history_len) for n in self.names
         }
         self._locks = {n: asyncio.Lock() for n in self.names}
+        self._acted: dict[str, int] = dict.fromkeys(self.names, 0)
+        """How many workflow steps acted on each node (`refresh`): a poll
+        begun before the last of them observed the node before it changed."""
+        self._polled_after: dict[str, int] = dict.fromkeys(self.names, 0)
+        """``_acted`` as it was when each node's latest poll began."""
         """One poll per node at a time, even when `poll_round` meets the loops."""
         self._queues: list[asyncio.Queue[NodeSnapshot]] = []
         self._tasks: list[asyncio.Task[None]] = []
@@ -161,10 +166,12 @@ class Poller:
         return self.snapshot()
 
     def refresh(self, name: str) -> None:
-        """Read ``name``'s slow tier (containers, disks ...) on its next tick,
-        e.g. right after a workflow step on it. Unknown names are ignored."""
+        """A workflow step acted on ``name``: read its slow tier (containers,
+        disks ...) on its next tick, and let no poll begun before now answer
+        for it. Unknown names are ignored."""
         if name in self._slow_due:
             self._slow_due[name] = 0.0
+            self._acted[name] += 1
 
     async def _loop(self, name: str) -> None:
         while True:
@@ -186,13 +193,18 @@ class Poller:
         takes its answer when the node did not answer it: that poll has just
         spent the node's whole timeout, and another would spend it again (a
         starved node's recover confirm took two SSH login timeouts to show).
-        A node that answered is read again (it answers fast)."""
+        A node that answered is read again (it answers fast), and so is a node
+        a workflow step acted on after that poll began (`refresh`): a power
+        cycle's re-check once SSH answered must not take the answer of a poll
+        begun while the node was still off."""
         lock = self._locks[name]
         in_flight = lock.locked()
         async with lock:
             latest = self._latest.get(name)
-            if in_flight and latest is not None and latest.state is not NodeState.ONLINE:
+            if (in_flight and latest is not None and latest.state is not NodeState.ONLINE
+                    and self._polled_after[name] == self._acted[name]):
                 return latest
+            self._polled_after[name] = self._acted[name]
             try:
                 snap = await self._poll(name, tier)
             except Exception as exc:  # a bug must not stop the node's loop
