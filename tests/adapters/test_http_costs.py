@@ -14,7 +14,6 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-import httpx
 import pytest
 
 from sparktui.adapters import tls
