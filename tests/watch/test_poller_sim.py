@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import httpx
 import pytest
 
 from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoints_path
+from sparktui.adapters.homeassistant import open_home_assistant, plug_power_source
 from sparktui.adapters.ssh import Fleet
 from sparktui.cli.main import main
 from sparktui.core.config import Config
@@ -21,7 +21,7 @@ from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
-from sparktui.watch.poller import Poller, PowerSource
+from sparktui.watch.poller import Poller
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config.toml"
 GIB = 1024**3
@@ -48,23 +48,6 @@ def publish_endpoints(config: Config, sim: Sim) -> Endpoints:
     return resolve_endpoints(config)
 
 
-def ha_power(config: Config, endpoints: Endpoints) -> PowerSource:
-    """A minimal Home Assistant plug reader (the real adapter belongs to ops)."""
-    token = Path(endpoints.ha_token_file).read_text().strip()
-
-    async def power(node: str) -> bool | None:
-        entity = config.nodes[node].switch
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            r = await client.get(
-                f"{endpoints.ha_url}/api/states/{entity}",
-                headers={"Authorization": f"Bearer {token}"},
-            )
-        state = r.json().get("state") if r.status_code == 200 else None
-        return {"on": True, "off": False}.get(state)
-
-    return power
-
-
 @dataclass
 class Rig:
     config: Config
@@ -79,13 +62,14 @@ async def rig(tmp_path: Path) -> AsyncIterator[Rig]:
     async with running_sim(config) as sim:
         endpoints = publish_endpoints(config, sim)
         fleet = Fleet.from_config(config, endpoints, clock=sim.clock)
-        poller = Poller(
-            config, fleet, endpoints, clock=sim.clock, power=ha_power(config, endpoints)
-        )
+        ha = open_home_assistant(config, endpoints, clock=sim.clock)
+        plugs = plug_power_source(ha, {n.name: n.switch for n in config.nodes.values()})
+        poller = Poller(config, fleet, endpoints, clock=sim.clock, power=plugs)
         try:
             yield Rig(config, sim, fleet, poller)
         finally:
             await fleet.close()
+            await ha.aclose()
 
 
 async def test_eight_nodes_online_and_free(rig: Rig) -> None:
