@@ -24,6 +24,7 @@ come"); and a warning needs CONFIRMATIONS readings in a row.
 from __future__ import annotations
 
 import math
+import operator
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -198,11 +199,12 @@ def _growth(readings: deque[tuple[float, int, float]]) -> float:
     noise is in the shard count (a log line late by a shard), so it is the
     dependent variable: regressing the other way would shrink the slope early in
     the load, when few shards are in."""
-    n = len(readings)
-    mean_d = sum(r[1] for r in readings) / n
-    mean_a = sum(r[2] for r in readings) / n
-    var = sum((r[2] - mean_a) ** 2 for r in readings)
-    cov = sum((r[1] - mean_d) * (r[2] - mean_a) for r in readings)
+    _, done, avail = zip(*readings, strict=True)  # up to READINGS, every reading
+    mean_d = sum(done) / len(done)
+    mean_a = sum(avail) / len(avail)
+    da = [a - mean_a for a in avail]
+    var = sum(map(operator.mul, da, da))
+    cov = sum(map(operator.mul, [d - mean_d for d in done], da))
     if var <= 0 or cov >= 0:
         return 0.0
     return -var / cov
