@@ -86,9 +86,10 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """``-n auto`` (pyproject's addopts): one worker more than this machine has
-    CPUs. About a third of the suite's time waits on real time (subprocesses,
-    the real sshd, tmux, timeouts), so a worker per CPU leaves the CPUs idle
-    that long: on the 2-CPU box 3 workers ran the suite in 339 s, 2 in 430 s,
-    back to back, every test passing."""
-    return len(os.sched_getaffinity(0)) + 1
+    """``-n auto`` (pyproject's addopts): two workers more than this machine
+    has CPUs. About a third of the suite's time waits on real time
+    (subprocesses, the real sshd, tmux, timeouts), so a worker per CPU leaves
+    the CPUs idle that long. On the 2-CPU box, from a fresh clone, back to
+    back: 2 workers 430 s, 3 workers 288 s, 4 workers 273 s, 5 workers 299 s
+    (every worker collects the suite, and the CPU-bound ones contend)."""
+    return len(os.sched_getaffinity(0)) + 2
