@@ -108,12 +108,12 @@ class Poller:
             n: deque(maxlen=history_len) for n in self.names
         }
         self._locks = {n: asyncio.Lock() for n in self.names}
+        """One poll per node at a time, even when `poll_round` meets the loops."""
         self._acted: dict[str, int] = dict.fromkeys(self.names, 0)
         """How many workflow steps acted on each node (`refresh`): a poll
         begun before the last of them observed the node before it changed."""
         self._polled_after: dict[str, int] = dict.fromkeys(self.names, 0)
         """``_acted`` as it was when each node's latest poll began."""
-        """One poll per node at a time, even when `poll_round` meets the loops."""
         self._queues: list[asyncio.Queue[NodeSnapshot]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
