@@ -376,6 +376,30 @@ async def test_the_plug_is_read_with_the_slow_tier_and_when_the_node_stops_answe
         await w.poller.stop()
 
 
+async def test_a_node_that_stops_answering_is_classified_when_its_probe_times_out(
+        ) -> None:
+    """The plug read of a node that answered its last poll starts once the probe
+    is late, and overlaps the rest of its wait: a slow Home Assistant does not
+    delay the starved verdict past the probe timeout."""
+    w = World(["dgx1"])
+    ask = w.poller._power
+
+    async def slow(name: str) -> bool | None:
+        await w.clock.sleep(2.0)
+        return await ask(name)  # type: ignore[misc]
+
+    await w.round()  # answering, plug read (slow tier)
+    w.poller._power = slow
+    w.fleet.nodes["dgx1"].mode = "stall"
+    started = w.clock.monotonic()
+    task = asyncio.create_task(w.poller.poll_node("dgx1", ProbeTier.FAST))
+    while not task.done():
+        await w.clock.advance(0.25)
+    snap = task.result()
+    assert snap.state is NodeState.STARVED and snap.powered is True
+    assert w.clock.monotonic() - started <= w.poller.probe_timeout_s + 0.25
+
+
 async def test_a_hanging_docker_is_not_a_starved_node() -> None:
     """The slow tier runs as its own script after the fast one answered: a
     docker that hangs keeps the node online with the last slow fields."""

@@ -57,6 +57,11 @@ accepted whose login shell did not answer within the whole login budget;
 login time is never counted against the probe timeout (a slow ``.bashrc``
 is not thrash)."""
 
+PLUG_AFTER_S = 0.5
+"""How long a node that answered its last poll gets to answer this one before
+its plug is read too: an answering shell replies in milliseconds; a starved or
+lost one takes the whole probe timeout, which the plug read then overlaps."""
+
 DEFAULT_HISTORY = 600
 """Samples kept per node: 20 minutes at the default 2 s interval."""
 
@@ -220,15 +225,26 @@ class Poller:
         answering node carries the last plug state, as it carries the slow
         fields. Asking Home Assistant for every node every tick was four
         requests a second for an answer no one reads. The plug is read beside
-        the probe when the last poll failed (or the tier is slow); after it
-        when a node that answered stops answering."""
+        the probe when the last poll failed (or the tier is slow), and once
+        the probe has not answered within PLUG_AFTER_S when it had: a node
+        that stops answering is still classified when its probe times out,
+        not a Home Assistant round trip later."""
         previous = self._latest.get(name)
         plug_now = tier is ProbeTier.FULL or previous is None or previous.probe is None
-        (text, error, latency), (alive, liveness_error), powered = await asyncio.gather(
-            self._probe(name), self._alive(name),
-            self._powered(name) if plug_now else self._last_plug(previous))
-        if text is None and not plug_now:
-            powered = await self._powered(name)
+        async with asyncio.TaskGroup() as tasks:
+            probing = tasks.create_task(self._probe(name))
+            living = tasks.create_task(self._alive(name))
+            plug = tasks.create_task(self._powered(name)) if plug_now else None
+            if plug is None:
+                waiting = tasks.create_task(self._clock.sleep(PLUG_AFTER_S))
+                await asyncio.wait((probing, waiting), return_when=asyncio.FIRST_COMPLETED)
+                waiting.cancel()
+                if not probing.done() or probing.result()[0] is None:
+                    plug = tasks.create_task(self._powered(name))
+        text, error, latency = probing.result()
+        alive, liveness_error = living.result()
+        powered = plug.result() if plug is not None else (
+            previous.powered if previous is not None else None)
         if text is not None:
             probe = parse_probe(text, FAST_SECTIONS)
             if tier is ProbeTier.FULL:
@@ -303,10 +319,6 @@ class Poller:
         except (ValueError, OSError) as exc:
             log.warning("liveness check of %s failed: %s", name, exc)
             return None, str(exc)
-
-    @staticmethod
-    async def _last_plug(previous: NodeSnapshot | None) -> bool | None:
-        return previous.powered if previous is not None else None
 
     async def _powered(self, name: str) -> bool | None:
         if self._power is None:
