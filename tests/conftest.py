@@ -65,10 +65,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built (every imported module, the collected tests) lives
-    as long as the run: frozen out of the collector's passes, as the console
-    freezes what it built at start (`tui.app.quiet_collector`). Each full pass
-    otherwise walked ~300k long-lived objects again (0.3-0.5 s a pass, ~25
-    passes a worker); the tests' own objects are collected as before."""
+    as long as the run: frozen out of the collector's full passes (~25 a
+    worker), as the console freezes what it built at start
+    (`tui.app.quiet_collector`); the tests' own objects are collected as
+    before."""
     gc.collect()
     gc.freeze()
 
