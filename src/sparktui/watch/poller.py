@@ -114,11 +114,9 @@ class Poller:
         }
         self._locks = {n: asyncio.Lock() for n in self.names}
         """One poll per node at a time, even when `poll_round` meets the loops."""
-        self._acted: dict[str, int] = dict.fromkeys(self.names, 0)
-        """How many workflow steps acted on each node (`refresh`): a poll
-        begun before the last of them observed the node before it changed."""
-        self._polled_after: dict[str, int] = dict.fromkeys(self.names, 0)
-        """``_acted`` as it was when each node's latest poll began."""
+        self._unchanged: dict[str, bool] = dict.fromkeys(self.names, True)
+        """No workflow step acted on the node (`refresh`) since its latest poll
+        began: that poll saw the node as it is."""
         self._queues: list[asyncio.Queue[NodeSnapshot]] = []
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -176,7 +174,7 @@ class Poller:
         for it. Unknown names are ignored."""
         if name in self._slow_due:
             self._slow_due[name] = 0.0
-            self._acted[name] += 1
+            self._unchanged[name] = False
 
     async def _loop(self, name: str) -> None:
         while True:
@@ -207,9 +205,9 @@ class Poller:
         async with lock:
             latest = self._latest.get(name)
             if (in_flight and latest is not None and latest.state is not NodeState.ONLINE
-                    and self._polled_after[name] == self._acted[name]):
+                    and self._unchanged[name]):
                 return latest
-            self._polled_after[name] = self._acted[name]
+            self._unchanged[name] = True
             try:
                 snap = await self._poll(name, tier)
             except Exception as exc:  # a bug must not stop the node's loop
