@@ -52,11 +52,23 @@ END = "end"
 T = TypeVar("T")
 
 
+COPY_LOOP = "while IFS= read -r l; do printf '%s\\n' \"$l\"; done"
+"""Copy stdin to stdout line by line with sh builtins only (``read``,
+``printf``): a ``cat`` that starts no process."""
+
+
 def builtin_cat(path: str) -> str:
-    """Print the text file ``path`` with sh builtins only (``read``, ``printf``):
-    no process is started. A missing file fails like ``cat`` would (the
-    shell's "cannot open" message on stdout, status 2)."""
-    return f"while IFS= read -r l; do printf '%s\\n' \"$l\"; done 2>&1 <{shlex.quote(path)}"
+    """Print the text file ``path`` with :data:`COPY_LOOP`. A missing file
+    fails like ``cat`` would (the shell's "cannot open" message on stdout,
+    status 2)."""
+    return f"{COPY_LOOP} 2>&1 <{shlex.quote(path)}"
+
+
+def builtin_cat_word(word: str) -> str:
+    """Print a file the remote shell names (``word``: a shell word the caller
+    made safe, quoted or built of validated parts and ``"$VAR"``s) with
+    :data:`COPY_LOOP`; a file gone prints nothing (status 2)."""
+    return f"{COPY_LOOP} 2>/dev/null <{word}"
 
 
 def probe_script(node: NodeConfig, sections: tuple[str, ...] = SECTIONS) -> str:

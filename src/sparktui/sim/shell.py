@@ -775,7 +775,7 @@ def _trim(value: str, op: str, pattern: str) -> str:
 
 
 def _line_copy(loop: While) -> str | None:
-    """VAR when ``loop`` is exactly the probe's file copy (core/probe.builtin_cat)."""
+    """VAR when ``loop`` is exactly core/probe.COPY_LOOP (its variable may differ)."""
     if len(loop.cond) != 1 or len(loop.body) != 1 or loop.cond[0].rest or loop.body[0].rest:
         return None
     (cond,), (body,) = loop.cond[0].first.commands, loop.body[0].first.commands

@@ -61,7 +61,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
 )
 from sparktui.core.phases import GENERIC_FATAL, Failure, MemoryProgress, PhaseTracker
-from sparktui.core.probe import parse_probe
+from sparktui.core.probe import builtin_cat_word, parse_probe
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch.follower import (
     CATCH_UP_TIMEOUT_S,
@@ -865,6 +865,7 @@ def io_command(pids: Sequence[int]) -> str:
     every process of its container (its cgroup v2; the main process alone
     otherwise). Shell builtins only: no fork however many processes. The
     pids are validated integers: nothing else reaches the shell."""
+    each_process = builtin_cat_word('"/proc/$q/io"')
     parts = []
     for pid in pids:
         p = int(pid)
@@ -874,8 +875,8 @@ def io_command(pids: Sequence[int]) -> str:
             f'echo "@@pid {p}"; {{ cg=""; read -r cg < /proc/{p}/cgroup; case "$cg" in '
             f'0::/) f="";; 0::/*) f="/sys/fs/cgroup${{cg#0::}}/cgroup.procs";; *) f="";; esac; '
             f'if [ -n "$f" ] && [ -r "$f" ]; then while read -r q; do '
-            f'while read -r l; do echo "$l"; done < "/proc/$q/io"; done < "$f"; '
-            f'else while read -r l; do echo "$l"; done < /proc/{p}/io; fi; }} 2>/dev/null')
+            f'{each_process}; done < "$f"; '
+            f'else {builtin_cat_word(f"/proc/{p}/io")}; fi; }} 2>/dev/null')
     return "; ".join(parts)
 
 
