@@ -25,14 +25,18 @@ from test_readiness import (
     until,
 )
 
+from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import Kind, Phase, parse_timestamp
 from sparktui.watch.lane import (
     FatalDecided,
     LaneEvent,
     LaneWatcher,
+    MemoryRead,
     engine_read_bytes,
     io_command,
     read_bytes,
+    resource_command,
+    resource_parts,
 )
 from sparktui.watch.readiness import Outcome, served_models
 
@@ -300,3 +304,64 @@ def test_engine_read_bytes_sums_each_process_of_a_rank() -> None:
             "rchar: 9000\nread_bytes: 0\n@@pid 9\nrchar: 5\nread_bytes: 0\n@@pid x\n"
             "rchar: 1\nread_bytes: 1\n")
     assert engine_read_bytes(text) == {7: 4096 + 9000, 9: 5}
+
+
+@pytest.mark.parametrize("shell", ["sh", "bash"])
+def test_resource_command_reads_this_machine(shell: str) -> None:
+    """Memory, this test's process as a rank engine and the node's read
+    counters, in one command run by a real shell, parsed by section."""
+    if shutil.which(shell) is None:
+        pytest.skip(f"no {shell}")
+    me = os.getpid()
+    with open(__file__, "rb") as f:
+        f.read()
+    out = subprocess.run([shell, "-c", resource_command(True, [me], True)], capture_output=True,
+                         text=True, timeout=30).stdout
+    parts = resource_parts(out)
+    assert set(parts) == {"meminfo", "engines", "io"}, out[:500]
+    assert "MemAvailable:" in parts["meminfo"] and "@@pid" not in parts["meminfo"]
+    assert engine_read_bytes(parts["engines"]).get(me, 0) > 0
+    assert read_bytes(parts["io"]) is not None or not os.path.exists("/proc/diskstats")
+    assert set(resource_parts(subprocess.run(
+        [shell, "-c", resource_command(False, [], True)], capture_output=True, text=True,
+        timeout=30).stdout)) == {"io"}
+
+
+async def test_a_boot_reads_each_node_once_a_period(engine: FakeEngine) -> None:
+    """Memory and the engines' reads in one command per node per period; the
+    node's own counters only until its engines answer; a read that failed
+    (the node did not answer) does not stop the engine reads."""
+    nodes, ranks = await two_node_lane(engine)
+    for name, pid in (("sparktui-m-r0", 4100), ("sparktui-m-r1", 4200)):
+        node = nodes["dgx1" if name.endswith("r0") else "dgx2"]
+        node.states[name]["Pid"] = pid
+        node.engine_reads[pid] = 0
+    answered = nodes["dgx2"].run
+    failed: list[str] = []
+
+    async def once_unanswered(cmd: str, timeout: float) -> object:
+        if cmd.startswith("echo @@") and not failed:
+            failed.append(cmd)
+            raise RemoteError("dgx2", cmd, "timed out")
+        return await answered(cmd, timeout)
+
+    nodes["dgx2"].run = once_unanswered  # type: ignore[method-assign]
+    clock = FastClock(speed=500)
+    watch = watcher(nodes, ranks, stall=3600, clock=clock, resource_poll_s=20.0)
+    memory: list[str] = []
+    watch.subscribe(lambda e: memory.append(e.node) if isinstance(e, MemoryRead) else None)
+    task = asyncio.create_task(watch.run())
+    try:
+        await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
+        await until(lambda: len([c for c in nodes["dgx2"].commands
+                                 if c.startswith("echo @@")]) >= 3)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert failed
+    for name, node in nodes.items():
+        reads = [c for c in node.commands if c.startswith("echo @@")]
+        assert reads and all("@@meminfo" in c and "@@engines" in c for c in reads), name
+        assert "@@io" in reads[0] and not any("@@io" in c for c in reads[1:]), name
+        assert memory.count(name) == len(reads)
+        assert not any(c.startswith(("cat ", 'echo "@@pid')) for c in node.commands), name

@@ -101,16 +101,19 @@ class FakeNode:
         self.commands.append(cmd)
         if cmd.startswith("docker ps"):
             out = "".join(json.dumps(c) + "\n" for c in self.ps)
-        elif cmd.startswith("cat /proc/meminfo"):
-            out = (f"MemTotal:       127600748 kB\nMemFree:        1000 kB\n"
-                   f"MemAvailable:   {self.mem_available_kib} kB\n@@io\n"
-                   f" 259       0 nvme0n1 900 0 {self.read_sectors} 10 0 0 0 0 0 0 0 0 0 0 0 0 0\n")
-        elif cmd.startswith("cat /proc/diskstats"):
-            out = f" 259       0 nvme0n1 900 0 {self.read_sectors} 10 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
-        elif cmd.startswith('echo "@@pid'):
-            out = ("".join(f"@@pid {pid}\nrchar: {n // 2}\nwchar: 0\nsyscr: 1\nsyscw: 0\n"
-                             f"read_bytes: {n}\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
-                             for pid, n in self.engine_reads.items() if f"@@pid {pid}" in cmd))
+        elif cmd.startswith("echo @@"):  # watch/lane.resource_command
+            out = ""
+            if "@@meminfo" in cmd:
+                out += (f"@@meminfo\nMemTotal:       127600748 kB\nMemFree:        1000 kB\n"
+                        f"MemAvailable:   {self.mem_available_kib} kB\n")
+            if "@@engines" in cmd:
+                out += "@@engines\n" + "".join(
+                    f"@@pid {pid}\nrchar: {n // 2}\nwchar: 0\nsyscr: 1\nsyscw: 0\n"
+                    f"read_bytes: {n}\nwrite_bytes: 0\ncancelled_write_bytes: 0\n"
+                    for pid, n in self.engine_reads.items() if f"@@pid {pid}" in cmd)
+            if "@@io" in cmd:
+                out += (f"@@io\n 259       0 nvme0n1 900 0 {self.read_sectors} 10 0 0 0 0 0 0 0"
+                        " 0 0 0 0 0 0\n")
         elif cmd.startswith("docker inspect --format"):
             name = cmd.split()[-2]
             out = json.dumps(self.states[name]) + "\n"

@@ -61,7 +61,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
 )
 from sparktui.core.phases import GENERIC_FATAL, Failure, MemoryProgress, PhaseTracker
-from sparktui.core.probe import builtin_cat_word, parse_probe
+from sparktui.core.probe import builtin_cat, builtin_cat_word, parse_probe
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch.follower import (
     CATCH_UP_TIMEOUT_S,
@@ -99,11 +99,10 @@ cannot be read, on its node from disk or NFS) is load progress."""
 IO_POLL_S = 60.0
 """How often a watcher whose memory comes from the console's poller reads
 the ranks' I/O (a 900 s stall window needs far less)."""
-NODE_IO_COMMAND = "cat /proc/diskstats /proc/self/mountstats 2>/dev/null"
+NODE_IO_READ = f"{builtin_cat('/proc/diskstats')}; {builtin_cat('/proc/self/mountstats')}"
 """Block-device sectors read and NFS bytes read on a node (page-cache reads
 of a sparse shard show in no MemAvailable change, only here)."""
-RESOURCE_COMMAND = f"cat /proc/meminfo 2>&1; echo @@io; {NODE_IO_COMMAND}"
-"""MemAvailable and the node's read counters, in one command."""
+MEMORY_READ = builtin_cat("/proc/meminfo")
 
 
 class Verdict(StrEnum):
@@ -266,6 +265,7 @@ class LaneWatcher:
         self._io: dict[str, int] = {}
         self._io_unreadable: set[str] = set()
         self._engines_unreadable: set[str] = set()
+        self._engines_read: set[str] = set()
         self._tags: set[str] = set()
         self._echoed: set[str] = set()
         self._last_tokens: tuple[float, float] | None = None
@@ -658,36 +658,41 @@ class LaneWatcher:
             await self.clock.sleep(period)
 
     async def _read_node(self, node: str, own_memory: bool) -> None:
+        """One command on ``node`` (:func:`resource_command`): its memory
+        (``own_memory``), the bytes its ranks' engines read and the bytes read
+        on the node, each part only while it can be read there."""
         link = self.links[node]
-        node_text: str | None = None
-        if own_memory:
-            text = await self._run(link, RESOURCE_COMMAND)
-            mem_text, _, node_text = (text or "").partition("@@io\n")
-            mem = parse_probe(f"@@meminfo\n{mem_text}\n@@rc 0\n@@end\n").meminfo
-            if mem is not None:
-                self._emit(MemoryRead(self.lane, node, mem.available_kib))
-                self._note(self._memory.observe(node, mem.available_kib))
         ranks = [st for st in self._ranks.values() if st.rc.node == node and not st.ended]
-        engines: dict[int, int] = {}
+        pids: dict[int, int] = {}
         if node not in self._engines_unreadable:
             for st in ranks:
                 if st.pid is None and (facts := await inspect_container(link, st.rc.container)):
                     st.pid = facts.pid
             pids = {st.pid: st.rc.rank for st in ranks if st.pid is not None}
-            if pids:
-                engines = engine_read_bytes(await self._run(link, io_command(sorted(pids))) or "")
-                if not engines:  # another user's processes, another shell: not asked again
-                    self._engines_unreadable.add(node)
-            for pid, read in engines.items():
-                if pid in pids:
-                    self._note(self._io_progress(f"rank {pids[pid]} ({node})", read,
-                                                 "read by its engine"))
-        if engines:
+        node_io = node not in self._io_unreadable and not (pids and node in self._engines_read)
+        if not (own_memory or pids or node_io):
             return
-        if not own_memory and node not in self._io_unreadable:
-            node_text = await self._run(link, NODE_IO_COMMAND)
-        total = read_bytes(node_text or "")
-        if total is None and not own_memory:
+        text = await self._run(link, resource_command(own_memory, sorted(pids), node_io))
+        if text is None:
+            return
+        parts = resource_parts(text)
+        mem = parse_probe(f"@@meminfo\n{parts.get('meminfo', '')}\n@@rc 0\n@@end\n").meminfo
+        if own_memory and mem is not None:
+            self._emit(MemoryRead(self.lane, node, mem.available_kib))
+            self._note(self._memory.observe(node, mem.available_kib))
+        engines = engine_read_bytes(parts.get("engines", "")) if pids else {}
+        if pids and not engines:  # another user's processes, another shell: not asked again
+            self._engines_unreadable.add(node)
+        elif engines:
+            self._engines_read.add(node)  # the node's own counters are not needed there
+        for pid, read in engines.items():
+            if pid in pids:
+                self._note(self._io_progress(f"rank {pids[pid]} ({node})", read,
+                                             "read by its engine"))
+        if engines or not node_io:
+            return
+        total = read_bytes(parts.get("io", ""))
+        if total is None:
             self._io_unreadable.add(node)  # no counter at all there: not asked again
         self._note(self._io_progress(node, total, "read from disk/NFS"))
 
@@ -858,6 +863,40 @@ def reader(link: NodeLink) -> CommandRunner:
     else a command of its own."""
     read = getattr(link, "read", None)
     return _ShellReads(read) if read is not None else link
+
+
+def resource_command(memory: bool, pids: Sequence[int], node_io: bool) -> str:
+    """One read of a boot's resources on a node, in sections ``@@meminfo``
+    (when ``memory``), ``@@engines`` (:func:`io_command` of ``pids``, when
+    any) and ``@@io`` (:data:`NODE_IO_READ`, when ``node_io``): one round
+    trip each period, and shell builtins only (no fork on a node whose
+    memory is filling)."""
+    parts = []
+    if memory:
+        parts.append(f"echo @@meminfo; {MEMORY_READ}")
+    if pids:
+        parts.append(f"echo @@engines; {io_command(pids)}")
+    if node_io:
+        parts.append(f"echo @@io; {NODE_IO_READ}")
+    return "; ".join(parts)
+
+
+def resource_parts(text: str) -> dict[str, str]:
+    """:func:`resource_command`'s output by section."""
+    parts: dict[str, str] = {}
+    name: str | None = None
+    lines: list[str] = []
+    for line in text.splitlines(keepends=True):
+        tag = line.rstrip("\n")
+        if tag in ("@@meminfo", "@@engines", "@@io"):
+            if name is not None:
+                parts[name] = "".join(lines)
+            name, lines = tag[2:], []
+        elif name is not None:
+            lines.append(line)
+    if name is not None:
+        parts[name] = "".join(lines)
+    return parts
 
 
 def io_command(pids: Sequence[int]) -> str:
