@@ -41,16 +41,20 @@ def config_copy(tmp_path: Path) -> Callable[[Callable[[str], str] | None], Path]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that declare a long timeout (the tmux acceptance night, mypy,
-    the differential test) start first: in parallel (pytest-xdist) the others
-    fill the remaining workers around them instead of one of them ending the
-    run alone."""
+    """Long tests start first, short ones end the run: in parallel
+    (pytest-xdist hands tests out in this order) the workers then finish
+    together instead of one ending the run alone on a simulated boot. First
+    the tests that declare a long timeout (the tmux acceptance night, mypy,
+    the differential test), then those against the simulator (``*_sim.py``)
+    and the snapshots, then the rest, each group in collection order."""
 
-    def declared_timeout(item: pytest.Item) -> float:
+    def weight(item: pytest.Item) -> tuple[float, bool]:
         marker = item.get_closest_marker("timeout")
-        return float(marker.args[0]) if marker is not None and marker.args else 0.0
+        declared = float(marker.args[0]) if marker is not None and marker.args else 0.0
+        stem = item.path.stem
+        return declared, stem.endswith("_sim") or stem == "test_snapshots"
 
-    items.sort(key=declared_timeout, reverse=True)
+    items.sort(key=weight, reverse=True)
 
 
 def pytest_configure(config: pytest.Config) -> None:
