@@ -340,28 +340,35 @@ async def test_fast_ticks_carry_the_slow_tier_read_every_interval() -> None:
                                    for p in s.probe.problems) for s in snaps)
 
 
-async def test_the_plug_is_read_with_the_slow_tier_and_when_the_node_stops_answering(
+async def test_the_plug_and_liveness_are_asked_with_the_slow_tier_and_when_the_node_stops_answering(
         ) -> None:
-    """An answering node's fast ticks carry the last plug state (no Home
-    Assistant request); the tick on which it stops answering reads the plug,
-    so a node switched off shows as powered off on that very tick."""
+    """An answering node's fast ticks carry the last plug state and liveness
+    (no Home Assistant request, no ping); the tick on which it stops answering
+    asks both, so a node switched off shows as powered off on that very tick."""
     w = World(["dgx1"])
     asked: list[float] = []
-    ask = w.poller._power
+    pinged: list[float] = []
+    ask, ping = w.poller._power, w.poller._liveness
 
     async def counted(name: str) -> bool | None:
         asked.append(w.clock.monotonic())
         return await ask(name)  # type: ignore[misc]
 
+    async def counted_ping(ep: NodeEndpoint, timeout: float) -> bool:
+        pinged.append(w.clock.monotonic())
+        return await ping(ep, timeout)
+
     w.poller._power = counted
+    w.poller._liveness = counted_ping
     w.poller.start()
     queue = w.poller.subscribe()
     try:
         await w.clock.advance(17.0, step=0.25)  # ~9 ticks, two of them slow
         ticks = queue.qsize()
-        assert len(asked) == 2 and ticks >= 8, (asked, ticks)
+        assert len(asked) == 2 and pinged == asked and ticks >= 8, (asked, pinged, ticks)
         while not queue.empty():
-            assert queue.get_nowait().powered is True  # carried on the fast ticks
+            snap = queue.get_nowait()
+            assert snap.powered is True and snap.liveness is True  # carried on the fast ticks
         w.fleet.nodes["dgx1"].mode = "refused"
         w.alive["dgx1"] = False
         w.powered["dgx1"] = False
@@ -369,27 +376,34 @@ async def test_the_plug_is_read_with_the_slow_tier_and_when_the_node_stops_answe
             await w.clock.advance(0.25)
         snap = queue.get_nowait()
         assert snap.state is NodeState.POWERED_OFF and snap.powered is False
-        assert len(asked) == 3
+        assert snap.liveness is False
+        assert len(asked) == 3 and len(pinged) == 3
         await w.clock.advance(4.0, step=0.25)  # still down: asked beside each probe
-        assert len(asked) >= 4
+        assert len(asked) >= 4 and len(pinged) == len(asked)
     finally:
         await w.poller.stop()
 
 
 async def test_a_node_that_stops_answering_is_classified_when_its_probe_times_out(
         ) -> None:
-    """The plug read of a node that answered its last poll starts once the probe
-    is late, and overlaps the rest of its wait: a slow Home Assistant does not
-    delay the starved verdict past the probe timeout."""
+    """The plug and liveness of a node that answered its last poll are asked
+    once the probe is late, and overlap the rest of its wait: a slow Home
+    Assistant or ping does not delay the starved verdict past the probe
+    timeout."""
     w = World(["dgx1"])
-    ask = w.poller._power
+    ask, ping = w.poller._power, w.poller._liveness
 
     async def slow(name: str) -> bool | None:
         await w.clock.sleep(2.0)
         return await ask(name)  # type: ignore[misc]
 
+    async def slow_ping(ep: NodeEndpoint, timeout: float) -> bool:
+        await w.clock.sleep(1.0)
+        return await ping(ep, timeout)
+
     await w.round()  # answering, plug read (slow tier)
     w.poller._power = slow
+    w.poller._liveness = slow_ping
     w.fleet.nodes["dgx1"].mode = "stall"
     started = w.clock.monotonic()
     task = asyncio.create_task(w.poller.poll_node("dgx1", ProbeTier.FAST))

@@ -57,10 +57,11 @@ accepted whose login shell did not answer within the whole login budget;
 login time is never counted against the probe timeout (a slow ``.bashrc``
 is not thrash)."""
 
-PLUG_AFTER_S = 0.5
+LATE_PROBE_S = 0.5
 """How long a node that answered its last poll gets to answer this one before
-its plug is read too: an answering shell replies in milliseconds; a starved or
-lost one takes the whole probe timeout, which the plug read then overlaps."""
+its liveness check and its plug are asked too: an answering shell replies in
+milliseconds; a starved or lost one takes the whole probe timeout, which the
+two checks then overlap."""
 
 DEFAULT_HISTORY = 600
 """Samples kept per node: 20 minutes at the default 2 s interval."""
@@ -218,31 +219,33 @@ class Poller:
             return snap
 
     async def _poll(self, name: str, tier: ProbeTier) -> NodeSnapshot:
-        """The plug is read with the slow tier, and whenever the node does not
-        answer (then it tells powered off from unreachable): a fast tick of an
-        answering node carries the last plug state, as it carries the slow
-        fields. Asking Home Assistant for every node every tick was four
-        requests a second for an answer no one reads. The plug is read beside
-        the probe when the last poll failed (or the tier is slow), and once
-        the probe has not answered within PLUG_AFTER_S when it had: a node
-        that stops answering is still classified when its probe times out,
-        not a Home Assistant round trip later."""
+        """The liveness check and the plug tell a node that does not answer
+        apart (starved, lost, powered off); an answering node's fast tick
+        carries their last answers, as it carries the slow fields. Asking both
+        for every node on every tick was, at 8 nodes, four ``ping`` processes
+        a second on the console's host (or four TCP connections to the
+        nodes) and four Home Assistant requests, for answers no one reads.
+        They are asked beside the probe when the last poll failed (or the
+        tier is slow), and once the probe has not answered within
+        LATE_PROBE_S when it had: a node that stops answering is still
+        classified when its probe times out."""
         previous = self._latest.get(name)
-        plug_now = tier is ProbeTier.FULL or previous is None or previous.probe is None
+        now = tier is ProbeTier.FULL or previous is None or previous.probe is None
         async with asyncio.TaskGroup() as tasks:
             probing = tasks.create_task(self._probe(name))
-            living = tasks.create_task(self._alive(name))
-            plug = tasks.create_task(self._powered(name)) if plug_now else None
-            if plug is None:
-                waiting = tasks.create_task(self._clock.sleep(PLUG_AFTER_S))
+            checks = tasks.create_task(self._checks(name)) if now else None
+            if checks is None:
+                waiting = tasks.create_task(self._clock.sleep(LATE_PROBE_S))
                 await asyncio.wait((probing, waiting), return_when=asyncio.FIRST_COMPLETED)
                 waiting.cancel()
                 if not probing.done() or probing.result()[0] is None:
-                    plug = tasks.create_task(self._powered(name))
+                    checks = tasks.create_task(self._checks(name))
         text, error, latency = probing.result()
-        alive, liveness_error = living.result()
-        powered = plug.result() if plug is not None else (
-            previous.powered if previous is not None else None)
+        if checks is not None:
+            (alive, liveness_error), powered = checks.result()
+        else:
+            assert previous is not None  # `now` otherwise
+            alive, liveness_error, powered = previous.liveness, "", previous.powered
         if text is not None:
             probe = parse_probe(text, FAST_SECTIONS)
             if tier is ProbeTier.FULL:
@@ -305,6 +308,11 @@ class Poller:
         except RemoteError as exc:
             return None, exc, self._clock.monotonic() - started
         return text, None, self._clock.monotonic() - started
+
+    async def _checks(self, name: str) -> tuple[tuple[bool | None, str], bool | None]:
+        """(liveness, plug), asked side by side."""
+        alive, powered = await asyncio.gather(self._alive(name), self._powered(name))
+        return alive, powered
 
     async def _alive(self, name: str) -> tuple[bool | None, str]:
         """(alive, why the check could not run); alive is None when it could not."""
