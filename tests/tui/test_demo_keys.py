@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 
+import pytest
+
 from sparktui.cli import demo_cmd
 from sparktui.sim.scenarios import SCENARIOS, scenario_listing
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
@@ -20,6 +22,17 @@ def test_demo_lists_the_simulators_scenarios(capsys) -> None:
     out = capsys.readouterr().out
     assert out == scenario_listing() + "\n"
     assert [line.split()[0] for line in out.splitlines()] == list(SCENARIOS)
+
+
+def test_a_fast_demo_stretches_the_slow_tier_with_the_poll(shipped_config) -> None:
+    """At 200x a tick is 100 simulated seconds: the slow tier (docker, the plug,
+    liveness) comes as many ticks apart as configured, not on every tick."""
+    c = shipped_config.console
+    fast = demo_cmd.demo_console(shipped_config, 200.0)
+    assert fast.poll_interval_s == demo_cmd.MIN_REAL_POLL_S * 200.0
+    assert fast.slow_probe_interval_s / fast.poll_interval_s == pytest.approx(
+        c.slow_probe_interval_s / c.poll_interval_s)
+    assert demo_cmd.demo_console(shipped_config, None) == c  # real time: as configured
 
 
 async def test_the_demo_palette_offers_boot_d_with_the_fit_overridden() -> None:

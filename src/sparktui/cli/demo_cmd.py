@@ -7,7 +7,9 @@ config; the console talks to it exactly as it would to a real cluster.
 The console runs on the simulator's clock, so every window (stall, PSI
 sustain, plug-off wait) means the same simulated time the engines live in;
 its poll interval is stretched to at least MIN_REAL_POLL_S of real time so a
-60x demo does not probe eight nodes thirty times a second.
+60x demo does not probe eight nodes thirty times a second, and its slow tier
+alike (`demo_console`): as many fast ticks between two slow ones as
+configured, not a slow tier (docker, Home Assistant, liveness) on every tick.
 
 The palette (`:`) offers the scenario's trigger first, as "demo: ..." entries:
 the long-prompt night plays from the keyboard alone (serve the 196k lane,
@@ -24,7 +26,7 @@ import dataclasses
 import sys
 from functools import partial
 
-from ..core.config import Config, SimulatorConfig
+from ..core.config import Config, ConsoleConfig, SimulatorConfig
 from ..core.config_load import load_config
 from ..core.tomlschema import flag
 from ..ops.guards import Override
@@ -80,9 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
 async def _demo(args: argparse.Namespace, config: Config) -> None:
     async with published_sim(config, scenario=args.scenario, speed=args.speed) as sim:
-        poll = max(config.console.poll_interval_s, MIN_REAL_POLL_S * (sim.clock.speed or 1.0))
-        console = dataclasses.replace(config, console=dataclasses.replace(
-            config.console, poll_interval_s=poll))
+        console = dataclasses.replace(config, console=demo_console(config, sim.clock.speed))
         service = ClusterService(console, clock=sim.clock)
         holder: list[SparkTUI] = []
         app = make_app(console, service=service, read_only=args.read_only, tune_gc=True,
@@ -90,6 +90,16 @@ async def _demo(args: argparse.Namespace, config: Config) -> None:
         holder.append(app)
         app.title_notes.append(f"SIMULATOR {sim.spec.scenario} {sim.clock.speed:g}x")
         await app.run_async()
+
+
+def demo_console(config: Config, speed: float | None) -> ConsoleConfig:
+    """The console's poll cadence on a simulator at ``speed``: the poll
+    interval at least MIN_REAL_POLL_S real seconds, the slow tier stretched
+    by the same factor."""
+    c = config.console
+    poll = max(c.poll_interval_s, MIN_REAL_POLL_S * (speed or 1.0))
+    return dataclasses.replace(c, poll_interval_s=poll, slow_probe_interval_s=(
+        c.slow_probe_interval_s * poll / c.poll_interval_s))
 
 
 def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
