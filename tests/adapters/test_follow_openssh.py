@@ -201,8 +201,11 @@ async def test_ssh_config_alias_on_a_non_default_port(node: Node, tmp_path: Path
     ssh_config = tmp_path / "ssh_config"
     ssh_config.write_text(f"Host sparkalias\n  HostName 127.0.0.1\n  Port {s.port}\n"
                           f"  User {s.user}\n  IdentityFile {s.client_key}\n")
+    async def health(request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
     app = web.Application()
-    app.router.add_get("/health", lambda r: web.Response(status=200))
+    app.router.add_get("/health", health)
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
