@@ -103,6 +103,8 @@ NODE_IO_READ = f"{builtin_cat('/proc/diskstats')}; {builtin_cat('/proc/self/moun
 """Block-device sectors read and NFS bytes read on a node (page-cache reads
 of a sparse shard show in no MemAvailable change, only here)."""
 MEMORY_READ = builtin_cat("/proc/meminfo")
+"""MemAvailable, for a boot whose watcher reads memory itself (the CLI's
+serve and wait; the console's watchers take it from the poller)."""
 
 
 class Verdict(StrEnum):
@@ -676,8 +678,8 @@ class LaneWatcher:
         if text is None:
             return
         parts = resource_parts(text)
-        mem = parse_probe(f"@@meminfo\n{parts.get('meminfo', '')}\n@@rc 0\n@@end\n").meminfo
-        if own_memory and mem is not None:
+        if own_memory and (mem := parse_probe(
+                f"@@meminfo\n{parts.get('meminfo', '')}\n@@rc 0\n@@end\n").meminfo) is not None:
             self._emit(MemoryRead(self.lane, node, mem.available_kib))
             self._note(self._memory.observe(node, mem.available_kib))
         engines = engine_read_bytes(parts.get("engines", "")) if pids else {}

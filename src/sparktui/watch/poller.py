@@ -230,10 +230,10 @@ class Poller:
         LATE_PROBE_S when it had: a node that stops answering is still
         classified when its probe times out."""
         previous = self._latest.get(name)
-        now = tier is ProbeTier.FULL or previous is None or previous.probe is None
+        ask_now = tier is ProbeTier.FULL or previous is None or previous.probe is None
         async with asyncio.TaskGroup() as tasks:
             probing = tasks.create_task(self._probe(name))
-            checks = tasks.create_task(self._checks(name)) if now else None
+            checks = tasks.create_task(self._checks(name)) if ask_now else None
             if checks is None:
                 waiting = tasks.create_task(self._clock.sleep(LATE_PROBE_S))
                 await asyncio.wait((probing, waiting), return_when=asyncio.FIRST_COMPLETED)
@@ -244,7 +244,7 @@ class Poller:
         if checks is not None:
             (alive, liveness_error), powered = checks.result()
         else:
-            assert previous is not None  # `now` otherwise
+            assert previous is not None  # asked now otherwise
             alive, liveness_error, powered = previous.liveness, "", previous.powered
         if text is not None:
             probe = parse_probe(text, FAST_SECTIONS)
