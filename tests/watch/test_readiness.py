@@ -239,7 +239,7 @@ async def test_discover_lane_reads_labels(engine: FakeEngine) -> None:
 
 async def test_ready_by_stages_with_times(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=7200,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     for r, node in ((0, "dgx1"), (1, "dgx2")):
@@ -268,7 +268,7 @@ async def test_ready_by_stages_with_times(engine: FakeEngine) -> None:
 
 async def test_fatal_line_on_a_worker_rank_exits_early(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=7200,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
@@ -286,7 +286,7 @@ async def test_fatal_line_on_a_worker_rank_exits_early(engine: FakeEngine) -> No
 
 async def test_container_exit_fails_the_lane(engine: FakeEngine) -> None:
     nodes, ranks = await two_node_lane(engine)
-    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=900,  # type: ignore[arg-type]
+    watch = LaneWatcher("m", ranks, nodes, "127.0.0.1", stall_after_s=7200,  # type: ignore[arg-type]
                       clock=FastClock(), poll_s=1.0)
     task = asyncio.create_task(watch.run())
     await nodes["dgx2"].log("sparktui-m-r1", P + "Starting to load model m...")
