@@ -14,6 +14,7 @@ from sparktui.core.probe import (
     SLOW_SECTIONS,
     builtin_cat,
     parse_probe,
+    parse_section,
     parse_up_for,
     probe_script,
 )
@@ -337,3 +338,9 @@ def test_meminfo_and_psi_round_trip(total: int, avail: int, avgs: list) -> None:
         PsiLine(float(avgs[0]), float(avgs[1]), float(avgs[2]), 7),
         PsiLine(float(avgs[3]), float(avgs[4]), float(avgs[5]), 8),
     )
+
+
+def test_one_section_read_on_its_own_parses_as_in_the_probe() -> None:
+    r = parse_section("meminfo", "MemTotal:       127600748 kB\nMemAvailable:   9000 kB\n")
+    assert r.meminfo is not None and r.meminfo.available_kib == 9000 and r.problems == ()
+    assert parse_section("containers", "").containers == ()

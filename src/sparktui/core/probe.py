@@ -377,6 +377,12 @@ def _read(
     return value
 
 
+def parse_section(name: str, text: str) -> ProbeResult:
+    """One section's output (``docker ps``, ``/proc/meminfo`` ... read on its
+    own, outside the probe) parsed as the probe's section ``name``."""
+    return parse_probe(f"@@{name}\n{text}\n@@rc 0\n@@{END}\n", (name,))
+
+
 def parse_probe(text: str, expected: tuple[str, ...] = SECTIONS) -> ProbeResult:
     """Parse the output of `probe_script`. Never raises; see ``problems``
     (a section of ``expected`` that is missing is one)."""

@@ -61,7 +61,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
 )
 from sparktui.core.phases import GENERIC_FATAL, Failure, MemoryProgress, PhaseTracker
-from sparktui.core.probe import builtin_cat, builtin_cat_word, parse_probe
+from sparktui.core.probe import builtin_cat, builtin_cat_word, parse_section
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch.follower import (
     CATCH_UP_TIMEOUT_S,
@@ -678,8 +678,8 @@ class LaneWatcher:
         if text is None:
             return
         parts = resource_parts(text)
-        if own_memory and (mem := parse_probe(
-                f"@@meminfo\n{parts.get('meminfo', '')}\n@@rc 0\n@@end\n").meminfo) is not None:
+        if own_memory and (
+                mem := parse_section("meminfo", parts.get("meminfo", "")).meminfo) is not None:
             self._emit(MemoryRead(self.lane, node, mem.available_kib))
             self._note(self._memory.observe(node, mem.available_kib))
         engines = engine_read_bytes(parts.get("engines", "")) if pids else {}

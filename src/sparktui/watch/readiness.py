@@ -31,7 +31,7 @@ from typing import Any, Protocol
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import Phase, parse_timestamp
 from sparktui.core.phases import Failure
-from sparktui.core.probe import parse_probe
+from sparktui.core.probe import parse_section
 from sparktui.core.state import ContainerInfo
 from sparktui.watch.follower import INSPECT_TIMEOUT_S, StreamSource
 
@@ -123,8 +123,7 @@ async def discover_lane(links: dict[str, NodeLink], lane: str) -> list[RankConta
     async def one(node: str, link: NodeLink) -> list[RankContainer]:
         result = await link.run(f"{DOCKER_PS} 2>&1", DISCOVER_TIMEOUT_S)
         text = getattr(result, "stdout", "")
-        probe = parse_probe(f"@@containers\n{text}\n@@rc 0\n@@end\n")
-        return lane_ranks(node, probe.containers, lane)
+        return lane_ranks(node, parse_section("containers", text).containers, lane)
 
     found = await asyncio.gather(*(one(n, link) for n, link in links.items()),
                                  return_exceptions=True)
@@ -220,8 +219,8 @@ async def port_holders(link: NodeLink, port: int, lane: str) -> list[str]:
         result = await link.run(f"{DOCKER_PS} 2>&1", DISCOVER_TIMEOUT_S)
     except RemoteError:
         return []
-    probe = parse_probe(f"@@containers\n{getattr(result, 'stdout', '')}\n@@rc 0\n@@end\n")
-    return sorted({c.labels.get("sparktui.lane", c.name) for c in probe.containers
+    containers = parse_section("containers", getattr(result, "stdout", "")).containers
+    return sorted({c.labels.get("sparktui.lane", c.name) for c in containers
                    if c.running and c.labels.get("sparktui.port") == str(port)
                    and c.labels.get("sparktui.lane") != lane})
 
