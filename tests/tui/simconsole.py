@@ -54,10 +54,8 @@ def sim_config(tmp_path: Path) -> Config:
     """The shipped config at POLL_S, its slow tier as many ticks apart as
     shipped (15 s at 30 s a tick would make every tick a slow one)."""
     config = load_config(ROOT / "config.toml")
-    console = dataclasses.replace(config.console, state_dir=str(tmp_path / "state"),
-                                  poll_interval_s=POLL_S, slow_probe_interval_s=(
-                                      config.console.slow_probe_interval_s * POLL_S
-                                      / config.console.poll_interval_s))
+    console = dataclasses.replace(config.console.with_tick(POLL_S),
+                                  state_dir=str(tmp_path / "state"))
     return dataclasses.replace(config, console=console)
 
 

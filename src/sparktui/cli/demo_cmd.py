@@ -8,7 +8,7 @@ The console runs on the simulator's clock, so every window (stall, PSI
 sustain, plug-off wait) means the same simulated time the engines live in;
 its poll interval is stretched to at least MIN_REAL_POLL_S of real time so a
 60x demo does not probe eight nodes thirty times a second, and its slow tier
-alike (`demo_console`): as many fast ticks between two slow ones as
+alike (`ConsoleConfig.with_tick`): as many fast ticks between two slow ones as
 configured, not a slow tier (docker, Home Assistant, liveness) on every tick.
 
 The palette (`:`) offers the scenario's trigger first, as "demo: ..." entries:
@@ -97,9 +97,7 @@ def demo_console(config: Config, speed: float | None) -> ConsoleConfig:
     interval at least MIN_REAL_POLL_S real seconds, the slow tier stretched
     by the same factor."""
     c = config.console
-    poll = max(c.poll_interval_s, MIN_REAL_POLL_S * (speed or 1.0))
-    return dataclasses.replace(c, poll_interval_s=poll, slow_probe_interval_s=(
-        c.slow_probe_interval_s * poll / c.poll_interval_s))
+    return c.with_tick(max(c.poll_interval_s, MIN_REAL_POLL_S * (speed or 1.0)))
 
 
 def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:

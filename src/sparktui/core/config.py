@@ -6,7 +6,7 @@ declares the model, each field documented where it is declared.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated
 
@@ -128,6 +128,13 @@ class ConsoleConfig:
     canary_interval_s: Annotated[float, Range(0, 86_400, unit="s")] = 60.0
     """Seconds between serving canaries (a 1-token completion) per serving
     lane; 0 turns the canary off (a recipe can opt out: [readiness] canary)."""
+
+    def with_tick(self, poll_interval_s: float) -> ConsoleConfig:
+        """The same cadence at another tick (a simulator's faster clock): the
+        slow tier stays as many ticks apart as configured, not on every tick
+        once a tick is longer than ``slow_probe_interval_s``."""
+        return replace(self, poll_interval_s=poll_interval_s, slow_probe_interval_s=(
+            self.slow_probe_interval_s * poll_interval_s / self.poll_interval_s))
 
 
 @dataclass(frozen=True)
