@@ -266,8 +266,10 @@ class LaneWatcher:
         self._memory = MemoryProgress()
         self._io: dict[str, int] = {}
         self._io_unreadable: set[str] = set()
-        self._engines_unreadable: set[str] = set()
-        self._engines_read: set[str] = set()
+        self._engines: dict[str, bool] = {}
+        """Per node: whether its ranks' engines' I/O counters answered (not
+        asked again where they did not; the node's own counters not read
+        where they did); absent until they were asked."""
         self._tags: set[str] = set()
         self._echoed: set[str] = set()
         self._last_tokens: tuple[float, float] | None = None
@@ -666,12 +668,12 @@ class LaneWatcher:
         link = self.links[node]
         ranks = [st for st in self._ranks.values() if st.rc.node == node and not st.ended]
         pids: dict[int, int] = {}
-        if node not in self._engines_unreadable:
+        if self._engines.get(node, True):
             for st in ranks:
                 if st.pid is None and (facts := await inspect_container(link, st.rc.container)):
                     st.pid = facts.pid
             pids = {st.pid: st.rc.rank for st in ranks if st.pid is not None}
-        node_io = node not in self._io_unreadable and not (pids and node in self._engines_read)
+        node_io = node not in self._io_unreadable and not (pids and self._engines.get(node))
         if not (own_memory or pids or node_io):
             return
         text = await self._run(link, resource_command(own_memory, sorted(pids), node_io))
@@ -683,10 +685,8 @@ class LaneWatcher:
             self._emit(MemoryRead(self.lane, node, mem.available_kib))
             self._note(self._memory.observe(node, mem.available_kib))
         engines = engine_read_bytes(parts.get("engines", "")) if pids else {}
-        if pids and not engines:  # another user's processes, another shell: not asked again
-            self._engines_unreadable.add(node)
-        elif engines:
-            self._engines_read.add(node)  # the node's own counters are not needed there
+        if pids:  # none read: another user's processes, another shell
+            self._engines[node] = bool(engines)
         for pid, read in engines.items():
             if pid in pids:
                 self._note(self._io_progress(f"rank {pids[pid]} ({node})", read,
