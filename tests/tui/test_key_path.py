@@ -5,14 +5,18 @@ the boot log drained at most LOG_PAINT_EVERY_S apart. Counts, not timings
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
+from textual._compositor import Compositor
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Region
+from textual.visual import Visual
 from textual.widgets import DataTable
 
 from sparktui.core.config import ThrashConfig
+from sparktui.core.config_load import load_config
 from sparktui.core.state import HistoryPoint
 from sparktui.tui.screens.main import LOG_PAINT_EVERY_S, PANES
 from sparktui.tui.widgets.bootlog import BootLog
@@ -22,7 +26,7 @@ from sparktui.tui.widgets.tables import LanesTable, NodesTable
 from sparktui.watch.follower import LogLine
 
 from .fakecluster import add_lane, vllm_boot_lines
-from .harness import build, wait_for
+from .harness import ROOT, build, wait_for
 from .screen_text import screen_text
 
 
@@ -50,12 +54,27 @@ async def test_a_pane_key_restyles_the_two_panes_and_the_focus_change_only(monke
         monkeypatch.setattr(Stylesheet, "apply", apply)
         assert isinstance(screen.focused, LanesTable)
         focus_marks_match(screen)
-        # the two panes once each; the blurred and the focused table (their
-        # scrollbars and component styles): nothing else in either pane
+        # the two panes once each; the table gaining focus (its scrollbars and
+        # component styles); not the table losing it, hidden with its pane
         assert applied["Pane"] == 2
-        assert applied["NodesTable"] == applied["LanesTable"] == 1
-        assert set(applied) <= {"Pane", "NodesTable", "LanesTable", "ScrollBar", "component"}
-        assert applied["component"] == 2 * len(DataTable.COMPONENT_CLASSES)
+        assert (applied["NodesTable"], applied["LanesTable"]) == (0, 1)
+        assert set(applied) <= {"Pane", "LanesTable", "ScrollBar", "component"}
+        assert applied["component"] == len(DataTable.COMPONENT_CLASSES)
+        applied.clear()
+        full = Counter[str]()
+        render_full_update = Compositor.render_full_update
+
+        def counting_full(self: Compositor, *a: object, **kw: object) -> object:
+            full["screen"] += 1
+            return render_full_update(self, *a, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Stylesheet, "apply", counting)
+        monkeypatch.setattr(Compositor, "render_full_update", counting_full)
+        await pilot.press("1", "2")  # each table shown again in the state it was styled for
+        await pilot.pause()
+        monkeypatch.setattr(Stylesheet, "apply", apply)
+        assert applied == Counter({"Pane": 4})
+        assert full["screen"] == 0  # a focus change repaints what changed, not the screen
         lanes, nodes = screen.query_one("#lanes-pane"), screen.query_one("#nodes-pane")
         assert lanes.display and not nodes.display
         assert lanes.styles.border_top != nodes.styles.border_top  # the focus shows
@@ -69,6 +88,29 @@ async def test_a_pane_key_restyles_the_two_panes_and_the_focus_change_only(monke
         before = (table.styles.get_rules(), table.rich_style)
         c.app.update_styles(screen.query_one("#nodes-pane"))
         assert (table.styles.get_rules(), table.rich_style) == before
+
+
+def table_styles(table: DataTable) -> tuple[object, ...]:
+    return (table.styles.get_rules(), table.rich_style,
+            *(table.get_component_rich_style(name) for name in sorted(table.COMPONENT_CLASSES)))
+
+
+async def test_a_table_that_lost_focus_while_hidden_is_styled_as_unfocused_when_shown() -> None:
+    c = build()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        screen = c.app.main_screen
+        nodes, lanes = screen.query_one(NodesTable), screen.query_one(LanesTable)
+        await pilot.press("2")  # the nodes table loses focus as its pane is hidden
+        await pilot.pause()
+        await pilot.resize_terminal(160, 48)  # all four panes shown
+        await pilot.pause()
+        assert nodes.display and not nodes.has_focus and lanes.has_focus
+        for table in (nodes, lanes):
+            shown = table_styles(table)
+            c.app.update_styles(table)  # what a restyle in its present state gives
+            assert table_styles(table) == shown, table.id
+        assert table_styles(nodes) != table_styles(lanes)  # the focus shows
 
 
 async def test_tables_keep_their_rows_across_focus_changes_and_follow_a_theme(
@@ -175,3 +217,41 @@ async def test_a_flooding_boot_log_is_drained_at_most_every_interval() -> None:
         assert log.row_count == rows + 1 and screen._log_inbox == mine[1:]
         await wait_for(pilot, lambda: log.row_count == rows + 3, timeout=2)
         assert [e.text for e in list(log.entries)[-3:]] == [m.text for m in mine]
+
+
+async def test_the_memory_pane_is_drawn_again_for_new_data_not_for_a_focus_change(
+        monkeypatch) -> None:
+    shipped = load_config(ROOT / "config.toml")  # one poll, then none during the test
+    c = build(config=dataclasses.replace(shipped, console=shipped.console.with_tick(3600)))
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: all(s.probe is not None
+                                          for s in c.service.snapshot().nodes))
+        screen = c.app.main_screen
+        memory = screen.query_one(MemoryPane)
+        await pilot.press("4")
+        await pilot.pause()
+        drawn, lined = Counter[str](), Counter[str]()
+        draw, to_strips = MemoryPane._draw, Visual.to_strips
+
+        def counting_draw(self: MemoryPane) -> object:
+            drawn["draw"] += 1
+            return draw(self)
+
+        def counting_strips(widget: object, *a: object, **kw: object) -> object:
+            lined[type(widget).__name__] += 1
+            return to_strips(widget, *a, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(MemoryPane, "_draw", counting_draw)
+        monkeypatch.setattr(Visual, "to_strips", staticmethod(counting_strips))
+        before = screen_text(c.app)
+        for key in ("1", "4", "tab", "shift+tab"):
+            await pilot.press(key)
+            await pilot.pause()
+        assert memory.has_focus
+        assert drawn["draw"] == 0 and lined["MemoryPane"] == 0
+        assert screen_text(c.app) == before
+        memory.add_point("dgx1", HistoryPoint(0.0, 1024 * 1024, 127_600_748, 50.0, 50.0))
+        memory.render_now()
+        await pilot.pause()
+        assert drawn["draw"] == 1 and lined["MemoryPane"] == 1
+        assert screen_text(c.app) != before

@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
 from textual.events import ScreenResume
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Header, Input, Static
@@ -80,6 +81,11 @@ class MainScreen(Screen[None]):
         (0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS: list[tuple[int, str]] | None = [  # noqa: RUF012 (Textual: instance var)
         (0, "-short"), (36, "-tall")]
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+    """Textual repaints the whole screen on every focus change (its ``focused``
+    repaints); the widgets gaining and losing focus repaint themselves and the
+    footer follows the bindings, so a pane key paints the pane, the tab row and
+    the footer: at 80x24 the full repaint was ~4 ms of a ~30 ms key."""
 
     def __init__(self) -> None:
         super().__init__(id="main")

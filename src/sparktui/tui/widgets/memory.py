@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 
 from rich.console import Group, RenderableType
 from rich.text import Text
+from textual.strip import Strip
+from textual.style import Style
+from textual.visual import Visual, visualize
 from textual.widget import Widget
 
 from sparktui.core.config import ThrashConfig
@@ -50,6 +53,14 @@ class MemoryPane(Widget, can_focus=True):
         """node -> the predicted OOM of a rank loading on it (core/oom_predict)."""
         self.dirty = False
         self.relayout = False
+        self._drawn: tuple[int, Visual] | None = None
+        """The last render and the width it was drawn for, until the data change."""
+        self._lines: tuple[Visual, int, Style, list[Strip]] | None = None
+        """That render as lines: for a height and the widget's style."""
+
+    def _changed(self) -> None:
+        self.dirty = True
+        self._drawn = None
 
     def add_point(self, node: str, point: HistoryPoint) -> None:
         s = self.series[node]
@@ -59,19 +70,19 @@ class MemoryPane(Widget, can_focus=True):
             s.total_gib = point.mem_total_kib / KIB_PER_GIB
         if point.psi_full_avg10 is not None:
             s.psi_full.append(point.psi_full_avg10)
-        self.dirty = True
+        self._changed()
 
     def set_level(self, node: str, level: ThrashLevel) -> None:
         if self.series[node].level is not level:
             self.series[node].level = level
-            self.dirty = True
+            self._changed()
 
     def set_predicted(self, predicted: dict[str, str]) -> None:
         """The nodes with a predicted OOM and its one-line evidence."""
         if predicted != self.predicted:
             self.relayout = self.relayout or len(predicted) != len(self.predicted)
             self.predicted = dict(predicted)
-            self.dirty = True
+            self._changed()
 
     def render_now(self) -> None:
         """Paint what arrived (skipped by the screen while the pane is hidden)."""
@@ -80,9 +91,28 @@ class MemoryPane(Widget, can_focus=True):
             self.refresh(layout=self.relayout)  # a prediction line more or less
             self.relayout = False
 
-    def render(self) -> RenderableType:
+    def render(self) -> Visual:
         """The rows as plain text lines in fixed columns (a rich Table laid out
-        the same cells at ~10x the cost, paid on every focus change)."""
+        the same cells at ~10x the cost), kept until the data or the width
+        change."""
+        if self._drawn is None or self._drawn[0] != self.size.width:
+            self._drawn = (self.size.width, visualize(self, self._draw()))
+        return self._drawn[1]
+
+    def render_line(self, y: int) -> Strip:
+        """Textual draws a widget's lines again after every refresh, a focus
+        change among them: 8 nodes' sparklines cost ~7 ms, most of a pane key.
+        The lines are kept while the render, the height and the style are
+        the same."""
+        width, height = self.size
+        visual, style = self.render(), self.visual_style
+        if self._lines is None or self._lines[:3] != (visual, height, style):
+            self._lines = (visual, height, style,
+                           Visual.to_strips(self, visual, width, height, style))
+        lines = self._lines[3]
+        return lines[y] if y < len(lines) else Strip.blank(width, style.rich_style)
+
+    def _draw(self) -> RenderableType:
         spark_w = max(6, (self.size.width - FIXED) // 2)
         widths = (6, 16, spark_w, 7, spark_w, 7)
         lines = [row(widths, [Text(h, style="bold dim") for h in (
