@@ -45,6 +45,7 @@ EMPTY = "no lines at this level / filter (l: next level, t: change the filter)"
 _FATAL = Style(bold=True, reverse=True)
 _WARN = Style(bold=True)
 _MATCH = Style(reverse=True, underline=True)
+_CUT = Style(bold=True, reverse=True)
 SEVERITY_STYLE = {Severity.FATAL: _FATAL + Style(color="red"),
                   Severity.WARNING: _WARN + Style(color="yellow")}
 
@@ -87,11 +88,12 @@ class BootLog(ScrollView, can_focus=True):
         self.entries: deque[Entry] = deque(maxlen=max_lines)
         self._rows: deque[tuple[Entry, int, int]] = deque()
         self._max_width = 0
-        self._strips: dict[tuple[int, int, int, str, bool], Strip] = {}
+        self._strips: dict[tuple[int, int, int, str, bool], list[Segment]] = {}
         """Rendered rows by line and search: following a log re-renders nothing
         that only moved up (cleared whole when full: cheaper than LRU upkeep)."""
-        self._shown: dict[tuple[tuple[int, int, int, str, bool], int, Style], Strip] = {}
-        """The same rows padded to the pane's width in its style, as painted."""
+        self._shown: dict[tuple[tuple[int, int, int, str, bool], int, Style, int], Strip] = {}
+        """The same rows as painted: at the pane's width and sideways scroll, in
+        its style."""
         self._base: Style | None = None
         self.match_row: int | None = None
         """The row the last search landed on (drawn with a ``>`` in the gutter)."""
@@ -303,33 +305,21 @@ class BootLog(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         entry, a, b = self._rows[index]
         key = (entry.seq, a, b, self.search, index == self.match_row)
-        strip = self._strips.get(key)
-        if strip is None:
-            strip = self._render_row(entry, a, b, index == self.match_row)
-            if len(self._strips) >= STRIP_CACHE:
-                self._strips.clear()
-            self._strips[key] = strip
-        if scroll_x == 0 and strip.cell_length <= width:
-            shown_key = (key, width, base)
-            shown = self._shown.get(shown_key)
-            if shown is None:
-                if len(self._shown) >= STRIP_CACHE:
-                    self._shown.clear()
-                shown = self._shown[shown_key] = strip.extend_cell_length(
-                    width, base).apply_style(base)
-            return shown
-        # the gutter stays put; only the text scrolls sideways
-        text_width = width - GUTTER
-        parts = [strip.crop(0, GUTTER)]
-        start = GUTTER + scroll_x
-        if strip.cell_length > start + text_width and text_width > 1:
-            parts += [strip.crop(start, start + text_width - 1),
-                      Strip([Segment(CUT, Style(bold=True, reverse=True))], 1)]
-        else:
-            parts.append(strip.crop(start, start + text_width))
-        return Strip.join(parts).extend_cell_length(width, base).apply_style(base)
+        shown_key = (key, width, base, scroll_x)
+        shown = self._shown.get(shown_key)
+        if shown is None:
+            row = self._strips.get(key)
+            if row is None:
+                row = self._render_row(entry, a, b, index == self.match_row)
+                if len(self._strips) >= STRIP_CACHE:
+                    self._strips.clear()
+                self._strips[key] = row
+            if len(self._shown) >= STRIP_CACHE:
+                self._shown.clear()
+            shown = self._shown[shown_key] = fit_row(row, width, base, scroll_x)
+        return shown
 
-    def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> Strip:
+    def _render_row(self, entry: Entry, a: int, b: int, current: bool) -> list[Segment]:
         """Segments built directly (a rich Text rendered through the console
         cost ~10x as much, for every new row of a flood)."""
         if a == 0:
@@ -353,4 +343,65 @@ class BootLog(ScrollView, can_focus=True):
                 at = end
         if at < len(body):
             segments.append(Segment(body[at:], style))
-        return Strip(segments)
+        return segments
+
+
+def fit_row(row: list[Segment], width: int, base: Style, scroll_x: int) -> Strip:
+    """A row as painted: the gutter, the text scrolled ``scroll_x`` sideways
+    and cut at the pane's edge (a marker in the last column when it goes on),
+    padded to ``width``, in the pane's style under the row's own. A new row of
+    a flooding log took seven Strips (crop, crop, join, pad, style), each with
+    four caches of its own: most of the cost of showing the log pane, and of
+    the collector's passes. Printable ASCII (one cell a character) is cut by
+    slicing; anything else goes through Strip's cell-aware crops."""
+    text_width = width - GUTTER
+    if text_width > 1 and all(seg.text.isascii() and seg.text.isprintable() for seg in row):
+        return _fit_ascii(row, width, base, scroll_x)
+    return _fit_cells(row, width, base, scroll_x)
+
+
+def _fit_cells(row: list[Segment], width: int, base: Style, scroll_x: int) -> Strip:
+    strip = Strip(row)
+    if scroll_x == 0 and strip.cell_length <= width:
+        return strip.extend_cell_length(width, base).apply_style(base)
+    # the gutter stays put; only the text scrolls sideways
+    text_width = width - GUTTER
+    parts = [strip.crop(0, GUTTER)]
+    start = GUTTER + scroll_x
+    if strip.cell_length > start + text_width and text_width > 1:
+        parts += [strip.crop(start, start + text_width - 1), Strip([Segment(CUT, _CUT)], 1)]
+    else:
+        parts.append(strip.crop(start, start + text_width))
+    return Strip.join(parts).extend_cell_length(width, base).apply_style(base)
+
+
+def _fit_ascii(row: list[Segment], width: int, base: Style, scroll_x: int) -> Strip:
+    length = sum(len(seg.text) for seg in row)
+    if scroll_x == 0 and length <= width:
+        out = list(row)
+    else:
+        text_width = width - GUTTER
+        start = GUTTER + scroll_x
+        cut = length > start + text_width
+        out = _slice(row, 0, GUTTER) + _slice(row, start, start + text_width - cut)
+        if cut:
+            out.append(Segment(CUT, _CUT))
+    painted = [Segment(text, base + style) for text, style, _ in out] if base else out
+    drawn = sum(len(seg.text) for seg in out)
+    if drawn < width:
+        painted.append(Segment(" " * (width - drawn), base))
+    return Strip(painted, width)
+
+
+def _slice(row: list[Segment], start: int, end: int) -> list[Segment]:
+    """The characters ``start:end`` of the row, segment styles kept."""
+    out: list[Segment] = []
+    at = 0
+    for text, style, _ in row:
+        a, b = max(start - at, 0), min(end - at, len(text))
+        if a < b:
+            out.append(Segment(text[a:b], style))
+        at += len(text)
+        if at >= end:
+            break
+    return out
