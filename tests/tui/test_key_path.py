@@ -13,6 +13,7 @@ from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
 from textual.geometry import Region
 from textual.visual import Visual
+from textual.widget import Widget
 from textual.widgets import DataTable
 
 from sparktui.core.config import ThrashConfig
@@ -82,6 +83,13 @@ async def test_a_pane_key_restyles_the_two_panes_and_the_focus_change_only(monke
             await pilot.press(key)
             await pilot.pause()
             focus_marks_match(screen)
+        applied.clear()
+        monkeypatch.setattr(Stylesheet, "apply", counting)
+        for key in ("2", "3", "4", "1"):  # each pane's widget back in its styled state
+            await pilot.press(key)
+            await pilot.pause()
+        monkeypatch.setattr(Stylesheet, "apply", apply)
+        assert applied == Counter({"Pane": 8})
         # a pane's class selects no rule below it: what a restyle of the whole
         # subtree would give is what the pane's descendants have
         table = screen.query_one(NodesTable)
@@ -90,27 +98,29 @@ async def test_a_pane_key_restyles_the_two_panes_and_the_focus_change_only(monke
         assert (table.styles.get_rules(), table.rich_style) == before
 
 
-def table_styles(table: DataTable) -> tuple[object, ...]:
-    return (table.styles.get_rules(), table.rich_style,
-            *(table.get_component_rich_style(name) for name in sorted(table.COMPONENT_CLASSES)))
+def styles_of(widget: Widget) -> tuple[object, ...]:
+    return (widget.styles.get_rules(), widget.rich_style,
+            *(widget.get_component_rich_style(name) for name in sorted(widget.COMPONENT_CLASSES)))
 
 
-async def test_a_table_that_lost_focus_while_hidden_is_styled_as_unfocused_when_shown() -> None:
+async def test_a_widget_that_lost_focus_while_hidden_is_styled_as_unfocused_when_shown() -> None:
     c = build()
     async with c.app.run_test(size=(80, 24)) as pilot:
         await pilot.pause()
         screen = c.app.main_screen
         nodes, lanes = screen.query_one(NodesTable), screen.query_one(LanesTable)
-        await pilot.press("2")  # the nodes table loses focus as its pane is hidden
-        await pilot.pause()
+        log, memory = screen.query_one(BootLog), screen.query_one(MemoryPane)
+        for key in ("3", "4", "2"):  # each loses focus as its pane is hidden
+            await pilot.press(key)
+            await pilot.pause()
         await pilot.resize_terminal(160, 48)  # all four panes shown
         await pilot.pause()
         assert nodes.display and not nodes.has_focus and lanes.has_focus
-        for table in (nodes, lanes):
-            shown = table_styles(table)
-            c.app.update_styles(table)  # what a restyle in its present state gives
-            assert table_styles(table) == shown, table.id
-        assert table_styles(nodes) != table_styles(lanes)  # the focus shows
+        for widget in (nodes, lanes, log, memory):
+            shown = styles_of(widget)
+            c.app.update_styles(widget)  # what a restyle in its present state gives
+            assert styles_of(widget) == shown, widget.id
+        assert styles_of(nodes) != styles_of(lanes)  # the focus shows
 
 
 async def test_tables_keep_their_rows_across_focus_changes_and_follow_a_theme(

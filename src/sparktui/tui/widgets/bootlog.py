@@ -25,6 +25,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from sparktui.core.logsig import Severity, classify, clean
+from sparktui.tui.widgets.pane import RestyledWhileShown
 from sparktui.watch.follower import LogLine
 
 MAX_LINES = 5000
@@ -72,7 +73,7 @@ class Entry:
         return self._severity  # type: ignore[return-value]
 
 
-class BootLog(ScrollView, can_focus=True):
+class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
     """Holds at most ``max_lines`` lines; renders only the rows on screen."""
 
     follow: reactive[bool] = reactive(True)

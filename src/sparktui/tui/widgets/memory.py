@@ -23,6 +23,7 @@ from textual.widget import Widget
 from sparktui.core.config import ThrashConfig
 from sparktui.core.state import KIB_PER_GIB, HistoryPoint
 from sparktui.core.thrash import ThrashLevel
+from sparktui.tui.widgets.pane import RestyledWhileShown
 
 POINTS = 60
 """Samples drawn per sparkline: two minutes at the 2 s poll."""
@@ -41,7 +42,7 @@ class NodeSeries:
     level: ThrashLevel = ThrashLevel.OK
 
 
-class MemoryPane(Widget, can_focus=True):
+class MemoryPane(RestyledWhileShown, Widget, can_focus=True):
     DEFAULT_CSS = "MemoryPane { height: auto; }"
 
     def __init__(self, nodes: list[str], thrash: ThrashConfig, *,

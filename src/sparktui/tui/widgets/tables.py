@@ -12,7 +12,6 @@ from textual import events
 from textual.binding import BindingType
 from textual.geometry import Region, Size
 from textual.strip import Strip
-from textual.widget import Widget
 from textual.widgets import DataTable
 
 from sparktui.core.canary import stale_age
@@ -24,6 +23,7 @@ from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.lanes import LaneView
 from sparktui.tui.bindings import TABLE_BINDINGS
+from sparktui.tui.widgets.pane import RestyledWhileShown
 
 STATE_WORDS = {
     NodeState.ONLINE: "online",
@@ -44,7 +44,7 @@ RISK_WORDS = {ThrashLevel.OK: "ok", ThrashLevel.PRESSURE: "PRESSURE",
 """Short enough for 80 columns; the alert bar and details spell them out."""
 
 
-class KeyedTable(DataTable[Text | str]):
+class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
     """A DataTable whose rows are addressed by a string key."""
 
     COLUMNS: Sequence[tuple[str, str]] = ()
@@ -57,28 +57,11 @@ class KeyedTable(DataTable[Text | str]):
         self._rendered_with: tuple[object, ...] | None = None
         self._styles_by_state: dict[object, tuple[object, ...]] = {}
         self._sized: Size | None = None
-        self._styled_for: tuple[frozenset[str], frozenset[str]] | None = None
-        """The classes and pseudo-classes the table's styles were last computed for."""
 
     def on_mount(self) -> None:
         self._ensure_columns()
 
-    # -- restyles and rendered rows across focus changes -------------------------
-
-    def update_node_styles(self, animate: bool = True) -> None:
-        """Textual restyles a node on every change of its classes or
-        pseudo-classes; for a DataTable that is ~2 ms (a dozen component classes
-        and the scrollbars). A pane key at 80x24 paid it twice: for the table
-        losing focus as its pane is hidden, then for the table gaining it as its
-        pane is shown, in the very state it was last styled in. A hidden table
-        is not restyled: shown by a pane key it takes the focus back (the state
-        it was styled for, or a change restyles it then); shown by a resize,
-        the screen's breakpoint classes restyle every node below it."""
-        if (self.classes, self.pseudo_classes) == self._styled_for:
-            return
-        if not all(node.display for node in self.ancestors_with_self if isinstance(node, Widget)):
-            return
-        super().update_node_styles(animate)
+    # -- keeping rendered rows across focus changes ----------------------------
 
     def notify_style_update(self) -> None:
         """DataTable drops every rendered row on any style update, and focus
@@ -87,7 +70,7 @@ class KeyedTable(DataTable[Text | str]):
         keyed by the focus state already; they are dropped at the next render
         only if the styles of that state changed (a theme, say)."""
         super(DataTable, self).notify_style_update()  # the widget's own, not DataTable's
-        self._styled_for = (self.classes, self.pseudo_classes)
+        self.remember_style_state()
         self._styles_cache.clear()
         self._restyled = True
         self.refresh()
