@@ -43,9 +43,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import sparktui.tui  # noqa: F401  (before textual: the console's frame rate, as the CLI has it)
+
+# isort: split
 import psutil
 from rich.console import Console
-from textual import events
+from textual import constants, events
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -306,7 +309,8 @@ class CollectorPauses:
 def host_line() -> str:
     load = os.getloadavg()
     return (f"host: {platform.node()} {platform.machine()} {os.cpu_count()} CPU, "
-            f"Python {platform.python_version()}, load {load[0]:.1f} {load[1]:.1f}")
+            f"Python {platform.python_version()}, load {load[0]:.1f} {load[1]:.1f}; "
+            f"console at {constants.MAX_FPS} frames/s")
 
 
 async def run(args: argparse.Namespace) -> None:

@@ -6,8 +6,12 @@ the boot log drained at most LOG_PAINT_EVERY_S apart. Counts, not timings
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 from collections import Counter
 
+import pytest
 from textual._compositor import Compositor
 from textual.css.stylesheet import Stylesheet
 from textual.dom import DOMNode
@@ -19,6 +23,7 @@ from textual.widgets import DataTable
 from sparktui.core.config import ThrashConfig
 from sparktui.core.config_load import load_config
 from sparktui.core.state import HistoryPoint
+from sparktui.tui import FRAMES_PER_S
 from sparktui.tui.screens.main import LOG_PAINT_EVERY_S, PANES
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.memory import MemoryPane
@@ -265,3 +270,18 @@ async def test_the_memory_pane_is_drawn_again_for_new_data_not_for_a_focus_chang
         await pilot.pause()
         assert drawn["draw"] == 1 and lined["MemoryPane"] == 1
         assert screen_text(c.app) != before
+
+
+@pytest.mark.parametrize(("preset", "period"), [(None, 1 / FRAMES_PER_S), ("30", 1 / 30)])
+def test_the_console_commands_set_the_frame_rate_before_textual_reads_it(
+        preset: str | None, period: float) -> None:
+    """In a fresh interpreter, as `sparktui console` and `sparktui demo` run
+    (an operator's TEXTUAL_FPS is kept)."""
+    env = {k: v for k, v in os.environ.items() if k != "TEXTUAL_FPS"}
+    if preset is not None:
+        env["TEXTUAL_FPS"] = preset
+    program = ("import sparktui.cli.console_cmd, sparktui.cli.demo_cmd, textual.screen; "
+               "print(textual.screen.UPDATE_PERIOD)")
+    done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
+                          text=True, timeout=60, check=True)
+    assert float(done.stdout) == pytest.approx(period)
