@@ -375,16 +375,17 @@ class SparkTUI(App[None]):
         self.push_screen(MarkdownScreen("Shift log (last 16 h)", self.service.shift_log()))
 
 
-GC_THRESHOLDS = (3_000, 300, 1000)
+GC_THRESHOLDS = (5_000, 200, 1000)
 """Python's defaults (2000, 10, 10) run a full collection every few seconds
 while a boot log streams, each a 100-250 ms stall of keys and frames. A young
 pass costs ~0.5-2.5 us per young object here (Textual's layout maps are cyclic
 garbage; every Strip it draws brings four small caches): at 50,000 the passes
 were rare but 100-350 ms each, the p99 of a key during an incident; at 10,000
-they were 10-25 ms, inside most of the slowest keys once the keys themselves
-got cheaper; at 3,000 they are ~3x as frequent and 3-9 ms, about the same
-collector time in all. The middle generation is still collected every ~1M
-allocations (bench/bench_tui.py --incident)."""
+10-25 ms, inside most of the slowest keys once the keys themselves got
+cheaper; at 5,000 5-8 ms. At 3,000 (3-6 ms) the log's ingest under this
+collector was ~9 % slower than at 10,000 (bench/bench_watch.py); 5,000 is
+between. The middle generation is still collected every ~1M allocations
+(bench/bench_tui.py --incident)."""
 GC_FULL_EVERY_S = 600.0
 """With full passes this rare, run one on a timer: cyclic garbage that lived
 long (closed modals, finished workflows) is freed at a known pace."""
