@@ -101,8 +101,12 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
                 consoles.append(c)
             first, second = consoles
             assert first.service.attached.startswith("attached to sentinel (pid ")
-            await advance_until(n, lambda: all(c.alerts("thrash:") and c.service.lanes()
-                                               for c in consoles), step=1.0, max_sim_s=10)
+            # what the sentinel saw after the consoles' snapshot (a rank's container
+            # exiting) reaches them as events: the same lane once delivered
+            await advance_until(n, lambda: all(
+                c.alerts("thrash:") and LANE in c.service.lanes()
+                and c.service.lanes()[LANE].ranks == n.service.lanes()[LANE].ranks
+                for c in consoles), step=1.0, max_sim_s=10)
             # the incident's history, as the sentinel saw it (phone alert marked)
             for c in consoles:
                 keys = {e.alert.key for e in c.alerts("thrash:")}
