@@ -273,11 +273,12 @@ async def test_fatal_line_on_a_worker_rank_exits_early(engine: FakeEngine) -> No
     task = asyncio.create_task(watch.run())
     await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...")
     await nodes["dgx2"].log("sparktui-m-r1", "context before")
-    t0 = time.monotonic()
     await nodes["dgx2"].log("sparktui-m-r1", "huggingface_hub.errors.LocalEntryNotFoundError: "
                             "Cannot find an appropriate cached snapshot folder")
+    # early: a watcher that waited on would end at the stall window (7.2 s of
+    # real time here) and say "stalled"; how soon it ends is bench_watch.py's
+    # fatal_line_to_exit (a 0.1 s bound here failed on a loaded CI host)
     result = await asyncio.wait_for(task, 5)
-    assert time.monotonic() - t0 < 0.1
     assert result.outcome is Outcome.FAILED
     assert result.failure is not None and result.failure.rank == 1
     assert result.failure.kind is Kind.HF_ENTRY_MISSING
