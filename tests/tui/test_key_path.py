@@ -285,3 +285,34 @@ def test_the_console_commands_set_the_frame_rate_before_textual_reads_it(
     done = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True,
                           text=True, timeout=60, check=True)
     assert float(done.stdout) == pytest.approx(period)
+
+
+async def test_a_changed_cell_is_the_only_cell_rendered_again(monkeypatch) -> None:
+    shipped = load_config(ROOT / "config.toml")  # one poll, then none during the test
+    c = build(config=dataclasses.replace(shipped, console=shipped.console.with_tick(3600)))
+    async with c.app.run_test(size=(160, 48)) as pilot:
+        await wait_for(pilot, lambda: all(s.probe is not None
+                                          for s in c.service.snapshot().nodes))
+        await pilot.pause(0.3)
+        table = c.app.main_screen.query_one(NodesTable)
+        region = Region(0, 0, *table.size)
+        table.render_lines(region)
+        rendered = Counter[tuple[int, int]]()
+        render_cell = DataTable._render_cell
+
+        def counting(self: DataTable, row: int, column: int, *a: object, **kw: object):  # type: ignore[no-untyped-def]
+            if row >= 0:
+                rendered[(row, column)] += 1
+            return render_cell(self, row, column, *a, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(DataTable, "_render_cell", counting)
+        cells = table._last["dgx1"]
+        busy = [key for key, _ in NodesTable.COLUMNS].index("busy")
+        assert cells[busy] == "free"
+        table.put_row("dgx1", (*cells[:busy], "gone", *cells[busy + 1:]))  # same width
+        kept = table.render_lines(region)
+        assert set(rendered) == {(0, busy)}  # not the other 80 cells
+        table._clear_caches()
+        table.refresh()
+        assert kept == table.render_lines(region)  # what a full render draws
+        assert len(rendered) == len(NodesTable.COLUMNS) * len(shipped.nodes)
