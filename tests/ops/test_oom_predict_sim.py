@@ -137,7 +137,9 @@ async def test_serve_warns_and_journals_then_stops_when_the_recipe_asks(
                        for c in n.docker.containers.values())
         notes = [e for e in ctx.journal.entries() if e.kind == "note"
                  and e.message.startswith("predicted OOM")]
-        assert notes and notes[0].detail["hard"]
+        # a soft warning may come first while the evidence is thin (a loaded host
+        # reads memory later in the load): the hard one is journaled and stops the lane
+        assert any(note.detail["hard"] for note in notes)
         assert any(isinstance(e, StepProgressed) and e.step == "predicted oom"
                    for e in events.events)
         assert "Predicted OOM" in render(ctx.journal.entries())
