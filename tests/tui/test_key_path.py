@@ -20,7 +20,7 @@ from textual.visual import Visual
 from textual.widget import Widget
 from textual.widgets import DataTable
 
-from sparktui.core.config import ThrashConfig
+from sparktui.core.config import Config, ThrashConfig
 from sparktui.core.config_load import load_config
 from sparktui.core.state import HistoryPoint
 from sparktui.tui import FRAMES_PER_S
@@ -32,8 +32,19 @@ from sparktui.tui.widgets.tables import LanesTable, NodesTable
 from sparktui.watch.follower import LogLine
 
 from .fakecluster import add_lane, vllm_boot_lines
-from .harness import ROOT, build, wait_for
+from .harness import ROOT, Console, build, wait_for
 from .screen_text import screen_text
+
+
+def polled_once() -> Config:
+    """The shipped config with one poll at start and none for the test's length:
+    what a test counts is not redrawn by a poll arriving meanwhile."""
+    shipped = load_config(ROOT / "config.toml")
+    return dataclasses.replace(shipped, console=shipped.console.with_tick(3600))
+
+
+def all_probed(c: Console) -> bool:
+    return all(s.probe is not None for s in c.service.snapshot().nodes)
 
 
 def focus_marks_match(screen: DOMNode) -> None:
@@ -132,8 +143,7 @@ async def test_tables_keep_their_rows_across_focus_changes_and_follow_a_theme(
         monkeypatch) -> None:
     c = build()
     async with c.app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: all(s.probe is not None
-                                          for s in c.service.snapshot().nodes))
+        await wait_for(pilot, lambda: all_probed(c))
         await pilot.pause(0.3)
         table = c.app.main_screen.query_one(NodesTable)
         cells = Counter[str]()
@@ -236,11 +246,9 @@ async def test_a_flooding_boot_log_is_drained_at_most_every_interval() -> None:
 
 async def test_the_memory_pane_is_drawn_again_for_new_data_not_for_a_focus_change(
         monkeypatch) -> None:
-    shipped = load_config(ROOT / "config.toml")  # one poll, then none during the test
-    c = build(config=dataclasses.replace(shipped, console=shipped.console.with_tick(3600)))
+    c = build(config=polled_once())
     async with c.app.run_test(size=(80, 24)) as pilot:
-        await wait_for(pilot, lambda: all(s.probe is not None
-                                          for s in c.service.snapshot().nodes))
+        await wait_for(pilot, lambda: all_probed(c))
         screen = c.app.main_screen
         memory = screen.query_one(MemoryPane)
         await pilot.press("4")
@@ -288,11 +296,9 @@ def test_the_console_commands_set_the_frame_rate_before_textual_reads_it(
 
 
 async def test_a_changed_cell_is_the_only_cell_rendered_again(monkeypatch) -> None:
-    shipped = load_config(ROOT / "config.toml")  # one poll, then none during the test
-    c = build(config=dataclasses.replace(shipped, console=shipped.console.with_tick(3600)))
+    c = build(config=polled_once())
     async with c.app.run_test(size=(160, 48)) as pilot:
-        await wait_for(pilot, lambda: all(s.probe is not None
-                                          for s in c.service.snapshot().nodes))
+        await wait_for(pilot, lambda: all_probed(c))
         await pilot.pause(0.3)
         table = c.app.main_screen.query_one(NodesTable)
         region = Region(0, 0, *table.size)
@@ -315,4 +321,4 @@ async def test_a_changed_cell_is_the_only_cell_rendered_again(monkeypatch) -> No
         table._clear_caches()
         table.refresh()
         assert kept == table.render_lines(region)  # what a full render draws
-        assert len(rendered) == len(NodesTable.COLUMNS) * len(shipped.nodes)
+        assert len(rendered) == len(NodesTable.COLUMNS) * len(c.config.nodes)
