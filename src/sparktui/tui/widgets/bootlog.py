@@ -29,7 +29,7 @@ from sparktui.tui.widgets.pane import RestyledWhileShown
 from sparktui.watch.follower import LogLine
 
 MAX_LINES = 5000
-STRIP_CACHE = 1024
+ROW_CACHE = 1024
 GUTTER = 6
 """``r12 ! ``: rank and a severity mark, so fatal lines read without colour."""
 MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
@@ -89,7 +89,7 @@ class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
         self.entries: deque[Entry] = deque(maxlen=max_lines)
         self._rows: deque[tuple[Entry, int, int]] = deque()
         self._max_width = 0
-        self._strips: dict[tuple[int, int, int, str, bool], list[Segment]] = {}
+        self._row_segments: dict[tuple[int, int, int, str, bool], list[Segment]] = {}
         """Rendered rows by line and search: following a log re-renders nothing
         that only moved up (cleared whole when full: cheaper than LRU upkeep)."""
         self._shown: dict[tuple[tuple[int, int, int, str, bool], int, Style, int], Strip] = {}
@@ -309,13 +309,13 @@ class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
         shown_key = (key, width, base, scroll_x)
         shown = self._shown.get(shown_key)
         if shown is None:
-            row = self._strips.get(key)
+            row = self._row_segments.get(key)
             if row is None:
                 row = self._render_row(entry, a, b, index == self.match_row)
-                if len(self._strips) >= STRIP_CACHE:
-                    self._strips.clear()
-                self._strips[key] = row
-            if len(self._shown) >= STRIP_CACHE:
+                if len(self._row_segments) >= ROW_CACHE:
+                    self._row_segments.clear()
+                self._row_segments[key] = row
+            if len(self._shown) >= ROW_CACHE:
                 self._shown.clear()
             shown = self._shown[shown_key] = fit_row(row, width, base, scroll_x)
         return shown

@@ -42,12 +42,14 @@ STATE_STYLES = {
     NodeState.POWERED_OFF: "dim",
     NodeState.UNKNOWN: "yellow",
 }
-CELL_CACHE = 4096
-"""Rendered cells kept (rows x columns x cursor and focus states; cleared whole when full)."""
-SegmentLines = list[list[Segment]]
 RISK_WORDS = {ThrashLevel.OK: "ok", ThrashLevel.PRESSURE: "PRESSURE",
               ThrashLevel.SUSPECTED: "SUSPECT", ThrashLevel.THRASH: "THRASH"}
 """Short enough for 80 columns; the alert bar and details spell them out."""
+
+
+CELL_CACHE = 4096
+"""Rendered cells kept (rows x columns x cursor and focus states; cleared whole when full)."""
+SegmentLines = list[list[Segment]]
 
 
 class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
