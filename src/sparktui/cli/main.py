@@ -44,7 +44,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"sparktui {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     modules = _command_modules()
-    wanted = [f"{command}_cmd"] if f"{command}_cmd" in modules else modules
+    module = f"{(command or '').replace('-', '_')}_cmd"
+    wanted = [module] if module in modules else modules
     for name in wanted:
         importlib.import_module(f"{__package__}.{name}").register(sub)
     for sp in _subcommands(parser).values():

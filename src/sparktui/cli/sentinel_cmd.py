@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from ..adapters.endpoints import EndpointError, resolve_endpoints
+from ..adapters.exposition import ListenError
 from ..core.config import Config
 from ..core.errors import InputError, Problem
 from ..service.cluster import ClusterService
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     sentinel = Sentinel(config, service, emit=emit)
     try:
         asyncio.run(_watch(sentinel))
-    except SentinelRunning as exc:
+    except (SentinelRunning, ListenError) as exc:
         print(f"sparktui sentinel: {exc}", file=sys.stderr)
         return 1
     return 0

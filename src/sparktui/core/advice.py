@@ -1,7 +1,10 @@
-"""What the operator should do next after a lane's first fatal line, by kind.
+"""What the operator should do next: after a lane's first fatal line, by
+kind; for a node under memory pressure or thrashing; for a lane that stopped
+generating.
 
-One table for every reader: the console's fatal alert, the incident bundle's
-SUMMARY.md and the phone notification all say the same next step.
+One table for every reader: the console's alerts, the incident bundle's
+SUMMARY.md, the phone notification and the Prometheus rules' runbook
+annotations (core/metrics_rules.py) all say the same next step.
 """
 
 from __future__ import annotations
@@ -28,3 +31,26 @@ def fatal_next_step(kind: Kind, rank: int) -> str:
     """The next step after a fatal line of ``kind`` on ``rank``."""
     return NEXT_STEP.get(kind, f"stop the lane (x) and read the boot log (rank {rank}) "
                                "before re-serving")
+
+
+PRESSURE_NEXT = "watch memory; do not send long prompts or start loads on this node"
+UNRESPONSIVE_NEXT = ("the engine no longer generates while its API answers /health: stop the "
+                     "lane (x) and re-serve; read rank 0's log for its last lines first")
+
+
+def thrash_next_step(retries: int, interval_s: float) -> str:
+    """While the node still answers SSH (the runbook's first step)."""
+    return (f"reduce load now (stop long prompts); if SSH stops answering: {retries} SSH "
+            f"retries ~{interval_s:.0f} s apart")
+
+
+def retry_next_step(done: int, retries: int, interval_s: float, node: str) -> str:
+    """While SSH retries of a starved node go on."""
+    return (f"SSH retry {done}/{retries} (~{interval_s:.0f} s apart); if all fail: "
+            f"Home Assistant plug cycle of {node} only, then re-check")
+
+
+def cycle_next_step(retries: int, node: str) -> str:
+    """After every SSH retry failed."""
+    return (f"{retries} SSH retries failed: plug-cycle {node} only via Home Assistant, "
+            "then re-check before continuing")

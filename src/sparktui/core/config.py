@@ -180,6 +180,18 @@ class RecordConfig:
 
 
 @dataclass(frozen=True)
+class ExportConfig:
+    """Prometheus exposition of the fleet from the sentinel (``/metrics``)."""
+
+    listen: str = ""
+    """``host:port`` the sentinel serves ``/metrics`` on, e.g. ``127.0.0.1:9464``;
+    empty (the default) turns the export off."""
+    allow_remote: bool = False
+    """A ``listen`` address outside loopback is refused unless this is true: the
+    endpoint has no authentication and names every node and lane."""
+
+
+@dataclass(frozen=True)
 class SimulatorConfig:
     enabled: bool = False
     seed: Annotated[int, Range(0, 2**63 - 1)] = 1
@@ -206,6 +218,7 @@ class Config:
     simulator: SimulatorConfig = field(default_factory=SimulatorConfig)
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     record: RecordConfig = field(default_factory=RecordConfig)
+    export: ExportConfig = field(default_factory=ExportConfig)
     recipes_dir: Path = Path("recipes")
 
     def state_dir(self) -> Path:

@@ -22,6 +22,7 @@ from .config import (
     ClusterConfig,
     Config,
     ConsoleConfig,
+    ExportConfig,
     GuardConfig,
     HomeAssistantConfig,
     LivenessConfig,
@@ -35,6 +36,7 @@ from .config import (
     ThrashConfig,
 )
 from .errors import InputError, Problem
+from .listen import parse_listen
 from .tomlschema import Source, build
 
 _SECTIONS: dict[str, type] = {
@@ -48,6 +50,7 @@ _SECTIONS: dict[str, type] = {
     "thrash": ThrashConfig,
     "notify": NotifyConfig,
     "record": RecordConfig,
+    "export": ExportConfig,
 }
 _MAPS = ("nodes", "clusters", "switches", "nccl")
 _TOP = ("recipes_dir",)
@@ -274,6 +277,7 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
     if ha is not None and (why := plain.check("env_name", ha.token_env)) is not None:
         src.error(("home_assistant", "token_env"), why)
     _check_night(src, sections.get("notify"))
+    _check_export(src, sections.get("export"))
 
 
 
@@ -314,3 +318,18 @@ def _check_night(src: Source, notify: NotifyConfig | None) -> None:
             if event not in NOTIFY_EVENTS:
                 src.error(("notify", "events"), f"unknown event {event!r} (known: "
                                                 f"{', '.join(NOTIFY_EVENTS)})")
+
+
+def _check_export(src: Source, export: ExportConfig | None) -> None:
+    """[export]: a parseable address, on loopback unless allow_remote says otherwise."""
+    if export is None or not export.listen:
+        return
+    try:
+        listen = parse_listen(export.listen)
+    except ValueError as exc:
+        src.error(("export", "listen"), str(exc))
+        return
+    if not listen.loopback and not export.allow_remote:
+        src.error(("export", "listen"),
+                  f"{export.listen} is not a loopback address: /metrics has no "
+                  "authentication; set [export] allow_remote = true to serve it there")

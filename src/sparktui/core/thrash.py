@@ -29,6 +29,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from sparktui.core.advice import (
+    PRESSURE_NEXT,
+    cycle_next_step,
+    retry_next_step,
+    thrash_next_step,
+)
 from sparktui.core.config import ThrashConfig
 from sparktui.core.logsig import Kind, LogEvent
 
@@ -260,23 +266,14 @@ class ThrashRules:
         if level is ThrashLevel.OK:
             return ""
         if level is ThrashLevel.PRESSURE:
-            return "watch memory; do not send long prompts or start loads on this node"
+            return PRESSURE_NEXT
         if self._failed_probes == 0:
-            return (
-                "reduce load now (stop long prompts); if SSH stops answering:"
-                f" {cfg.ssh_retries} SSH retries ~{cfg.ssh_retry_interval_s:.0f} s apart"
-            )
+            return thrash_next_step(cfg.ssh_retries, cfg.ssh_retry_interval_s)
         retries = self._runbook_retries_failed()
         if retries < cfg.ssh_retries:
-            return (
-                f"SSH retry {retries}/{cfg.ssh_retries}"
-                f" (~{cfg.ssh_retry_interval_s:.0f} s apart); if all fail:"
-                f" Home Assistant plug cycle of {self.node} only, then re-check"
-            )
-        return (
-            f"{cfg.ssh_retries} SSH retries failed: plug-cycle {self.node} only"
-            " via Home Assistant, then re-check before continuing"
-        )
+            return retry_next_step(retries, cfg.ssh_retries, cfg.ssh_retry_interval_s,
+                                   self.node)
+        return cycle_next_step(cfg.ssh_retries, self.node)
 
 
 _KERNEL: dict[Kind, str] = {

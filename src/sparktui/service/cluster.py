@@ -17,6 +17,7 @@ from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
+from sparktui.core.advice import UNRESPONSIVE_NEXT
 from sparktui.core.canary import CanaryVerdict
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
@@ -519,9 +520,7 @@ class ClusterService:
         key = f"canary:{lane}"
         if verdict is not None and verdict.unresponsive:
             self._alerts[key] = alert = Alert(
-                key, "unresponsive", lane, verdict.evidence,
-                "the engine no longer generates while its API answers /health: stop the "
-                "lane (x) and re-serve; read rank 0's log for its last lines first")
+                key, "unresponsive", lane, verdict.evidence, UNRESPONSIVE_NEXT)
             self._emit(AlertRaised(alert))
         elif self._alerts.pop(key, None) is not None:
             self._emit(AlertCleared(key))

@@ -115,6 +115,7 @@ class LaneFeed:
             failure=t.failure.describe() if t.failure else "",
             canary=canary.evidence if canary is not None else (),
             stale_s=self._canary.stale_s(w.endpoint_every_s) if self._canary else None,
+            canary_s=self._canary.latency_s if self._canary else None,
             gate=self.gate[0],
             gate_text=self.gate[1],
         )

@@ -40,6 +40,8 @@ class LaneView:
     """Evidence of the serving canary's last verdict (watch/canary.py)."""
     stale_s: float | None = None
     """Age of the last good endpoint answer when older than two checks."""
+    canary_s: float | None = None
+    """Time to the first token of the canary's last completion (None until one answered)."""
 
     @property
     def nodes(self) -> tuple[str, ...]:

@@ -21,10 +21,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sparktui.adapters.exposition import MetricsServer
 from sparktui.core.canary import describe_age, stale_age
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
+from sparktui.core.listen import parse_listen
 from sparktui.core.state import NodeState
+from sparktui.core.terminal import strip_controls
 from sparktui.core.thrash import ThrashLevel
 from sparktui.ops import sentinel_state
 from sparktui.service.attach import SentinelHub, socket_path
@@ -37,6 +40,7 @@ from sparktui.service.events import (
     NodeSampled,
     ServiceEvent,
 )
+from sparktui.service.export import FleetMetrics
 
 PID_FILE = "sentinel.pid"
 
@@ -167,9 +171,11 @@ class EventLines:
 def line_writer(journal: bool, clock: Clock,
                 write: Callable[[str], None]) -> Callable[[int, str], None]:
     """Under systemd (``JOURNAL_STREAM`` set) a ``<N>`` prefix gives journald
-    the priority and its own timestamp; on a terminal, a UTC time instead."""
+    the priority and its own timestamp; on a terminal, a UTC time instead.
+    Either way without terminal control sequences: evidence quotes engine logs."""
 
     def emit(priority: int, text: str) -> None:
+        text = strip_controls(text)
         if journal:
             write(f"<{priority}>{text}")
         else:
@@ -195,9 +201,17 @@ class Sentinel:
                                on_workflow=service.from_console)
         self._good_nodes: dict[str, float] = {}
         self._written_at = 0.0
+        self.metrics: FleetMetrics | None = None
+        self._exposition: MetricsServer | None = None
+        if config.export.listen:  # validated at load: loopback unless allowed
+            self.metrics = FleetMetrics(config, self.clock, service.recipes)
+            self._exposition = MetricsServer(parse_listen(config.export.listen),
+                                             self.metrics.registry())
 
     def on_event(self, event: ServiceEvent) -> None:
         self.hub.publish(event)
+        if self.metrics is not None:
+            self.metrics.observe(event)
         for priority, text in self._lines.lines(event):
             self._emit(priority, text)
         if isinstance(event, NodeSampled):
@@ -230,9 +244,15 @@ class Sentinel:
             await self.service.start(self.on_event)
             await self.hub.start()
             self._emit(INFO, f"sentinel: consoles attach at {self.hub.path}")
+            if self._exposition is not None:
+                await self._exposition.start()
+                self._emit(INFO, f"sentinel: Prometheus metrics at "
+                                 f"http://{self._exposition.address}/metrics")
             await stop.wait()
             self._emit(INFO, "sentinel: stopping")
         finally:
+            if self._exposition is not None:
+                await self._exposition.close()
             await self.hub.close()
             await self.service.stop()
             sentinel_state.remove(self.config.state_dir())

@@ -76,6 +76,8 @@ class ServingCanary:
         self.collapse: Collapse | None = None
         self.last_good: float | None = None
         """Monotonic time of the last endpoint check that answered ``/health`` 200."""
+        self.latency_s: float | None = None
+        """Time to the first token of the last round that answered (Prometheus' figure)."""
 
     def observe(self, health: str, metrics: Mapping[str, float], nodes: Iterable[str]) -> None:
         """One endpoint check of the lane (health and ``/metrics``)."""
@@ -112,6 +114,8 @@ class ServingCanary:
                 log.warning("canary of %s: %r", self.lane, exc)
                 continue
             ok = not done.error and bool(done.content or done.reasoning)
+            if ok:
+                self.latency_s = done.ttft_s
             if not ok:
                 await self._clock.sleep(STOP_SETTLE_S)
                 if target() != where:  # the lane left serving meanwhile: no evidence

@@ -1,0 +1,96 @@
+"""The shipped Prometheus rules, their promtool tests and the Grafana dashboard:
+the files under deploy/ are what `sparktui export-rules` makes from the shipped
+config, promtool (a real part: Debian's prometheus package, which .ci/run
+installs) accepts the rules and passes their tests, every rule quotes the
+console's next step, and every metric they name is one the sentinel exports."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sparktui.cli.export_rules_cmd import files
+from sparktui.cli.main import main
+from sparktui.core.advice import UNRESPONSIVE_NEXT, thrash_next_step
+from sparktui.core.config_load import load_config
+from sparktui.core.metrics_rules import RULES_FILE, RULES_TEST_FILE, rules
+from sparktui.service import export
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("promtool is missing: .ci/run installs Debian's prometheus package")
+        pytest.skip("promtool is not installed (.ci/run installs Debian's prometheus)")
+    return found
+
+
+def test_the_shipped_files_are_what_export_rules_makes() -> None:
+    config = load_config(ROOT / "config.toml")
+    for name, text in files(config.thrash).items():
+        assert (DEPLOY / name).read_text(encoding="utf-8") == text, (
+            f"deploy/{name} is out of date: run `sparktui export-rules --out deploy`")
+
+
+def test_promtool_checks_and_tests_the_rules(tmp_path: Path) -> None:
+    tool = promtool()
+    for name in (RULES_FILE, RULES_TEST_FILE):
+        (tmp_path / Path(name).name).write_text((DEPLOY / name).read_text())
+    checked = subprocess.run([tool, "check", "rules", Path(RULES_FILE).name], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert f"SUCCESS: {len(rules(load_config(ROOT / 'config.toml').thrash))} rules found" \
+        in checked.stdout
+    tested = subprocess.run([tool, "test", "rules", Path(RULES_TEST_FILE).name], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+    # and the tests can fail: a runbook that no longer says the console's words
+    broken = (tmp_path / Path(RULES_TEST_FILE).name)
+    broken.write_text(broken.read_text().replace("reduce load now", "reduce load later"))
+    failed = subprocess.run([tool, "test", "rules", broken.name], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=60)
+    assert failed.returncode != 0
+
+
+def test_every_rule_names_exported_metrics_and_the_consoles_next_step() -> None:
+    source = Path(export.__file__).read_text()
+    exported = set(re.findall(r'"(sparktui_[a-z0-9_]+)"', source))
+    exported |= {name + "_total" for name in exported}  # counters gain _total
+    thrash = load_config(ROOT / "config.toml").thrash
+    for rule in rules(thrash):
+        for metric in re.findall(r"sparktui_[a-z0-9_]+", rule.expr):
+            assert metric in exported, f"{rule.name} uses {metric}, which is not exported"
+        assert rule.runbook
+    by = {r.name: r for r in rules(thrash)}
+    assert by["SparktuiNodeThrash"].runbook == thrash_next_step(thrash.ssh_retries,
+                                                                thrash.ssh_retry_interval_s)
+    assert by["SparktuiLaneUnresponsive"].runbook == UNRESPONSIVE_NEXT
+    assert by["SparktuiSentinelDown"].expr.startswith("absent(")
+    dashboard = json.loads((DEPLOY / "grafana" / "sparktui-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        for metric in re.findall(r"sparktui_[a-z0-9_]+", panel["targets"][0]["expr"]):
+            assert metric in exported, f"panel {panel['title']!r} uses {metric}"
+
+
+def test_export_rules_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = ["--config", str(ROOT / "config.toml")]
+    assert main([*cfg, "export-rules"]) == 0
+    assert capsys.readouterr().out == (DEPLOY / RULES_FILE).read_text()
+    assert main([*cfg, "export-rules", "--dashboard"]) == 0
+    assert json.loads(capsys.readouterr().out)["uid"] == "sparktui-fleet"
+    assert main([*cfg, "export-rules", "--out", str(tmp_path / "out")]) == 0
+    written = (tmp_path / "out" / RULES_TEST_FILE).read_text()
+    assert written == (DEPLOY / RULES_TEST_FILE).read_text()
+    (tmp_path / "file").write_text("")
+    assert main([*cfg, "export-rules", "--out", str(tmp_path / "file")]) == 2
+    assert "--out: " in capsys.readouterr().err
