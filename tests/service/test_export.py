@@ -182,3 +182,12 @@ async def test_the_server_serves_metrics_and_nothing_else(tmp_path: Path) -> Non
     finally:
         await server.close()
     await asyncio.sleep(0)
+
+
+def test_no_escape_byte_reaches_the_sentinels_output() -> None:
+    from sparktui.service.sentinel import line_writer
+    out: list[str] = []
+    emit = line_writer(True, Clock(0.0), out.append)  # type: ignore[arg-type]
+    emit(3, "ALERT fatal lane: \x1b[1;36m(APIServer pid=1)\x1b[0;0m ERROR x\r\n\x1b]0;t\x07")
+    assert out == ["<3>ALERT fatal lane: (APIServer pid=1) ERROR x "]
+    assert not any(ord(c) < 0x20 for c in out[0])
