@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparktui.core.config import NotifyConfig
-from sparktui.core.notify import Happening, NotifyPolicy
+from sparktui.core.notify import RECOVERY_HOLD_S, Happening, NotifyPolicy
 
 ON = NotifyConfig(service="notify.mobile_app_pixel", dedup_s=600.0, max_per_hour=3)
 
@@ -63,3 +63,41 @@ def test_never_more_than_the_limit_in_any_hour(events: list[tuple[str, float]]) 
         p.close("thrash", node)
     for t in times:
         assert sum(1 for u in times if t <= u < t + 3600.0) <= ON.max_per_hour
+
+
+def test_an_incident_messaged_gets_one_recovery_message_under_the_same_limit() -> None:
+    p = NotifyPolicy(ON)
+    p.recover("thrash", "dgx6", 0.0, "alert cleared")  # never messaged: nothing to tell
+    assert p.due(1000.0) == []
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    assert p.consider(thrash("dgx6"), 60.0) is None  # re-raised: the same incident
+    p.recover("thrash", "dgx6", 720.0, "alert cleared")
+    assert p.due(720.0 + RECOVERY_HOLD_S - 1) == []  # not over for long enough yet
+    done = p.due(720.0 + RECOVERY_HOLD_S)
+    assert [m.title for m in done] == ["sparktui RECOVERED THRASH dgx6"]
+    assert done[0].message == ("dgx6: thrash is over (alert cleared); it lasted 12 min "
+                               "from the alert.")
+    assert p.due(5000.0) == []  # once
+
+
+def test_an_incident_back_within_the_hold_goes_on_without_a_page() -> None:
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    p.recover("thrash", "dgx6", 100.0, "alert cleared")
+    assert p.consider(thrash("dgx6"), 110.0) is None  # flapped back: the same incident
+    assert p.due(1000.0) == []  # and it is not over
+    p.recover("thrash", "dgx6", 2000.0, "alert cleared")
+    assert len(p.due(2000.0 + RECOVERY_HOLD_S)) == 1
+
+
+def test_news_has_no_recovery_and_a_recovery_counts_toward_the_limit() -> None:
+    ready = Happening("lane-ready", "x", "serving", "")
+    p = NotifyPolicy(NotifyConfig(service="notify.x", events=("thrash", "lane-ready"),
+                                  max_per_hour=2))
+    assert p.consider(ready, 0.0) is not None
+    p.recover("lane-ready", "x", 1.0, "moved on")
+    assert p.consider(thrash("dgx6"), 2.0) is not None
+    p.recover("thrash", "dgx6", 3.0, "alert cleared")
+    assert p.due(3.0 + RECOVERY_HOLD_S) == []  # the hour's two messages are spent
+    later = p.consider(thrash("dgx7"), 3700.0)
+    assert later is not None and "(+1 held back by the rate limit)" in later.message

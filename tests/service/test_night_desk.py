@@ -128,3 +128,27 @@ def test_a_rank_whose_node_went_dark_stays_the_lanes() -> None:
     assert memory.held().lane_nodes == {"x": four}
     memory.fold(view("2nodes-a", {0: "dgx1", 1: "dgx2"}))
     assert memory.held().lane_nodes == {"x": {0: "dgx1", 1: "dgx2"}}
+
+
+async def test_one_alert_and_one_recovery_message_per_incident(tmp_path: Path) -> None:
+    d, phone, _, clock = desk(tmp_path, events=("thrash",))
+    thrash = Alert("thrash:dgx6", "thrash", "dgx6", ("PSI full 71 %",), "reduce load now")
+    suspected = dataclasses.replace(thrash, level="thrash suspected")
+    quiet = lane("serving")  # any later event lets the desk send what is due
+
+    async def feed(*events: ServiceEvent, step: float = 30.0) -> None:
+        for ev in events:
+            clock.t += step
+            d.on_event(ev)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+
+    await feed(AlertRaised(suspected), AlertRaised(thrash), AlertRaised(thrash),
+               AlertRaised(suspected), AlertCleared("thrash:dgx6"))
+    await feed(AlertRaised(thrash), AlertCleared("thrash:dgx6"))  # flapped back: goes on
+    await feed(quiet, quiet, quiet, quiet, quiet)
+    assert [t for _, t, _ in phone.sent] == ["sparktui THRASH dgx6",
+                                             "sparktui RECOVERED THRASH dgx6"]
+    assert phone.sent[1][2] == ("dgx6: thrash is over (alert cleared); it lasted 2 min "
+                                "from the alert.")
+    await d.stop()

@@ -63,11 +63,15 @@ async def test_predicted_oom_is_one_message_per_lane(tmp_path: Path) -> None:
     assert "Next: stop the lane now (`sparktui stop x`)" in text
     assert any(isinstance(e, AlertRaised) and e.alert.notified
                and e.alert.key == "predicted oom:dgx5" for e in emitted)
+    # the lane gone ends the incident: one recovery message once it stayed gone;
     # a new boot of the lane is a new incident (after the dedup window)
     await feed(d, LaneGone("x"))
     d.clock.t += d.config.notify.dedup_s  # type: ignore[attr-defined]
     await feed(d, lane("loading weights"), oom("dgx6"))
-    assert [t for _, t, _ in phone.sent] == ["sparktui PREDICTED-OOM x"] * 2
+    assert [t for _, t, _ in phone.sent] == ["sparktui PREDICTED-OOM x",
+                                             "sparktui RECOVERED PREDICTED-OOM x",
+                                             "sparktui PREDICTED-OOM x"]
+    assert "predicted-oom is over (the lane is gone)" in phone.sent[1][2]
     await d.stop()
 
 

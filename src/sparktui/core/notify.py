@@ -12,6 +12,13 @@ from sparktui.core.config import NotifyConfig
 
 MESSAGE_MAX = 400
 """Phones cut long notifications; the evidence is one line."""
+RECOVERS = ("thrash", "fatal", "stall", "predicted-oom")
+"""Incidents that end: each one messaged gets a recovery message when it does
+(lane-ready, lane-qualified and workflow-failed are news, not conditions)."""
+RECOVERY_HOLD_S = 120.0
+"""An incident must stay over this long before its recovery is sent: a node
+whose thrash alert clears and returns a poll later is still the same incident
+(no "recovered" page followed by silence while it thrashes again)."""
 
 
 @dataclass(frozen=True)
@@ -34,11 +41,16 @@ class NotifyPolicy:
     """An incident (an event on a node or lane) is *open* from its first
     message until `close`; while open nothing more is sent about it, and
     after it closes the same event on the same subject waits ``dedup_s``
-    (a flapping node is one message, not one per flap)."""
+    (a flapping node is one message, not one per flap). An incident that was
+    messaged gets one recovery message when it ends (`recover`), under the same
+    key and the same hourly limit: an operator paged at 3 a.m. learns it is over."""
 
     def __init__(self, config: NotifyConfig) -> None:
         self.config = config
-        self._open: set[tuple[str, str]] = set()
+        self._open: dict[tuple[str, str], float] = {}
+        """Incidents messaged and not over yet -> when the message went."""
+        self._ending: dict[tuple[str, str], tuple[float, str]] = {}
+        """Incidents over, not for RECOVERY_HOLD_S yet -> (since, why)."""
         self._last: dict[tuple[str, str], float] = {}
         self._sent: deque[float] = deque()
         self.held_back = 0
@@ -54,30 +66,75 @@ class NotifyPolicy:
         if not self.enabled or h.event not in self.config.events:
             return None
         key = (h.event, h.subject)
+        if self._ending.pop(key, None) is not None:
+            return None  # back within the hold: the same incident goes on
         last = self._last.get(key)
         if key in self._open or (last is not None and now - last < self.config.dedup_s):
             return None
-        while self._sent and now - self._sent[0] >= 3600.0:
-            self._sent.popleft()
-        if len(self._sent) >= self.config.max_per_hour:
-            self.held_back += 1
+        if not self._within_limit(now):
             return None
         self._last[key] = now
-        self._open.add(key)
-        self._sent.append(now)
+        self._open[key] = now
         evidence = " ".join(h.evidence.split())
         text = f"{h.subject}: {evidence}"
         if len(text) > MESSAGE_MAX - 120:
             text = text[:MESSAGE_MAX - 121] + "…"
         text += f" Next: {h.next_step}" if h.next_step else ""
+        return Message(f"sparktui {h.event.upper()} {h.subject}", self._held_note(text))
+
+    def _within_limit(self, now: float) -> bool:
+        """Room under the hourly limit (taken when there is; counted when not)."""
+        while self._sent and now - self._sent[0] >= 3600.0:
+            self._sent.popleft()
+        if len(self._sent) >= self.config.max_per_hour:
+            self.held_back += 1
+            return False
+        self._sent.append(now)
+        return True
+
+    def _held_note(self, text: str) -> str:
         if self.held_back:
             text += f" (+{self.held_back} held back by the rate limit)"
             self.held_back = 0
-        return Message(f"sparktui {h.event.upper()} {h.subject}", text[:MESSAGE_MAX])
+        return text[:MESSAGE_MAX]
 
     def close(self, event: str, subject: str) -> None:
-        """The incident is over (alert cleared, lane gone or moved on)."""
-        self._open.discard((event, subject))
+        """The incident is over, with nothing to tell (news, not a condition)."""
+        self._open.pop((event, subject), None)
+
+    def recover(self, event: str, subject: str, now: float, why: str) -> None:
+        """The incident is over (alert cleared, lane gone or moved on): its
+        recovery message comes from `due` once it stayed over RECOVERY_HOLD_S."""
+        key = (event, subject)
+        if key in self._open and key not in self._ending:
+            self._ending[key] = (now, why)
+
+    def due(self, now: float) -> list[Message]:
+        """Recovery messages of the incidents over for RECOVERY_HOLD_S, once each,
+        under the hourly limit (one held back is counted, as an alert would be)."""
+        out = []
+        for key, (since, why) in list(self._ending.items()):
+            if now - since < RECOVERY_HOLD_S:
+                continue
+            del self._ending[key]
+            opened = self._open.pop(key)
+            event, subject = key
+            if event not in RECOVERS or not self._within_limit(now):
+                continue
+            text = (f"{subject}: {event} is over ({why}); it lasted "
+                    f"{format_span(since - opened)} from the alert.")
+            out.append(Message(f"sparktui RECOVERED {event.upper()} {subject}",
+                               self._held_note(text)))
+        return out
 
     def is_open(self, event: str, subject: str) -> bool:
         return (event, subject) in self._open
+
+
+def format_span(seconds: float) -> str:
+    """``45 s``, ``12 min``, ``2 h 05 min``."""
+    seconds = max(0.0, seconds)
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"

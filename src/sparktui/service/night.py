@@ -24,7 +24,7 @@ from typing import Protocol
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
-from sparktui.core.notify import Happening, NotifyPolicy
+from sparktui.core.notify import Happening, Message, NotifyPolicy
 from sparktui.core.qualify import GateState
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
 from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
@@ -246,6 +246,8 @@ class NightDesk:
         if self._phone is None or not self.policy.enabled:
             return
         self._close_incidents(ev)
+        for recovered in self.policy.due(self.clock.time()):
+            self._send_soon(recovered, None)
         found = self._happening(ev)
         if found is None:
             return
@@ -253,8 +255,10 @@ class NightDesk:
         message = self.policy.consider(happening, self.clock.time())
         if happening.event == "workflow-failed":
             self.policy.close(happening.event, happening.subject)  # each failure its own
-        if message is None:
-            return
+        if message is not None:
+            self._send_soon(message, key)
+
+    def _send_soon(self, message: Message, key: str | None) -> None:
         secrets = self._sources().secrets if self._sources is not None else ()
         title, text = scrub(message.title, secrets), scrub(message.message, secrets)
         task = asyncio.create_task(self._send(title, text, key), name="notify")
@@ -262,20 +266,26 @@ class NightDesk:
         task.add_done_callback(self._tasks.discard)
 
     def _close_incidents(self, ev: ServiceEvent) -> None:
-        """Which open incidents this event ends."""
+        """Which open incidents this event ends (their recoveries come later)."""
+        now = self.clock.time()
+        ended: list[tuple[str, str, str]] = []
         if isinstance(ev, AlertCleared):
             kind, _, subject = ev.key.partition(":")
-            self.policy.close(kind, subject)
+            ended.append((kind, subject, "alert cleared"))
         elif isinstance(ev, LaneChanged):
             if ev.lane.phase != "stalled":
-                self.policy.close("stall", ev.lane.name)
+                ended.append(("stall", ev.lane.name, f"the boot moved on: {ev.lane.phase}"))
             if ev.lane.phase != "serving":
                 self.policy.close("lane-ready", ev.lane.name)
             if ev.lane.gate != GateState.QUALIFIED:
                 self.policy.close("lane-qualified", ev.lane.name)
         elif isinstance(ev, LaneGone):
-            for kind in ("fatal", "stall", "lane-ready", "lane-qualified", "predicted-oom"):
+            for kind in ("lane-ready", "lane-qualified"):
                 self.policy.close(kind, ev.name)
+            ended += [(kind, ev.name, "the lane is gone")
+                      for kind in ("fatal", "stall", "predicted-oom")]
+        for kind, subject, why in ended:
+            self.policy.recover(kind, subject, now, why)
 
     async def _send(self, title: str, text: str, key: str | None) -> None:
         assert self._phone is not None
