@@ -152,3 +152,24 @@ async def test_one_alert_and_one_recovery_message_per_incident(tmp_path: Path) -
     assert phone.sent[1][2] == ("dgx6: thrash is over (alert cleared); it lasted 2 min "
                                 "from the alert.")
     await d.stop()
+
+
+async def test_the_desk_names_a_notify_service_home_assistant_lacks(tmp_path: Path) -> None:
+    d, phone, _, _ = desk(tmp_path, events=("thrash",))
+
+    async def services(domain: str) -> list[str]:
+        return ["notify.mobile_app_pixel_8", "notify.persistent_notification"]
+
+    phone.services = services  # type: ignore[attr-defined]
+    problem = await d.phone_problem()  # the desk's service is notify.mobile_app_pixel
+    assert problem is not None and problem.startswith(
+        "notify.mobile_app_pixel does not exist in Home Assistant (it has: "
+        "notify.mobile_app_pixel_8, notify.persistent_notification)")
+
+    async def refused(domain: str) -> list[str]:
+        raise RuntimeError("HTTP 401: refused")
+
+    phone.services = refused  # type: ignore[attr-defined]
+    assert await d.phone_problem() == ("could not check [notify] service "
+                                       "notify.mobile_app_pixel: HTTP 401: refused")
+    await d.stop()

@@ -246,6 +246,19 @@ class HomeAssistant:
                             {"title": title, "message": message})
 
 
+    async def services(self, domain: str) -> list[str]:
+        """The services of ``domain`` Home Assistant has (``GET /api/services``),
+        as ``domain.name``: whether a configured notify service exists."""
+        response = await self._request("GET", "/api/services")
+        try:
+            found = [f"{domain}.{name}" for d in response.json()
+                     if d.get("domain") == domain for name in d.get("services", {})]
+        except (ValueError, AttributeError, TypeError):
+            raise HomeAssistantError(f"GET /api/services: not a service list: "
+                                     f"{redact(response.text[:200])!r}") from None
+        return sorted(found)
+
+
 class PlugStates(Protocol):
     async def state(self, entity: str) -> SwitchState: ...
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..core.config import Config
 from ..core.config_load import load_config
-from ..core.errors import InputError
+from ..core.errors import InputError, Problem
 from ..core.lint import lint
 from ..core.recipe_load import load_all_recipes
 from .common import print_json
@@ -34,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
         recipes = sorted(loaded)
         for recipe in loaded.values():
             warnings += [str(w) for w in lint(config, recipe)]
+        if config.notify.service:
+            missing, unchecked = _notify_service(config)
+            errors += missing
+            warnings += unchecked
     if args.json:
         print_json({"ok": not errors, "config": str(args.config), "recipes": recipes,
                     "errors": errors, "warnings": warnings})
@@ -46,3 +51,31 @@ def run(args: argparse.Namespace) -> int:
         print(f"{status}: {args.config}, {len(recipes)} recipes valid, {len(errors)} errors, "
               f"{len(warnings)} warnings")
     return 1 if errors else 0
+
+
+def _notify_service(config: Config) -> tuple[list[str], list[str]]:
+    """[notify] service looked up in Home Assistant: (errors, warnings). A
+    service Home Assistant does not have is an error naming those it has; a
+    Home Assistant that cannot be asked is a warning (check still validates
+    the files). One request, never retried (a refused token is not asked again)."""
+    import asyncio
+
+    from ..adapters.endpoints import EndpointError, resolve_endpoints
+    from ..adapters.homeassistant import HomeAssistantError, open_home_assistant
+    from ..core.notify import service_problem
+
+    key = "notify.service"
+
+    async def ask() -> list[str]:
+        async with asyncio.timeout(config.home_assistant.timeout_s + 1.0), \
+                open_home_assistant(config, resolve_endpoints(config)) as ha:
+            return await ha.services("notify")
+
+    try:
+        existing = asyncio.run(ask())
+    except (EndpointError, HomeAssistantError, TimeoutError, OSError) as exc:
+        why = str(exc) or type(exc).__name__
+        return [], [str(Problem(config.path, None, key, f"could not check "
+                                f"{config.notify.service} in Home Assistant: {why}"))]
+    problem = service_problem(config.notify.service, existing)
+    return ([str(Problem(config.path, None, key, problem))] if problem else []), []

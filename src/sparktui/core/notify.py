@@ -138,3 +138,12 @@ def format_span(seconds: float) -> str:
         return f"{seconds:.0f} s"
     minutes = round(seconds / 60)
     return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+def service_problem(wanted: str, existing: list[str]) -> str | None:
+    """Why ``[notify] service`` cannot reach a phone, naming what exists; None when it can."""
+    if wanted in existing:
+        return None
+    have = ", ".join(existing) if existing else "no notify service at all"
+    return (f"{wanted} does not exist in Home Assistant (it has: {have}): no phone alert "
+            "would arrive -> set [notify] service to one of them")

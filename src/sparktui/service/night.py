@@ -24,7 +24,7 @@ from typing import Protocol
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
-from sparktui.core.notify import Happening, Message, NotifyPolicy
+from sparktui.core.notify import Happening, Message, NotifyPolicy, service_problem
 from sparktui.core.qualify import GateState
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
 from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
@@ -60,6 +60,8 @@ class Phone(Protocol):
     """What phone alerts need of Home Assistant (adapters/homeassistant.py)."""
 
     async def notify(self, service: str, title: str, message: str) -> None: ...
+
+    async def services(self, domain: str) -> list[str]: ...
 
 
 def _drop(event: ServiceEvent) -> None:
@@ -173,6 +175,17 @@ class NightDesk:
         if self.policy.enabled and phone is None:
             log.warning("[notify] service is set but Home Assistant is not available: "
                         "no phone alerts")
+
+    async def phone_problem(self) -> str | None:
+        """Why phone alerts would not arrive (the service is missing from Home
+        Assistant, or it did not say), or None: asked once, at the start."""
+        if not self.policy.enabled or self._phone is None:
+            return None
+        try:
+            existing = await self._phone.services("notify")
+        except Exception as exc:  # the client never retries a refused token
+            return f"could not check [notify] service {self.policy.config.service}: {exc}"
+        return service_problem(self.policy.config.service, existing)
 
     def on_event(self, ev: ServiceEvent) -> ServiceEvent:
         """Every event the service reports, synchronously; must not block.

@@ -242,6 +242,8 @@ class Sentinel:
             self._emit(INFO, f"sentinel: watching {len(self.config.nodes)} nodes "
                              f"(pid {os.getpid()}, state {self.config.state_dir()})")
             await self.service.start(self.on_event)
+            if (problem := await self.service.night.phone_problem()) is not None:
+                self._emit(WARNING, f"sentinel: {problem}")
             await self.hub.start()
             self._emit(INFO, f"sentinel: consoles attach at {self.hub.path}")
             if self._exposition is not None:

@@ -1,5 +1,6 @@
 """Home Assistant's REST API as far as sparktui uses it (REFERENCE.md §3):
-bearer auth, `/api/`, `/api/states/<id>`, `/api/services/switch/turn_on|off`.
+bearer auth, `/api/`, `/api/states/<id>`, `/api/services` (the list),
+`/api/services/switch/turn_on|off` and `/api/services/notify/<name>`.
 Switch state drives node power; faults: answer 500, hang, entity unavailable,
 502 from a proxy that echoes the request's headers (Authorization included) in
 its body. Like a real Home Assistant with ``ip_ban_enabled``, a client that
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 IP_BAN_THRESHOLD = 3
 """Home Assistant's ``login_attempts_threshold`` as the simulator sets it."""
+NOTIFY_SERVICES = ("mobile_app_pixel_8", "persistent_notification")
+"""The simulated Home Assistant's ``notify`` services: the operator's phone, and
+the one every Home Assistant has. Another name answers 400, as a real one does."""
 
 
 class HomeAssistant:
@@ -86,6 +90,17 @@ class HomeAssistant:
         async def root(request: web.Request) -> web.Response:
             return web.json_response({"message": "API running."})
 
+        async def services(request: web.Request) -> web.Response:
+            # the shape of HA's GET /api/services: a list of {domain, services}
+            return web.json_response([
+                {"domain": "switch", "services": {s: {"name": s.replace("_", " "),
+                                                      "fields": {}}
+                                                  for s in ("turn_on", "turn_off", "toggle")}},
+                {"domain": "notify", "services": {s: {"name": f"Send a notification via {s}",
+                                                      "fields": {}}
+                                                  for s in NOTIFY_SERVICES}},
+            ])
+
         async def state(request: web.Request) -> web.Response:
             entity = request.match_info["entity_id"]
             if entity not in self.sim.spec.entities:
@@ -98,7 +113,8 @@ class HomeAssistant:
                 body = json.loads(await request.text() or "{}")
             except ValueError:
                 return web.json_response({"message": "Data should be valid JSON."}, status=400)
-            if domain == "notify" and isinstance(body, dict) and "message" in body:
+            if domain == "notify" and svc in NOTIFY_SERVICES and isinstance(body, dict) \
+                    and "message" in body:
                 self.notifications.append((f"notify.{svc}", body))
                 return web.json_response([])
             if domain != "switch" or svc not in ("turn_on", "turn_off"):
@@ -117,6 +133,7 @@ class HomeAssistant:
         app = web.Application(middlewares=[guard])
         app.router.add_get("/api/", root)
         app.router.add_get("/api/states/{entity_id}", state)
+        app.router.add_get("/api/services", services)
         app.router.add_post("/api/services/{domain}/{service}", service)
         return app
 
