@@ -97,7 +97,7 @@ def test_lane_lines_phase_canary_and_stale_endpoint() -> None:
     lines = EventLines(poll_interval_s=2.0)
     view = LaneView("glm53-flash-eugr-2x", "2nodes-dac", "vllm", 8000, (), phase="loading weights")
     assert texts(lines, LaneChanged(view)) == ["lane glm53-flash-eugr-2x on 2nodes-dac: "
-                                               "loading weights (ranks on )"]
+                                               "loading weights (no rank seen yet)"]
     serving = LaneView(view.name, view.cluster, "vllm", 8000, (), phase="serving", health="ok",
                        canary=("1-token completion answered in 0.05 s",))
     assert texts(lines, LaneChanged(serving)) == [
@@ -178,3 +178,17 @@ def test_health_shows_the_age_a_running_sentinel_saw_last(tmp_path: Path) -> Non
     sentinel_state.write(tmp_path, sentinel_state.LastGood(
         2**22 + 12345, now - 1, {"dgx6": now - 252.0}))  # its writer is gone
     assert HealthReport(config, cluster).stale == {}
+
+
+def test_lane_lines_name_every_node_of_the_lane() -> None:
+    from sparktui.watch.readiness import RankContainer
+    r0, r1 = (RankContainer(i, n, f"sparktui-x-r{i}", 2, 8000, "vllm", True)
+              for i, n in enumerate(("dgx5", "dgx6")))
+    lines = EventLines(poll_interval_s=2.0)
+    first = LaneView("x", "2nodes", "vllm", 8000, (r0,), phase="starting")
+    assert texts(lines, LaneChanged(first)) == ["lane x on 2nodes: starting (ranks on dgx5)"]
+    both = dataclasses.replace(first, ranks=(r0, r1), phase="loading weights")
+    assert texts(lines, LaneChanged(both)) == [
+        "lane x on 2nodes: ranks on dgx5, dgx6", "lane x: starting -> loading weights, health —"]
+    dark = dataclasses.replace(both, ranks=(r0,))  # dgx6 stopped answering: still the lane's
+    assert texts(lines, LaneChanged(dark)) == []

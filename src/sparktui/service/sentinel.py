@@ -41,6 +41,7 @@ from sparktui.service.events import (
     ServiceEvent,
 )
 from sparktui.service.export import FleetMetrics
+from sparktui.service.lanes import LaneView
 
 PID_FILE = "sentinel.pid"
 
@@ -91,7 +92,7 @@ class EventLines:
     def __init__(self, poll_interval_s: float) -> None:
         self.poll_interval_s = poll_interval_s
         self._nodes: dict[str, tuple[str, str, bool]] = {}
-        self._lanes: dict[str, tuple[str, str, str, bool]] = {}
+        self._lanes: dict[str, tuple[str, str, str, bool, tuple[str, ...]]] = {}
         self._alerts: dict[str, str] = {}
 
     def lines(self, event: ServiceEvent) -> list[tuple[int, str]]:
@@ -145,12 +146,17 @@ class EventLines:
         canary = v.canary[0] if v.canary else ""
         stale = v.stale_s is not None
         before = self._lanes.get(v.name)
-        self._lanes[v.name] = (v.phase, v.health, canary, stale)
+        # every node a rank was seen on, kept when a dark node's rank drops out
+        nodes = tuple(dict.fromkeys((*(before[4] if before else ()), *v.nodes)))
+        self._lanes[v.name] = (v.phase, v.health, canary, stale, nodes)
         out: list[tuple[int, str]] = []
         if before is None:
-            out.append((INFO, f"lane {v.name} on {v.cluster}: {v.phase} "
-                              f"(ranks on {', '.join(v.nodes)})"))
-        elif before[0] != v.phase:
+            where = f"ranks on {', '.join(nodes)}" if nodes else "no rank seen yet"
+            out.append((INFO, f"lane {v.name} on {v.cluster}: {v.phase} ({where})"))
+            return out + self._stale_lines(v, None)
+        if nodes != before[4]:
+            out.append((INFO, f"lane {v.name} on {v.cluster}: ranks on {', '.join(nodes)}"))
+        if before[0] != v.phase:
             level = WARNING if v.phase in ("failed", "unresponsive", "stalled") else INFO
             fail = f": {v.failure}" if v.failure and v.phase == "failed" else ""
             out.append((level, f"lane {v.name}: {before[0]} -> {v.phase}, health "
@@ -158,14 +164,17 @@ class EventLines:
         elif before[1] != v.health:
             level = INFO if v.health == "ok" else WARNING
             out.append((level, f"lane {v.name}: health {before[1]} -> {v.health}"))
-        if before is not None and canary and canary != before[2]:
+        if canary and canary != before[2]:
             out.append((INFO, f"lane {v.name} canary: {'; '.join(v.canary)}"))
-        if stale and (before is None or not before[3]):
-            assert v.stale_s is not None
-            out.append((WARNING, f"lane {v.name}: endpoint stale, {describe_age(v.stale_s)}"))
-        elif not stale and before is not None and before[3]:
-            out.append((INFO, f"lane {v.name}: endpoint fresh again"))
-        return out
+        return out + self._stale_lines(v, before[3])
+
+    @staticmethod
+    def _stale_lines(v: LaneView, was_stale: bool | None) -> list[tuple[int, str]]:
+        if v.stale_s is not None and not was_stale:
+            return [(WARNING, f"lane {v.name}: endpoint stale, {describe_age(v.stale_s)}")]
+        if v.stale_s is None and was_stale:
+            return [(INFO, f"lane {v.name}: endpoint fresh again")]
+        return []
 
 
 def line_writer(journal: bool, clock: Clock,
