@@ -109,8 +109,6 @@ CASES: list[tuple[str, Kind, dict[str, str]]] = [
      "or reduce GPU memory used by other processes.", Kind.GPU_ADMISSION,
      {"device": "cuda:0", "free": "108.78", "total": "121.6", "gmu": "0.91",
       "required": "110.7"}),
-    ("GB10 admission: free 108.78 < 110.7 required", Kind.GPU_ADMISSION,
-     {"free": "108.78", "required": "110.7"}),
     ("ValueError: No available memory for the cache blocks. Try increasing "
      "`gpu_memory_utilization` when initializing the engine.", Kind.KV_TOO_SMALL, {}),
     ("ValueError: To serve at least one request with the model's max seq len (131072), "
@@ -130,8 +128,11 @@ CASES: list[tuple[str, Kind, dict[str, str]]] = [
     ("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate cached "
      "snapshot folder for the specified revision on the local disk and outgoing traffic has "
      "been disabled.", Kind.HF_ENTRY_MISSING, {}),
-    (V33_ERR + "    assert page_size_padded >= unpadded_page_size_bytes", Kind.PAGE_SIZE_ASSERT,
-     {}),
+    # the assert's source line as the traceback shows it (vLLM 0.33 kv_cache_interface.py:599)
+    (V33_ERR + "    assert self.page_size_padded >= self.unpadded_page_size_bytes",
+     Kind.PAGE_SIZE_ASSERT, {}),
+    ('  File "/usr/lib/python3/site.py", line 1, in <module>', Kind.FRAME, {}),
+    ('    raise RuntimeError(f"NCCL error: {error_str}")', Kind.FRAME, {}),
     (V33_ERR + "Traceback (most recent call last):", Kind.TRACEBACK, {}),
     (V11_RAW + "Traceback (most recent call last):", Kind.TRACEBACK, {}),
     (V33_ERR + "KeyError: 'model.layers.0.mlp'", Kind.EXCEPTION,
@@ -207,7 +208,6 @@ def test_severity_follows_kind(line: str, kind: Kind, fields: dict[str, str]) ->
     "INFO:     Waiting for application startup.",
     V33 + "Using max model len 131072",
     SGL + "Init torch distributed begin.",
-    "  File \"/usr/lib/python3/site.py\", line 1, in <module>",
     JOURNAL + "usb 1-1: new high-speed USB device number 2 using xhci_hcd",
     V33 + "This is a DeprecationWarning: nothing to see",
 ])

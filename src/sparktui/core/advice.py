@@ -16,12 +16,18 @@ NEXT_STEP: dict[Kind, str] = {
                    "or serve on more nodes (fit shows the envelope)",
     Kind.GPU_ADMISSION: "GB10 admits at most the admission_free_gib; lower "
                         "gpu_memory_utilization in the recipe",
-    Kind.KV_TOO_SMALL: "raise the KV pin or lower max_model_len (fit gives both numbers)",
+    Kind.KV_TOO_SMALL: "raise the KV pin (SGLang: mem_fraction_static) or lower max_model_len "
+                       "(fit gives both numbers)",
     Kind.NCCL_ERROR: "check kernel pins and the shared switch; stop the lane (x) and re-serve",
     Kind.HF_ENTRY_MISSING: "the HF cache on that node is not the NAS symlink: fix it, re-serve",
     Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
                       "(the 22:45 signature) and recover (R) a node that stops answering",
     Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
+    Kind.PAGE_SIZE_ASSERT: "the KV cache dtype or block size does not fit this model's "
+                           "hybrid layers: change kv_cache_dtype or block_size, re-serve",
+    Kind.CONTAINER_EXIT: "read that rank's last lines; exit 137 is a SIGKILL, an OOM only if "
+                         "its node's kernel journal shows the oom-killer or MemAvailable hit "
+                         "zero (SGLang kills its own tree after a Python error)",
     Kind.PORT_TAKEN: "another server holds the lane's port: stop this lane (x), then serve "
                      "it on a free port or stop the other lane",
 }

@@ -76,6 +76,9 @@ class Kind(StrEnum):
     ENGINE_WAIT = "engine_wait"
     TRACEBACK = "traceback"
     EXCEPTION = "exception"
+    FRAME = "frame"
+    """A traceback frame (``  File "..."``) or its ``raise X(...)`` source line:
+    code, not an error, whatever words it holds (``NCCL error: {error_str}``)."""
     # fatal
     ENGINE_DEAD = "engine_dead"
     ENGINE_FAILED = "engine_failed"
@@ -131,51 +134,90 @@ _I = r"[\d,]+"
 S, P, W, F = Severity.INFO, Severity.PROGRESS, Severity.WARNING, Severity.FATAL
 
 SIGNATURES: tuple[Signature, ...] = (
+    # ---- traceback frames: code, never the error they would raise -------
+    _sig(Kind.FRAME, S, None, 'File "', r'^\s+File "'),
+    _sig(Kind.FRAME, S, None, "raise ", r"^\s+raise "),
     # ---- fatal, most specific first -------------------------------------
+    # Sources: the dialects' file:line (src/sparktui/sim/dialects/*.json, docs/DIALECTS.md).
     _sig(Kind.RPC_TIMEOUT, F, Phase.FAILED, "RPC call to",
          r"RPC call to (?P<method>\w+) timed out"),
+    # pynccl_wrapper.py "NCCL error: ..."; PyTorch's DistBackendError "NCCL error in: <cpp>, ..."
     _sig(Kind.NCCL_ERROR, F, Phase.FAILED, "NCCL error",
-         r"NCCL error: (?P<error>.*)"),
+         r"NCCL error(?:: | in: (?P<where>[^,]+), )(?P<error>.*)"),
     _sig(Kind.NCCL_ERROR, F, Phase.FAILED, "Watchdog caught collective operation timeout",
          r"Watchdog caught collective operation timeout: (?P<error>.*)"),
     _sig(Kind.CUDA_OOM, F, Phase.FAILED, "CUDA out of memory",
          r"CUDA out of memory\.(?: Tried to allocate (?P<tried>[\d.]+ \w+)\.)?"),
+    _sig(Kind.CUDA_OOM, F, Phase.FAILED, "CUDA error: out of memory",
+         r"CUDA error: out of memory"),
     _sig(Kind.CUDA_OOM, F, Phase.FAILED, "Failed to load model - not enough GPU memory",
          r"Failed to load model - not enough GPU memory"),
+    # 0.33 names the device (utils.py:766), 0.11 does not (gpu_worker.py:191)
     _sig(Kind.GPU_ADMISSION, F, Phase.FAILED, "on startup is less than desired",
-         rf"Free memory on device (?P<device>\S+) \((?P<free>{_N})/(?P<total>{_N}) GiB\)"
+         rf"Free memory on device(?: (?P<device>\S+))? \((?P<free>{_N})/(?P<total>{_N}) GiB\)"
          rf" on startup is less than desired GPU memory utilization"
          rf" \((?P<gmu>{_N}), (?P<required>{_N}) GiB\)"),
-    _sig(Kind.GPU_ADMISSION, F, Phase.FAILED, "required",
-         rf"\bfree (?P<free>{_N}) < (?P<required>{_N}) required"),
     _sig(Kind.KV_TOO_SMALL, F, Phase.FAILED, "No available memory for the cache blocks",
          r"No available memory for the cache blocks"),
     _sig(Kind.KV_TOO_SMALL, F, Phase.FAILED, "KV cache is needed, which is larger than",
          rf"max seq len \((?P<max_len>\d+)\), \((?P<needed>{_N}) GiB KV cache is needed,"
          rf" which is larger than the available KV cache memory \((?P<available>{_N}) GiB\)"),
+    # SGLang pool_configurator.py:96
+    _sig(Kind.KV_TOO_SMALL, F, Phase.FAILED, "Please try to increase --mem-fraction-static",
+         r"Not enough memory\. Please try to increase --mem-fraction-static"),
     _sig(Kind.HF_ENTRY_MISSING, F, Phase.FAILED, "LocalEntryNotFoundError",
          r"LocalEntryNotFoundError(?:: (?P<error>.*))?"),
-    _sig(Kind.PAGE_SIZE_ASSERT, F, Phase.FAILED, "page_size_padded >= unpadded_page_size_bytes",
-         r"assert page_size_padded >= unpadded_page_size_bytes"),
+    # kv_cache_interface.py:599 (0.33) / :231 (0.11): the assert's source line in the traceback
+    _sig(Kind.PAGE_SIZE_ASSERT, F, Phase.FAILED, "page_size_padded >=",
+         r"assert self\.page_size_padded >= (?:self\.unpadded_page_size_bytes|page_size)\b"),
     _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "EngineDeadError",
          r"EngineDeadError(?:: (?P<error>.*))?"),
     _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "EngineCore encountered a fatal error",
          r"EngineCore encountered a fatal error\."),
+    # core_client.py:840 (0.33): all a SIGKILLed engine core leaves behind
+    _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "engine core exited unexpectedly",
+         r"MPClient: engine core exited unexpectedly"),
+    # core_client.py:565 (0.11)
+    _sig(Kind.ENGINE_DEAD, F, Phase.FAILED, "died unexpectedly",
+         r"Engine core proc (?P<proc>\S+) died unexpectedly"),
     _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "EngineCore failed to start",
          r"EngineCore failed to start\."),
     _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "Engine core initialization failed",
          r"Engine core initialization failed\.(?P<error>.*)"),
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "Frontend process failed during",
+         r"Frontend process failed during engine core initialization\.(?P<error>.*)"),
     _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "AsyncLLM output_handler failed",
          r"AsyncLLM output_handler failed\."),
+    # multiproc_executor.py:1189 / :1057 / :1063 (0.33)
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "WorkerProc ",
+         r"WorkerProc (?:hit an exception|failed to start|failed)\.$"),
+    # SGLang scheduler.py:6372: the traceback follows on the same line, then raw
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "Scheduler hit an exception",
+         r"Scheduler hit an exception:"),
+    # SGLang engine.py:1978
+    _sig(Kind.ENGINE_FAILED, F, Phase.FAILED, "Received sigquit from a child process",
+         r"Received sigquit from a child process"),
     _sig(Kind.WORKER_DIED, F, Phase.FAILED, "died unexpectedly",
          r"Worker proc (?P<proc>\S+) died unexpectedly(?: \(exit code: (?P<exit_code>-?\d+)\))?"),
     _sig(Kind.WORKER_DIED, F, Phase.FAILED, "Worker failed with error",
          r"Worker failed with error '(?P<error>.*)', please check the stack trace"),
+    # SGLang engine.py:2006, watchdog.py:217
+    _sig(Kind.WORKER_DIED, F, Phase.FAILED, "scheduler died during initialization",
+         r"Rank (?P<rank>\d+) scheduler died during initialization"
+         r"(?: \(exit code: (?P<exit_code>-?\d+)\))?"),
+    _sig(Kind.WORKER_DIED, F, Phase.FAILED, ") crashed with exit code",
+         r"Subprocess (?P<proc>\S+) \(pid=\d+\) crashed with exit code (?P<exit_code>-?\d+)"),
     # ---- boot progress (vLLM) -------------------------------------------
     _sig(Kind.ENGINE_VERSION, S, Phase.STARTING, "server version",
          r"vLLM (?:API )?server version (?P<version>[^\s,]+)(?:, serving model (?P<model>\S+))?"),
+    # 0.33's logo (startup.py:20) unless VLLM_DISABLE_LOG_LOGO=1
+    _sig(Kind.ENGINE_VERSION, S, Phase.STARTING, "\u2588  version ",
+         r"\u2588  version (?P<version>\S+)$"),
     _sig(Kind.LOAD_START, P, Phase.LOADING, "Starting to load model",
          r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$"),
+    # Model Runner V2 (v1/worker/gpu/model_runner.py:399), vLLM 0.33's default
+    _sig(Kind.LOAD_START, P, Phase.LOADING, "Loading model from scratch",
+         r"Loading model from scratch\.\.\."),
     _sig(Kind.LOAD_START, P, Phase.LOADING, "InstantTensor loader",
          r"Loading safetensors using (?P<loader>InstantTensor) loader"),
     _sig(Kind.LOAD_SHARD, P, Phase.LOADING, "Loading safetensors checkpoint shards",
@@ -188,6 +230,10 @@ SIGNATURES: tuple[Signature, ...] = (
          rf"Model loading took (?P<gib>{_N}) GiB(?: memory)? and (?P<seconds>{_N}) seconds"),
     _sig(Kind.KV_MEMORY, P, Phase.KV_ALLOC, "Available KV cache memory",
          rf"Available KV cache memory: (?P<gib>{_N}) GiB"),
+    # --kv-cache-memory-bytes: no "Available KV cache memory" (gpu_worker.py:665; 0.11 :241)
+    _sig(Kind.KV_MEMORY, P, Phase.KV_ALLOC, " memory for KV Cache as specified",
+         rf"Initial free memory (?P<free>{_N}) GiB, reserved (?P<gib>{_N}) ?GiB memory for"
+         r" KV Cache as specified"),
     _sig(Kind.KV_CACHE, P, Phase.KV_ALLOC, "KV cache size:",
          rf"(?P<device>\w+) KV cache size: (?P<tokens>{_I}) tokens"
          rf"(?:, Maximum concurrency for (?P<max_len>{_I}) tokens per request:"
@@ -197,6 +243,8 @@ SIGNATURES: tuple[Signature, ...] = (
     _sig(Kind.GRAPH_CAPTURE, P, Phase.GRAPH_CAPTURE, "Capturing CUDA graphs",
          r"Capturing CUDA graphs \((?P<mode>[^)]*)\):?(?:\s*(?P<pct>\d+)%\|[^|]*\|"
          r" (?P<done>\d+)/(?P<total>\d+))?"),
+    # V2 prints it twice, first after the memory-profiling pass (before the KV
+    # cache exists): the phase tracker tells the two apart.
     _sig(Kind.GRAPH_DONE, P, Phase.API_STARTING, "Graph capturing finished",
          rf"Graph capturing finished in (?P<seconds>{_N}) secs, took (?P<gib>{_N}) GiB"),
     _sig(Kind.ENGINE_INIT_DONE, P, Phase.API_STARTING, "init engine",
@@ -220,6 +268,7 @@ SIGNATURES: tuple[Signature, ...] = (
          rf"Load weight begin\. avail mem=(?P<avail_gb>{_N}) GB"),
     _sig(Kind.LOAD_DONE, P, Phase.KV_ALLOC, "Load weight end",
          rf"Load weight end\. elapsed=(?P<seconds>{_N}) s, type=(?P<type>[^,]+),"
+         rf"(?P<quant>(?: \w+=[^,]*,)*?)"  # a quantized checkpoint's quant=fp8, fmt=e4m3,
          rf" avail mem=(?P<avail_gb>{_N}) GB, mem usage=(?P<gb>{_N}) GB"),
     _sig(Kind.KV_CACHE, P, Phase.KV_ALLOC, "KV Cache is allocated",
          r"KV Cache is allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+)"),
@@ -602,8 +651,11 @@ def classify(line: str) -> LogEvent | None:
 def container_exit(exit_code: int, oom_killed: bool = False) -> LogEvent:
     """The event for a rank container that exited (``docker inspect`` State).
 
-    Any exit of an engine container is fatal for its lane; 137 means SIGKILL
-    (on GB10 usually a host-level OOM or an outside ``docker rm -f``).
+    Any exit of an engine container is fatal for its lane; 137 means SIGKILL,
+    which is not by itself evidence of OOM: SGLang SIGKILLs its own process
+    tree after a plain Python error (``kill_process_tree``), and ``docker rm
+    -f`` kills too. Only ``OOMKilled`` (or the kernel's oom-killer lines and
+    MemAvailable, read elsewhere) say memory.
     """
     why = "killed (SIGKILL)" if exit_code == 137 else f"exited with code {exit_code}"
     if oom_killed:

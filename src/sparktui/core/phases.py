@@ -62,7 +62,8 @@ _BOOT_INDEX = {ph: i for i, ph in enumerate(BOOT_ORDER)}
 # lookup (``Kind.TRACEBACK``) costs ten times a global's on Python 3.11.
 _INFO, _PROGRESS, _FATAL = Severity.INFO, Severity.PROGRESS, Severity.FATAL
 _TRACEBACK, _EXCEPTION, _SHARD = Kind.TRACEBACK, Kind.EXCEPTION, Kind.LOAD_SHARD
-_KV_CACHE, _KV_CONCURRENCY = Kind.KV_CACHE, Kind.KV_CONCURRENCY
+_KV_CACHE, _KV_CONCURRENCY, _KV_MEMORY = Kind.KV_CACHE, Kind.KV_CONCURRENCY, Kind.KV_MEMORY
+_GRAPH, _GRAPH_DONE = Kind.GRAPH_CAPTURE, Kind.GRAPH_DONE
 _FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
 _TRACEBACK_WINDOW = 400
 """An exception line ends a traceback if it comes within this many lines."""
@@ -118,6 +119,8 @@ class Failure:
     """The lines of that rank just before the fatal one (oldest first)."""
     cause: str | None = None
     """A more specific fatal line of the same rank right after a generic one."""
+    cause_rank: int = 0
+    """How well ``cause`` says why (``_cause_rank``): a better line replaces it."""
     after: tuple[str, ...] = ()
     """Lines of that rank after the fatal one (up to AFTER_LINES)."""
     engine_time: float | None = None
@@ -164,12 +167,21 @@ def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
     return engine_time(body, ts)
 
 
-def _cause_candidate(ev: LogEvent) -> bool:
-    """An exception line that says why (``TimeoutError: RPC call ... timed
-    out.``), not a traceback frame or its source line (indented)."""
-    if ev.text[:1] in (" ", "\t"):
-        return False
-    return (ev.fatal and ev.kind not in GENERIC_FATAL) or ev.kind is Kind.EXCEPTION
+def _cause_rank(ev: LogEvent) -> int:
+    """How well a line after a generic fatal one says why (0: not at all).
+
+    3: a specific fatal line (``TimeoutError: RPC call to sample_tokens timed
+    out.``, an ``assert self.page_size_padded >= ...`` source line); 2: an
+    exception with a message; 1: a bare exception (``TimeoutError``). A frame
+    or its ``raise X(...)`` line is never one (Kind.FRAME), nor an indented
+    exception-shaped line. In a chain (``raise X(...) from e``) the outer
+    exception comes last and names the operation, so among exceptions with a
+    message the later wins, and a specific line beats any exception."""
+    if ev.fatal and ev.kind not in GENERIC_FATAL:
+        return 3
+    if ev.kind is not Kind.EXCEPTION or ev.text[:1] in (" ", "\t"):
+        return 0
+    return 2 if ev.fields.get("error") else 1
 
 
 @dataclass
@@ -270,6 +282,8 @@ class PhaseTracker:
     """The endpoint was confirmed to be this lane's (see :meth:`mark_serving`)."""
     _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
     _before_stall: Phase | None = field(default=None, init=False)
+    _kv_seen: bool = field(default=False, init=False)
+    """A KV line (size, memory, pin) was read: graph capture after it is the real one."""
     _logged: dict[Phase, tuple[_Rank, float]] = field(default_factory=dict, init=False)
     """The rank and log time (epoch seconds) of the line that reached a phase."""
 
@@ -344,11 +358,12 @@ class PhaseTracker:
                 return ev
         if rank == f.rank and len(f.after) < AFTER_LINES:
             text = ev.text if ev is not None else body.rstrip("\r\n")
-            cause = f.cause
-            if cause is None and f.kind in GENERIC_FATAL and ev is not None \
-                    and _cause_candidate(ev):
-                cause = ev.text
-            self.failure = replace(f, after=(*f.after, text), cause=cause)
+            cause, rank_of = f.cause, f.cause_rank
+            if f.kind in GENERIC_FATAL and ev is not None and rank_of < 3:
+                better = _cause_rank(ev)
+                if better > rank_of or (better == 2 and rank_of == 2):
+                    cause, rank_of = ev.text.strip(), better
+            self.failure = replace(f, after=(*f.after, text), cause=cause, cause_rank=rank_of)
         return ev
 
     def feed_event(self, rank: int, ev: LogEvent, now: float, ts: str | None = None) -> None:
@@ -472,13 +487,20 @@ class PhaseTracker:
             return
         if ev.severity is not _PROGRESS:
             return
+        phase = ev.phase
         if kind is _SHARD:
             self._shard(st, ev, ts, now)
-        elif kind is _KV_CACHE or kind is _KV_CONCURRENCY:
-            self._kv(ev)
+        elif kind is _KV_CACHE or kind is _KV_CONCURRENCY or kind is _KV_MEMORY:
+            self._kv_seen = True
+            if kind is not _KV_MEMORY:
+                self._kv(ev)
+        elif (kind is _GRAPH or kind is _GRAPH_DONE) and not self._kv_seen:
+            # Model Runner V2 captures graphs once to measure them before the KV
+            # cache exists (gpu_worker.py:717): that pass is KV allocation.
+            phase = Phase.KV_ALLOC
         self._progress(ev.text, now)
-        if ev.phase is not None and ev.phase is not self.phase and self._advance(ev.phase, now):
-            self._date(ev.phase, st, _log_time(body, ts))
+        if phase is not None and phase is not self.phase and self._advance(phase, now):
+            self._date(phase, st, _log_time(body, ts))
 
     def _shard(self, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
         done, total = parse_int(ev.fields.get("done")), parse_int(ev.fields.get("total"))
