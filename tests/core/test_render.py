@@ -57,6 +57,10 @@ def test_sglang_arguments(shipped_config):
     assert argv[argv.index("--node-rank") + 1] == "2"
     assert argv[argv.index("--mem-fraction-static") + 1] == "0.85"
     assert argv[argv.index("--ep-size") + 1] == "4"
+    # SGLang 0.5.23: --tp-size by name (arg_groups/fields/parallel.py:45); no /metrics
+    # without --enable-metrics (arg_groups/fields/observability.py:70)
+    assert argv[argv.index("--tp-size") + 1] == "4" and "--tp" not in argv
+    assert "--enable-metrics" in argv
 
 
 def test_values_are_quoted_even_if_odd(shipped_config):

@@ -21,6 +21,14 @@ from sparktui.adapters.ping import tcp_alive
 from sparktui.adapters.tls import client_tls
 
 DEFAULT_TIMEOUT_S = 5.0
+REASONING_KEYS = ("reasoning", "reasoning_content")
+"""Where a reasoning parser's output streams: vLLM 0.33 ``delta.reasoning``
+(``entrypoints/generate/base/protocol.py:359``), vLLM 0.11 and SGLang 0.5.23
+``delta.reasoning_content`` (``entrypoints/openai/protocol.py:1894``,
+``srt/entrypoints/openai/protocol.py:1357``); docs/DIALECTS.md."""
+NO_THINKING = {"thinking": False, "enable_thinking": False}
+"""``chat_template_kwargs`` asking the template not to think (GLM/DeepSeek read
+``thinking``, Qwen ``enable_thinking``; a template ignores what it lacks)."""
 
 
 @dataclass(frozen=True)
@@ -118,12 +126,15 @@ class EngineClient:
 
     async def first_token(self, model: str, prompt: str = "Say OK.") -> float | None:
         """Seconds from sending one streaming chat request (max_tokens 1) to
-        its first content chunk; None when none came."""
+        its first content or reasoning chunk; None when none came. The
+        template is asked not to think, and a reasoning token counts too: on
+        a ``--reasoning-parser`` lane the one token may be reasoning."""
         body = {
             "model": model,
             "messages": [{"role": "user", "content": prompt}],
             "max_tokens": 1,
             "stream": True,
+            "chat_template_kwargs": NO_THINKING,
         }
         started = time.monotonic()
         try:
@@ -151,7 +162,7 @@ class EngineClient:
             "model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True},
-            "chat_template_kwargs": {"thinking": False, "enable_thinking": False},
+            "chat_template_kwargs": NO_THINKING,
         }
         if fixed_length:
             body.update(min_tokens=max_tokens, ignore_eos=True)
@@ -164,7 +175,7 @@ class EngineClient:
             async with asyncio.timeout(timeout), self._client.stream(
                     "POST", "/v1/chat/completions", json=body, timeout=timeout) as r:
                 if r.status_code != 200:
-                    text = (await r.aread()).decode("utf-8", "replace")[:300]
+                    text = error_message(await r.aread())
                     return ChatAnswer(error=f"HTTP {r.status_code}: {text}")
                 async for line in r.aiter_lines():
                     if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
@@ -175,8 +186,8 @@ class EngineClient:
                         continue
                     if not isinstance(chunk, dict):
                         continue
-                    if isinstance(chunk.get("error"), dict):
-                        return ChatAnswer(error=str(chunk["error"].get("message", "error"))[:300])
+                    if "error" in chunk or chunk.get("object") == "error":
+                        return ChatAnswer(error=error_message(line[5:]))
                     if isinstance(chunk.get("usage"), dict):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
@@ -184,7 +195,7 @@ class EngineClient:
                         if not isinstance(delta, dict):
                             continue
                         text = delta.get("content") or ""
-                        think = delta.get("reasoning_content") or ""
+                        think = _reasoning(delta)
                         if text or think:
                             now = clock()
                             first = now if first is None else first
@@ -212,7 +223,7 @@ class ChatAnswer:
 
     content: str = ""
     reasoning: str = ""
-    """``reasoning_content`` deltas (a reasoning parser's output), kept apart."""
+    """``reasoning`` / ``reasoning_content`` deltas (a reasoning parser's output), kept apart."""
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     """From the final ``usage`` chunk; None when the server sent none."""
@@ -244,8 +255,41 @@ def _json_has_token(payload: str | bytes) -> bool:
         if not isinstance(choice, dict):
             continue
         for part in (choice.get("delta"), choice.get("message")):
-            if isinstance(part, dict) and (part.get("content") or part.get("reasoning_content")):
+            if isinstance(part, dict) and (part.get("content") or _reasoning(part)):
                 return True
         if choice.get("text"):
             return True
     return False
+
+
+def _reasoning(part: dict[str, object]) -> str:
+    """The reasoning text of a delta or message in either engine's field."""
+    for key in REASONING_KEYS:
+        value = part.get(key)
+        if value:
+            return str(value)
+    return ""
+
+
+def error_message(body: str | bytes, limit: int = 300) -> str:
+    """The message of an engine's error body: vLLM's ``{"error": {"message":
+    ...}}`` (``entrypoints/serve/engine/protocol.py:86``), SGLang's flat
+    ``{"object": "error", "message": ...}`` (``srt/entrypoints/openai/protocol.py:106``),
+    FastAPI's ``{"detail": ...}``; else the body's text, cut to ``limit``."""
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text.strip()[:limit]
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            data = err
+        elif isinstance(err, str) and err:
+            return err[:limit]
+        for key in ("message", "detail"):
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                kind = data.get("type")
+                return (f"{kind}: {value}" if isinstance(kind, str) and kind else value)[:limit]
+    return text.strip()[:limit]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from .config import Config
 from .fit import GB, fit
 from .recipe import Recipe
+from .render import metrics_off
 
 NFS_BYTES_PER_S = 130e6
 """Per-node NFS read rate seen on the seeds' cold loads (~130 MB/s)."""
@@ -66,6 +67,10 @@ def lint(config: Config, recipe: Recipe) -> list[LintWarning]:
     if stall is None and config.console.stall_after_s < SHARD_SECONDS_ON_NFS * 2:
         warn("console.stall_after_s",
              f"{config.console.stall_after_s:g} s would declare a healthy cold load stalled")
+    if (flag := metrics_off(recipe)) is not None:
+        warn("extra_args", f"{flag} leaves the engine without /metrics: the console cannot "
+             "see its decode rate, a throughput collapse, nor tell a busy engine from a "
+             "dead one (the canary's split)")
     if recipe.parallel.dcp > 1:
         warn("parallel.dcp", "DCP > 1 crashes sparse-MLA decode on our images (the 512K "
              "blocker); only DCP1 is qualified")

@@ -177,6 +177,20 @@ def _vllm_args(r: Recipe, rank: int, nranks: int, tp: int, master: str, port: in
     return args + list(r.extra_args)
 
 
+METRICS_OFF = {"vllm": ("--disable-log-stats",), "sglang": ()}
+"""Flags that leave an engine without its Prometheus series (vLLM creates no
+stat logger with ``--disable-log-stats``: v1/engine/async_llm.py:159)."""
+
+
+def metrics_off(recipe: Recipe) -> str | None:
+    """The flag of ``recipe`` that keeps its engine's ``/metrics`` empty, or
+    None when the lane will be observable (what ``_sglang_args`` renders)."""
+    for flag in METRICS_OFF.get(recipe.engine, ()):
+        if any(a == flag or a.startswith(flag + "=") for a in recipe.extra_args):
+            return flag
+    return None
+
+
 def _sglang_args(r: Recipe, rank: int, nranks: int, tp: int, master: str, port: int) -> list[str]:
     e = r.engine_args
     args = ["python3", "-m", "sglang.launch_server", "--model-path", r.model.repo]
@@ -184,7 +198,11 @@ def _sglang_args(r: Recipe, rank: int, nranks: int, tp: int, master: str, port: 
         args += ["--revision", r.model.revision]
     if r.model.served_name:
         args += ["--served-model-name", r.model.served_name]
-    args += ["--host", "0.0.0.0", "--port", str(r.port), "--tp", str(tp)]
+    # --tp-size by its name (``--tp`` works only as an argparse abbreviation),
+    # --enable-metrics: SGLang serves no /metrics without it (arg_groups/fields/
+    # parallel.py:45, observability.py:70 at 0.5.23), and the console reads it.
+    args += ["--host", "0.0.0.0", "--port", str(r.port), "--tp-size", str(tp),
+             "--enable-metrics"]
     if nranks > 1:
         args += ["--nnodes", str(nranks), "--node-rank", str(rank),
                  "--dist-init-addr", f"{master}:{port}"]
