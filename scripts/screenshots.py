@@ -1,6 +1,9 @@
 """Write the console's screenshots (SVG) into screenshots/: the same scenes
 the snapshot tests check (tests/tui/scenes.py), on the scripted fleet with a
-frozen clock, so the pictures in the README match the tested screens.
+frozen clock, so the pictures in the README match the tested screens. Each is
+taken as the snapshot test takes it (pytest-textual-snapshot's own
+`take_svg_screenshot`: run headless, settle, export), so a screenshot reads
+exactly as its baseline; tests/tui/test_screenshots.py holds them equal.
 
     .venv/bin/python scripts/screenshots.py [--out screenshots]
 """
@@ -8,9 +11,11 @@ frozen clock, so the pictures in the README match the tested screens.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
+
+from textual._doc import take_svg_screenshot
+from textual.pilot import Pilot
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -18,12 +23,16 @@ sys.path.insert(0, str(ROOT))
 from tests.tui.scenes import SCENES, Scene, scene_console  # noqa: E402
 
 
-async def shoot(scene: Scene, out: Path) -> Path:
+def shoot(scene: Scene, out: Path) -> Path:
     console = scene_console()
-    async with console.app.run_test(size=scene.size) as pilot:
+
+    async def run_before(pilot: Pilot) -> None:
         await scene.steps(pilot, console)
-        path = out / f"{scene.name}.svg"
-        path.write_text(console.app.export_screenshot(title=f"sparktui — {scene.name}"))
+
+    path = out / f"{scene.name}.svg"
+    path.write_text(take_svg_screenshot(app=console.app, terminal_size=scene.size,
+                                        run_before=run_before,
+                                        title=f"sparktui — {scene.name}"))
     return path
 
 
@@ -33,7 +42,7 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for scene in SCENES:
-        print(asyncio.run(shoot(scene, args.out)))
+        print(shoot(scene, args.out))
     return 0
 
 

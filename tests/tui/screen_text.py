@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import html
 import io
+import re
 
 from rich.console import Console
 from textual.app import App
@@ -21,3 +23,11 @@ def online_rows(text: str) -> int:
     """Rows of the Nodes table that read "online"."""
     return sum(1 for line in text.splitlines()
                if line.lstrip("│ ").startswith("dgx") and " online " in line)
+
+
+SVG_TEXT = re.compile(r'<text class="terminal-[^"]*r\d+"[^>]*>(.*?)</text>')
+
+
+def svg_text(svg: str) -> str:
+    """The characters a screenshot SVG (`App.export_screenshot`) shows, in order."""
+    return html.unescape("".join(SVG_TEXT.findall(svg))).replace("\xa0", " ")

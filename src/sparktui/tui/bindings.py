@@ -27,6 +27,12 @@ APP_BINDINGS: list[Binding] = [
             tooltip="Up a page (like PageUp)"),
 ]
 
+MODAL_NAV_BINDINGS: list[Binding] = [
+    Binding(b.key, f"app.{b.action}", b.description, show=False, id=f"modal-{b.id}")
+    for b in APP_BINDINGS if b.id is not None and b.id.startswith("nav-")]
+"""j/k/ctrl+d/ctrl+u inside a modal: Textual stops a modal's key chain at the
+modal, so the app's own bindings never reach a list or a body there."""
+
 NAV_ACTIONS = {"down": ("cursor_down", "scroll_down"), "up": ("cursor_up", "scroll_up"),
                "page_down": ("page_down",), "page_up": ("page_up",)}
 """What j/k/ctrl+d/ctrl+u run on the focused widget: the first action it has."""
