@@ -169,9 +169,10 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     # follow it: the Lanes pane, then the boot log following
     t.keys("2")
     t.wait("the lane serving", lambda s: LANE[:20] in s and "serving" in s, timeout=400)
-    # the serve's own end ("done: serve ..."), before the prompt: said later, it
-    # replaced the "sent a 150,000-token prompt" notice before a read saw it
-    t.wait("the serve done", lambda s: "done: serve" in s)
+    # the serve's own end ("done: serving on ... · serve LANE", its verdict
+    # first), before the prompt: said later, it replaced the "sent a
+    # 150,000-token prompt" notice before a read saw it
+    t.wait("the serve done", lambda s: "done: serving on" in s)
     t.keys("3")
     t.wait("the boot log following", lambda s: "following" in s)
 

@@ -125,8 +125,7 @@ async def test_power_cycle_drives_home_assistant_and_the_node_returns(tmp_path: 
         await until(c, lambda: isinstance(c.app.screen, ConfirmActionScreen))
         await typed(pilot, *"dgx6")
         await pilot.press("enter")
-        await until(c, lambda: any("power-cycle dgx6" in str(n[2]) and "FAILED" not in
-                                   str(n[1]) and "started" not in str(n[2])
+        await until(c, lambda: any("power-cycle dgx6" in str(n[2]) and n[1] == "done"
                                    for n in c.app.notices),
                     why=lambda: str([n[2] for n in c.app.notices]))
         assert c.sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]

@@ -43,7 +43,7 @@ from sparktui.tui.screens.info import (
 )
 from sparktui.tui.screens.main import MainScreen
 from sparktui.tui.screens.picker import cluster_options
-from sparktui.tui.widgets.alerts import NoticeLine
+from sparktui.tui.widgets.alerts import NoticeLine, result_notice
 
 OverrideRetry = Callable[[frozenset[Override]], None]
 """Proposes the refused action again with these overrides."""
@@ -158,7 +158,7 @@ class SparkTUI(App[None]):
         elif event.state is WorkerState.SUCCESS and worker.group == "actions":
             result = worker.result
             if isinstance(result, WorkflowResult):
-                self.notify(f"{result.kind} {result.target}: {result.message}",
+                self.notify(result_notice(result.kind, result.target, result.message),
                             title="done" if result.ok else "FAILED",
                             severity="information" if result.ok else "error",
                             timeout=10 if result.ok else 30)
@@ -238,6 +238,8 @@ class SparkTUI(App[None]):
         if self.read_only:
             self.explain_read_only(what)
             return
+        # at once: the preview may probe a starved node for seconds
+        self.notify(f"preparing {what}: checking its guards…")
         self.run_worker(self._ask(preview_factory, override), group="preview", exclusive=True,
                         exit_on_error=False, description=f"prepare {what}")
 
@@ -245,10 +247,17 @@ class SparkTUI(App[None]):
                    override: OverrideRetry | None = None) -> None:
         self._show_preview(await preview_factory(), override)
 
-    def _show_preview(self, preview: ActionPreview, override: OverrideRetry | None = None) -> None:
+    def _show_preview(self, preview: ActionPreview, override: OverrideRetry | None = None,
+                      back: Callable[[], None] | None = None) -> None:
         """The confirm, or the refusal; a refusal every override can clear
         offers ``o``: the same action again with those overrides, which then
-        needs the name typed (ops/confirm.py) and is journaled with them."""
+        needs the name typed (ops/confirm.py) and is journaled with them.
+        ``back``: where escape on the refusal returns (the picker it came
+        from); without one the notice line says nothing was done."""
+        # the key's "preparing …" acknowledgement is answered (under the modal)
+        self.notify(f"{preview.kind} {preview.target}: "
+                    + ("refused, the modal says why" if not preview.allowed
+                       else "checked, waiting for your confirm"))
         if not preview.allowed:
             needed = preview.report.needed_overrides()
             overridable = override is not None and not preview.report.blocking()
@@ -256,6 +265,10 @@ class SparkTUI(App[None]):
             def chosen(again: bool | None) -> None:
                 if again and override is not None:
                     override(needed)
+                elif back is not None:
+                    back()
+                else:
+                    self.notify(f"{preview.kind} {preview.target} refused: nothing was done")
 
             self.push_screen(RefusalScreen(preview, overridable=overridable), chosen)
             return
@@ -263,6 +276,7 @@ class SparkTUI(App[None]):
 
     def _confirmed(self, preview: ActionPreview, ok: bool | None) -> None:
         if not ok or preview.run is None:
+            self.notify(f"{preview.kind} {preview.target} cancelled: nothing was done")
             return
         self.notify(f"{preview.kind} {preview.target} started", timeout=4)
         self.run_worker(preview.run(), group="actions", exclusive=False, exit_on_error=False,
@@ -318,15 +332,22 @@ class SparkTUI(App[None]):
         names = [qualified, *(c for c in self.config.clusters if c != qualified)]
         previews = {c: await self.service.preview_serve(recipe, c) for c in names}
         options, default = cluster_options(previews, qualified)
+        self.notify(f"{recipe}: {len(previews)} clusters checked")
 
         def chosen(cluster: str | None) -> None:
             if cluster is not None:
-                self._show_preview(previews[cluster],
-                                   partial(self.propose_serve, recipe, cluster))
+                self._show_preview(previews[cluster], partial(self.propose_serve, recipe,
+                                                              cluster),
+                                   partial(pick, list(previews).index(cluster)))
+            else:
+                self.notify(f"serve {recipe} cancelled: nothing was done")
 
-        self.push_screen(PickerScreen(
-            f"Serve {recipe} on which cluster?", options, highlight=default,
-            hint="enter: the confirm (or why it is refused)   escape: cancel"), chosen)
+        def pick(highlight: int = default) -> None:
+            self.push_screen(PickerScreen(
+                f"Serve {recipe} on which cluster?", options, highlight=highlight,
+                hint="enter: the confirm (or why it is refused)   escape: cancel"), chosen)
+
+        pick()
 
     def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
         if choice == "resume":

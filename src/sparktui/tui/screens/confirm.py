@@ -14,6 +14,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
+from textual.widgets.button import ButtonVariant
 
 from sparktui.ops.guards import GuardReport, Verdict
 from sparktui.ops.plan import PlannedStep, outcome
@@ -134,6 +135,22 @@ def plan_text(preview: ActionPreview) -> Text:
 DETAILS_HINT = "F2 commands · PgDn"
 
 
+class MarkedButton(Button):
+    """A button that says it has the focus with a ``▶`` (the stock cue is
+    reverse colours only, which read as "highlighted" on every button)."""
+
+    def __init__(self, label: str, *, id: str, variant: ButtonVariant = "default",
+                 disabled: bool = False) -> None:
+        super().__init__(label, id=id, variant=variant, disabled=disabled, compact=True)
+        self.text = label
+
+    def on_focus(self) -> None:
+        self.label = f"▶ {self.text}"
+
+    def on_blur(self) -> None:
+        self.label = self.text
+
+
 class ActionModal(ModalScreen[bool]):
     """What the confirm and the refusal share: a scrollable body whose page
     keys work wherever the focus is, and the commands behind F2."""
@@ -195,16 +212,17 @@ class ConfirmActionScreen(ActionModal):
                 yield Static(steps_summary(p), id="steps")
                 yield from self.details()
             if typed:
-                yield Label(f"{p.confirmation.reason}: type {p.target} and press enter",
+                # what to do first, why last: a cut at 80 columns takes the why
+                yield Label(f"type {p.target} and press enter: {p.confirmation.reason}",
                             id="typed-why")
                 yield Input(placeholder=f"type {p.target} to confirm", id="typed",
                             select_on_focus=False, compact=True)
                 yield Label("", id="typed-error")
             with Horizontal(id="dialog-buttons"):
                 yield Label(f"esc · {DETAILS_HINT}", classes="dialog-hint")
-                yield Button("Cancel", id="cancel", variant="primary", compact=True)
-                yield Button(f"Confirm {p.kind}", id="confirm", variant="error",
-                             disabled=typed, compact=True)
+                yield MarkedButton("Cancel", id="cancel")
+                yield MarkedButton(f"Confirm {p.kind}", id="confirm", variant="error",
+                                   disabled=typed)
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -278,9 +296,9 @@ class RefusalScreen(ActionModal):
                             id="override-hint")
             with Horizontal(id="dialog-buttons"):
                 yield Label(f"esc · {DETAILS_HINT}", classes="dialog-hint")
-                yield Button("Close", id="close", variant="primary", compact=True)
+                yield MarkedButton("Close", id="close")
                 if self.overridable:
-                    yield Button("Override…", id="override", variant="warning", compact=True)
+                    yield MarkedButton("Override…", id="override", variant="warning")
 
     def on_mount(self) -> None:
         super().on_mount()

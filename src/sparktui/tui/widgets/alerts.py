@@ -64,6 +64,19 @@ class AlertLine(OneRow):
         self.put(text)
 
 
+def result_notice(kind: str, target: str, message: str) -> str:
+    """A finished workflow on one row, verdict first and its subject last: a
+    cut at 80 columns then takes the subject, never the verdict. Workflow
+    messages often open with their target (``X: PASSED …``, ``X serving on
+    …``), which said once is enough."""
+    verdict = message
+    for head in (f"{target}: ", f"{target} "):
+        if target and verdict.startswith(head):
+            verdict = verdict[len(head):]
+            break
+    return f"{verdict} · {kind} {target}" if target else f"{verdict} · {kind}"
+
+
 SEVERITY_STYLE = {"error": "bold red", "warning": "bold yellow", "information": ""}
 
 

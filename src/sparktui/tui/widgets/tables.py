@@ -4,7 +4,7 @@ cell by cell in place, never cleared and rebuilt."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -16,6 +16,7 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
@@ -47,6 +48,8 @@ RISK_WORDS = {ThrashLevel.OK: "ok", ThrashLevel.PRESSURE: "PRESSURE",
 """Short enough for 80 columns; the alert bar and details spell them out."""
 
 
+SHRINK_MIN = 6
+"""Characters a shrunk column keeps (``glm53…``)."""
 CELL_CACHE = 4096
 """Rendered cells kept (rows x columns x cursor and focus states; cleared whole when full)."""
 SegmentLines = list[list[Segment]]
@@ -56,6 +59,10 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
     """A DataTable whose rows are addressed by a string key."""
 
     COLUMNS: Sequence[tuple[str, str]] = ()
+    SHRINK: Sequence[str] = ()
+    """Columns narrowed (their text cut with …) so that every column fits the
+    table's width, as k9s does: the key and status columns keep their width,
+    and none is pushed off the right edge because a free-text one widened."""
     BINDINGS: ClassVar[list[BindingType]] = list(TABLE_BINDINGS)
 
     def __init__(self, *, id: str | None = None) -> None:
@@ -84,14 +91,6 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
         self._styles_cache.clear()
         self._restyled = True
         self.refresh()
-
-    def _on_resize(self, event: events.Resize) -> None:
-        """A pane shown again (1-4 at 80x24) gets a Resize of the same size,
-        on which DataTable would invalidate every rendered row: only a real
-        change of size is passed on."""
-        if event.size == self._sized:
-            event.prevent_default()  # DataTable's handler is the only other one
-        self._sized = event.size
 
     def render_lines(self, crop: Region) -> list[Strip]:
         if self._restyled:
@@ -141,6 +140,48 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
         self._cells[key] = (value, lines)
         return lines
 
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """DataTable measures its columns here (the one place every change of
+        content width passes); the shrinkable ones are then fitted to the
+        table's width and the virtual size measured again if they moved."""
+        super()._update_dimensions(new_rows)
+        if self._fit_columns():
+            super()._update_dimensions(())
+
+    def _on_resize(self, event: events.Resize) -> None:
+        """A pane shown again (1-4 at 80x24) gets a Resize of the same size,
+        on which DataTable would invalidate every rendered row: only a real
+        change of size is passed on (and refits the columns)."""
+        if event.size == self._sized:
+            event.prevent_default()  # DataTable's handler is the only other one
+        elif self._fit_columns():
+            super()._update_dimensions(())
+        self._sized = event.size
+
+    def _fit_columns(self) -> bool:
+        """Give the SHRINK columns what the others leave of the width (never
+        less than SHRINK_MIN each, never more than their content); True if a
+        width changed."""
+        width = self.scrollable_content_region.width
+        if not self.SHRINK or width <= 0 or not self.columns:
+            return False
+        pad = 2 * self.cell_padding
+        shrink = [c for c in self.ordered_columns if c.key.value in self.SHRINK]
+        fixed = sum(c.get_render_width(self) for c in self.ordered_columns
+                    if c.key.value not in self.SHRINK)
+        room = width - fixed - pad * len(shrink)
+        wanted = sorted(shrink, key=lambda c: c.content_width)
+        changed = False
+        for i, column in enumerate(wanted):  # the narrowest first: it gets all it wants
+            share = max(SHRINK_MIN, room // (len(wanted) - i))
+            new = min(column.content_width, share)
+            room -= new
+            if column.auto_width or column.width != new:
+                column.auto_width = False
+                column.width = new
+                changed = True
+        return changed
+
     def _ensure_columns(self) -> None:
         if not self.columns:
             for key, label in self.COLUMNS:
@@ -178,6 +219,7 @@ class NodesTable(KeyedTable):
     COLUMNS = (("node", "Node"), ("state", "State"), ("risk", "Risk"), ("mem", "Used/Avail"),
                ("psi", "PSI"), ("busy", "Busy with"), ("problem", "Problem"), ("role", "Role"),
                ("kernel", "Kernel"))
+    SHRINK = ("busy", "problem")
 
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -223,11 +265,12 @@ class NodesTable(KeyedTable):
 
 
 def kernel_cell(kernel: str, guards: GuardConfig) -> Text:
+    """The verdict before the version: a narrowed column cuts the version."""
     short = kernel.removesuffix("-nvidia")
     if known_bad(guards, kernel) is not None:
-        return Text(f"{short} BAD", style="bold red")
+        return Text(f"BAD {short}", style="bold red")
     if off_pin(guards, kernel):
-        return Text(f"{short} ≠pin", style="yellow")
+        return Text(f"≠pin {short}", style="yellow")
     return Text(short)
 
 
