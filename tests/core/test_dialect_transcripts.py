@@ -9,7 +9,6 @@ its first fatal line, the root cause and the phases reached are checked."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -17,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
+from fixtures.dialects.golden import SCENARIOS, TRANSCRIPTS, read, scenario
 from sparktui.core.logsig import Kind, Phase, classify, container_exit, parse_timestamp
 from sparktui.core.phases import PhaseTracker
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "dialects"
-TRANSCRIPTS = FIXTURES / "transcripts"
-SCENARIOS = sorted(p.name for p in TRANSCRIPTS.iterdir() if p.is_dir())
 
 
 def _builder():  # the generator of the golden files, loaded as a module
@@ -33,22 +32,6 @@ def _builder():  # the generator of the golden files, loaded as a module
     sys.modules[spec.name] = mod  # its dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
-
-
-def _read(path: Path) -> str:
-    """The file as written: tqdm's ``\\r`` redraws and vLLM's ``\\r\\n`` kept."""
-    with open(path, encoding="utf-8", newline="") as f:
-        return f.read()
-
-
-def scenario(name: str) -> tuple[dict, dict[int, list[tuple[str, str]]]]:
-    where = TRANSCRIPTS / name
-    meta = json.loads((where / "scenario.json").read_text("utf-8"))
-    ranks = {}
-    for rank in meta["ranks"]:
-        text = _read(where / f"rank{rank}.log")
-        ranks[int(rank)] = [tuple(line.split(" ", 1)) for line in text.split("\n") if line]
-    return meta, ranks
 
 
 def play(name: str, stall_after_s: float = 600.0) -> PhaseTracker:
@@ -85,7 +68,7 @@ def test_the_golden_files_are_what_the_dialects_render() -> None:
     mod = _builder()
     for s in mod.scenarios():
         for name, text in mod.render(s).items():
-            assert _read(TRANSCRIPTS / s.name / name) == text, (s.name, name)
+            assert read(TRANSCRIPTS / s.name / name) == text, (s.name, name)
     assert sorted(s.name for s in mod.scenarios()) == SCENARIOS
 
 

@@ -207,6 +207,8 @@ class _Rank:
     recent: deque[str]
     shards: _Shards | None = None
     traceback_line: int | None = None
+    kv_seen: bool = False
+    """The rank printed a KV line (memory, pin, size): its graph capture now is the real one."""
     lines: int = 0
     read_at: float = 0.0
     read_ts: str | None = None
@@ -282,8 +284,6 @@ class PhaseTracker:
     """The endpoint was confirmed to be this lane's (see :meth:`mark_serving`)."""
     _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
     _before_stall: Phase | None = field(default=None, init=False)
-    _kv_seen: bool = field(default=False, init=False)
-    """A KV line (size, memory, pin) was read: graph capture after it is the real one."""
     _logged: dict[Phase, tuple[_Rank, float]] = field(default_factory=dict, init=False)
     """The rank and log time (epoch seconds) of the line that reached a phase."""
 
@@ -491,13 +491,17 @@ class PhaseTracker:
         if kind is _SHARD:
             self._shard(st, ev, ts, now)
         elif kind is _KV_CACHE or kind is _KV_CONCURRENCY or kind is _KV_MEMORY:
-            self._kv_seen = True
+            st.kv_seen = True
             if kind is not _KV_MEMORY:
                 self._kv(ev)
-        elif (kind is _GRAPH or kind is _GRAPH_DONE) and not self._kv_seen:
-            # Model Runner V2 captures graphs once to measure them before the KV
-            # cache exists (gpu_worker.py:717): that pass is KV allocation.
-            phase = Phase.KV_ALLOC
+        elif kind is _GRAPH or kind is _GRAPH_DONE:
+            if not st.kv_seen:
+                # Model Runner V2 captures graphs once to measure them before this
+                # rank's KV cache exists (gpu_worker.py:717): that pass is KV allocation.
+                phase = Phase.KV_ALLOC
+            elif kind is _GRAPH_DONE and self._advance(Phase.GRAPH_CAPTURE, now):
+                # a worker's "finished" read before rank 0's bar: capture was reached
+                self._date(Phase.GRAPH_CAPTURE, st, _log_time(body, ts))
         self._progress(ev.text, now)
         if phase is not None and phase is not self.phase and self._advance(phase, now):
             self._date(phase, st, _log_time(body, ts))

@@ -183,6 +183,10 @@ StopIntent = Callable[[Sequence[str], float], float | None]
 was journaled since, by any process; None when none was."""
 
 
+EXIT_POLL_S = 0.005
+"""How often the fatal decision looks whether a rank's pending exit is known."""
+
+
 @dataclass
 class _RankState:
     rc: RankContainer
@@ -536,8 +540,14 @@ class LaneWatcher:
 
     # -- the fatal decision --------------------------------------------------
 
+    def _exit_pending(self, st: _RankState) -> bool:
+        """A followed rank's log ended and its exit is being read (the bounded
+        inspect after the stream): a remote rank SIGKILLed before the head's
+        NCCL error died first, and only its exit says so."""
+        return self.follow and st.follower is not None and st.follower.ended and not st.ended
+
     def _caught_up(self, st: _RankState, at: float | None) -> bool:
-        if st.busy:
+        if st.busy or self._exit_pending(st):
             return False
         if st.ended or st.unreadable or (st.follower is not None and st.follower.ended):
             return True
@@ -573,10 +583,14 @@ class LaneWatcher:
                 rank_st = self._ranks.get(f.rank)
                 if rank_st is not None and rank_st not in behind and not rank_st.ended:
                     behind.append(rank_st)
-            behind = [st for st in behind if st.rc.rank not in read_once or st.busy]
+            behind = [st for st in behind
+                      if st.rc.rank not in read_once or st.busy or self._exit_pending(st)]
             if not behind:
                 if self.tracker.failure is f:
                     return
+                continue
+            if any(self._exit_pending(st) for st in behind):
+                await asyncio.sleep(EXIT_POLL_S)  # the inspect is bounded (INSPECT_TIMEOUT_S)
                 continue
             if any(st.busy for st in behind):
                 await asyncio.sleep(0)
@@ -606,6 +620,15 @@ class LaneWatcher:
         if lines:
             await self._ingest(st, lines)
         st.fed_time = max(st.fed_time or 0.0, self.clock.time())
+        if self.follow and not st.ended:
+            # a rank read to its end may be one that died before the candidate (a
+            # remote rank SIGKILLed, the head's NCCL error after): its exit says so
+            # before its follower has noticed the end of its stream
+            facts = await inspect_container(self.links[st.rc.node], st.rc.container)
+            if facts is not None and not facts.running and not self._ours(facts.finished):
+                code = facts.exit_code if facts.exit_code is not None else -1
+                self.tracker.feed_event(st.rc.rank, container_exit(code, facts.oom_killed),
+                                        self.clock.monotonic(), facts.finished)
 
     async def _bounded_catch_up(self, follower: LogFollower, node: str) -> list[LogLine]:
         """A catch-up read bounded on the watcher's own clock: a starved node
