@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -23,9 +24,13 @@ from sparktui.ops.workflows.stop import Stop
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.service.lane_feed import LaneFeed
 from sparktui.sim.docker import LogLine as SimLogLine
-from sparktui.sim.timefmt import vllm_ts
 from sparktui.watch.lane import LaneWatcher, LaneWatchers
 from sparktui.watch.readiness import Outcome, discover_lane
+
+
+def _vllm_ts(t: float) -> str:
+    """vLLM's header stamp (``%m-%d %H:%M:%S``, vllm/logger.py:33)."""
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%m-%d %H:%M:%S")
 
 SERVING = "glm53-flash-eugr-2x"      # 2nodes-dac: dgx1 (head), dgx2; port 8000
 SAME_HEAD = "dsv41-flash-eugr-0913-4x"  # 4nodes-switch: dgx1 (head) .. dgx4; port 8000
@@ -229,14 +234,14 @@ async def test_the_engines_own_stamps_name_the_first_rank_when_docker_disagrees(
             c0, c1 = (w.sim.nodes[r.node].docker.containers[r.container]
                       for r in sorted(ranks, key=lambda r: r.rank)[:2])
             c0.logs.append(SimLogLine(now - 0.8, "stderr",
-                                      f"(EngineCore_DP0 pid=294) ERROR {vllm_ts(now - 1)} "
+                                      f"(EngineCore_DP0 pid=294) ERROR {_vllm_ts(now - 1)} "
                                       "[multiproc_executor.py:512] Worker proc VllmWorker-1 "
                                       "died unexpectedly (exit code: -9), shutting down "
                                       "executor."))
             while watch.tracker.failure is None:
                 await asyncio.sleep(0.002)
             c1.logs.append(SimLogLine(now - 0.5, "stderr",
-                                      f"(Worker_TP1 pid=294) ERROR {vllm_ts(now - 2)} "
+                                      f"(Worker_TP1 pid=294) ERROR {_vllm_ts(now - 2)} "
                                       "[multiproc_executor.py:671] RuntimeError: NCCL error: "
                                       "unhandled system error"))
             await drive(w.sim, task, step=0.5, max_sim_s=120, why=watch.tracker.summary)

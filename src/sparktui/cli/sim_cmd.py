@@ -18,6 +18,8 @@ from ..core.config import Config, SimulatorConfig
 from ..core.config_load import load_config
 from ..core.tomlschema import flag
 from ..sim.cluster import Sim
+from ..sim.dialects import DEFAULT as DEFAULT_DIALECT
+from ..sim.dialects import NAMES as DIALECTS
 from ..sim.runner import AlreadyRunning, published_sim
 from ..sim.scenarios import SCENARIOS, scenario_listing
 
@@ -32,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="simulated seconds per real second (default: [simulator] speed)")
     p.add_argument("--seed", type=flag(SimulatorConfig, "seed"), default=None,
                    help="random seed (default: [simulator])")
+    p.add_argument("--dialect", choices=DIALECTS, default=None,
+                   help="which engine release the simulated vLLM engines speak, from the "
+                        f"wheels' own strings (default {DEFAULT_DIALECT}; SGLang engines speak "
+                        "sglang-0.5; docs/DIALECTS.md)")
     p.add_argument("--list-scenarios", action="store_true", help="list scenarios and exit")
     p.set_defaults(func=run)
 
@@ -61,9 +67,10 @@ async def _serve(config: Config, args: argparse.Namespace) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         loop.add_signal_handler(sig, stop.set)
     async with published_sim(config, scenario=args.scenario, speed=args.speed,
-                             seed=args.seed) as sim:
+                             seed=args.seed, dialect=args.dialect) as sim:
         print(json.dumps(sim.endpoints()), flush=True)
         print(f"sim: {len(sim.nodes)} nodes, scenario {sim.spec.scenario}, "
+              f"dialect {sim.spec.dialect}, "
               f"speed {sim.clock.speed:g}x, seed {sim.spec.seed}")
         for name, node in sim.nodes.items():
             print(f"  {name:6} ssh 127.0.0.1:{sim.sshd[name].port}  api {node.api_host}  "

@@ -496,6 +496,7 @@ class Sim:
                 self.spec.entities[entity].state = ent.state
         self.spec.nas_aggregate_mbps = fresh.nas_aggregate_mbps
         self.spec.engine_core_dies_after_s = fresh.engine_core_dies_after_s
+        self.spec.engine_core_exits_after_s = fresh.engine_core_exits_after_s
         self.spec.reclaim_stall_s = fresh.reclaim_stall_s
         self.spec.garbling = fresh.garbling
         self.spec.stale_containers = fresh.stale_containers

@@ -10,6 +10,8 @@ import tarfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .dialects import DEFAULT
+from .dialects import load as dialect
 from .docker import ZERO_TIME, Container, Image, LogLine
 from .engine import Engine
 from .engine_args import ArgError, parse_engine_argv
@@ -303,7 +305,9 @@ def docker_command(sim: Sim, node: Node) -> Command:
             ctx.out(cid + "\n")
             return 0
         c.status, c.started_t, c.pid = "running", sim.wall(), node.next_pid()
-        style = VllmStyle() if eargs.kind == "vllm" else SglangStyle()
+        style = VllmStyle(dialect(sim.spec.dialect if sim.spec.dialect.startswith("vllm")
+                               else DEFAULT)) if eargs.kind == "vllm" \
+            else SglangStyle(dialect("sglang-0.5"))
         engine = Engine(sim, node, c, eargs, style, pid=node.next_pid() % 1000 + 100)
         c.engine = engine
         add_process_files(node, c, engine)

@@ -57,8 +57,18 @@ class Stats:
     e2e: list[float] = field(default_factory=list)
 
 
+STATS_INTERVAL_S = 10.0
+"""vLLM logs its stats every 10 s while busy, at DEBUG once idle (v1/metrics/loggers.py:280)."""
+API_EXIT_S = 5.0
+"""A dead engine core's API server answers /health 503 this long, then exits
+(vLLM 0.33: the engine-dead watchdog; VLLM_KEEP_ALIVE_ON_ENGINE_DEATH unset)."""
+
+
 class LogStyle(Protocol):
     """How one engine kind words its boot; each method logs to the container."""
+
+    failure_exit: int
+    """The container's exit code after a fatal error (SGLang SIGKILLs its tree: 137)."""
 
     def start(self, e: Engine) -> None: ...
     def model_missing(self, e: Engine) -> None: ...
@@ -76,6 +86,7 @@ class LogStyle(Protocol):
     def stall_notice(self, e: Engine) -> None: ...
     def rpc_timeout(self, e: Engine) -> None: ...
     def peer_died(self, e: Engine) -> None: ...
+    def core_exited(self, e: Engine) -> None: ...
     def shutdown(self, e: Engine) -> None: ...
 
 
@@ -154,7 +165,7 @@ class Engine:
     def peers(self) -> list[Engine]:
         return self.sim.lane_engines(self)
 
-    def _die(self, code: int) -> None:
+    def _die(self, code: int, http_delay: float = 5.0) -> None:
         self.phase = "dead"
         self.health_status = 503
         self.container.finish(self.t(), code)
@@ -164,7 +175,7 @@ class Engine:
             if not r.done:
                 r.done, r.error = True, "EngineDeadError"
         if self.http_wanted:
-            self.sim.schedule_http_stop(self, delay=5.0)
+            self.sim.schedule_http_stop(self, delay=http_delay)
 
     def stop(self, *, kill: bool) -> None:
         """docker stop / rm -f: the process ends now."""
@@ -198,14 +209,14 @@ class Engine:
         if not self._model_reachable():
             style.model_missing(self)
             yield 1.0
-            self._die(1)
+            self._die(style.failure_exit)
             return
         free = self.node.memory.admission_free_gib()
         requested = a.gmu * self.sim.usable_gib
         if free < requested:
             style.admission_failed(self, free, requested)
             yield 1.0
-            self._die(1)
+            self._die(style.failure_exit)
             return
         runtime = self._runtime_gib()
         self.hold(CUDA_CONTEXT_GIB)
@@ -229,9 +240,14 @@ class Engine:
             self.health_status = 200
             self.sim.schedule_http_start(self)
             style.serving(self)
+            name = f"{self.node.name}/{self.container.name}"
             if self.sim.spec.engine_core_dies_after_s is not None:
-                self.sim.sched.spawn(f"{self.node.name}/{self.container.name}/core",
+                self.sim.sched.spawn(f"{name}/core",
                                      self._core_death(self.sim.spec.engine_core_dies_after_s))
+            if self.sim.spec.engine_core_exits_after_s is not None:
+                self.sim.sched.spawn(f"{name}/core",
+                                     self._core_exit(self.sim.spec.engine_core_exits_after_s))
+            self.sim.sched.spawn(f"{name}/stats", self._stats_ticker())
         yield from self._serve()
 
     def _model_reachable(self) -> bool:
@@ -346,7 +362,7 @@ class Engine:
             fits = int(max(0.0, kv_gib) * GIB / per_token) // a.block_size * a.block_size
             self.style.kv_short(self, need_gib, max(0.0, kv_gib), fits)
             yield 1.0
-            self._die(1)
+            self._die(self.style.failure_exit)
             return
         self.kv_tokens = int(kv_gib * GIB / per_token)
         self.hold(weights + extras + runtime * 0.8 + kv_gib)
@@ -390,8 +406,39 @@ class Engine:
             self.stats.waiting += 1
         return req
 
+    def _core_exit(self, after_s: float) -> Process:
+        """The engine core is SIGKILLed: one line from the client, /health 503,
+        requests fail, the API server exits ``API_EXIT_S`` later (port closed)."""
+        yield after_s
+        if self.phase != "ready":
+            return
+        self.sim.sched.cancel(self.proc)
+        self.style.core_exited(self)
+        self.phase = "dead"
+        self.health_status = 503
+        for r in self.requests:
+            if not r.done:
+                r.done, r.error = True, "EngineDeadError"
+        yield API_EXIT_S
+        self._die(self.style.failure_exit, http_delay=0.0)
+
+    def _stats_ticker(self) -> Process:
+        """The stats line every ``STATS_INTERVAL_S`` while busy (and once more
+        for an interval that produced tokens); nothing at INFO when idle."""
+        st = self.stats
+        last = (st.prompt_tokens, st.generation_tokens)
+        while self.phase == "ready" and not self.core_dead:
+            yield STATS_INTERVAL_S
+            if self.phase != "ready":
+                return
+            now = (st.prompt_tokens, st.generation_tokens)
+            if st.running or st.waiting or now != last:
+                self.style.stats(self, (now[0] - last[0]) / STATS_INTERVAL_S,
+                                 (now[1] - last[1]) / STATS_INTERVAL_S)
+            last = now
+
     def _core_death(self, after_s: float) -> Process:
-        """The engine core dies without a word; /health keeps answering 200."""
+        """The engine core hangs without a word; /health keeps answering 200."""
         yield after_s
         if self.phase == "ready":
             self.sim.sched.cancel(self.proc)
@@ -452,7 +499,6 @@ class Engine:
                 step = min(10.0, deadline - self.sim.sched.t)
                 yield step
                 waited += step
-                self.style.stats(self, 0.0, 0.0)
                 if int(waited) % 60 == 0:
                     self.style.stall_notice(self)
             self.style.rpc_timeout(self)
@@ -463,7 +509,6 @@ class Engine:
         if self.proc is not None:
             self.proc.gate = gate
         req.first_token_t = self.sim.sched.t
-        decode_s = req.max_tokens / self.decode_tps()
         st = self.stats
         left = req.max_tokens
         while left > 0:  # the generation counter moves as tokens come
@@ -477,5 +522,4 @@ class Engine:
         st.success += 1
         st.ttft.append(req.first_token_t - req.started_t)
         st.e2e.append(self.sim.sched.t - req.started_t)
-        self.style.stats(self, req.prompt_tokens / 10.0, req.max_tokens / max(1e-3, decode_s))
         return True

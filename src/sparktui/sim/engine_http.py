@@ -107,6 +107,10 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
                    f"{resp.status} {reason}", "stderr")
         return resp
 
+    def error(status: int, err: str, message: str) -> web.Response:
+        return web.json_response(error_body(engine.args.kind, status, err, message),
+                                 status=status)
+
     async def health(request: web.Request) -> web.Response:
         return web.Response(status=engine.health_status)
 
@@ -121,12 +125,12 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         try:
             body = json.loads(await request.text())
         except ValueError:
-            return _error(400, "BadRequestError", "Invalid JSON body")
+            return error(400, "BadRequestError", "Invalid JSON body")
         text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
         prompt = int(body.get("prompt_tokens_hint") or max(1, len(text) // 4))
         max_tokens = int(body.get("max_tokens") or 16)
         if prompt + max_tokens > (engine.args.max_model_len or 32768):
-            return _error(400, "BadRequestError",
+            return error(400, "BadRequestError",
                           f"This model's maximum context length is {engine.args.max_model_len} "
                           f"tokens. However, your request has {prompt + max_tokens} input tokens.")
         answer = engine_chat.reply(text, model_repo=engine.model.repo if engine.model else "",
@@ -143,7 +147,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             return await _stream(request, req, answer, finish, usage)
         await wait_for(lambda: req.done)
         if req.error:
-            return _error(500, "InternalServerError", req.error)
+            return error(500, "InternalServerError", req.error)
         return web.json_response({
             "id": f"chatcmpl-{engine.container.id[:24]}", "object": "chat.completion",
             "created": int(engine.sim.wall()), "model": engine.args.name,
@@ -162,9 +166,8 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         await resp.prepare(request)
         await wait_for(lambda: req.first_token_t > 0 or req.done)
         if req.error:
-            await resp.write(("data: " + json.dumps({"error": {
-                "message": req.error, "type": "InternalServerError", "code": 500}})
-                + "\n\n").encode())
+            await resp.write(("data: " + json.dumps(error_body(
+                engine.args.kind, 500, "InternalServerError", req.error)) + "\n\n").encode())
             await resp.write_eof()
             return resp
         cid = f"chatcmpl-{engine.container.id[:24]}"
@@ -195,13 +198,17 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
     app = web.Application(middlewares=[access_log])
     app.router.add_get("/health", health)
     app.router.add_get("/v1/models", models)
-    app.router.add_get("/metrics", metrics)
+    if engine.args.kind == "vllm" or "enable-metrics" in engine.args.extra:
+        app.router.add_get("/metrics", metrics)  # SGLang: only with --enable-metrics
     app.router.add_post("/v1/chat/completions", chat)
     if engine.args.kind == "sglang":
         app.router.add_get("/health_generate", health)
     return app
 
 
-def _error(status: int, kind: str, message: str) -> web.Response:
-    return web.json_response({"object": "error", "message": message, "type": kind,
-                              "param": None, "code": status}, status=status)
+def error_body(engine: str, status: int, err: str, message: str) -> dict[str, object]:
+    """vLLM's ``{"error": {...}}`` (0.33 entrypoints/serve/engine/protocol.py:86,
+    0.11 entrypoints/openai/protocol.py:108), SGLang's flat body
+    (srt/entrypoints/openai/protocol.py:106)."""
+    info: dict[str, object] = {"message": message, "type": err, "param": None, "code": status}
+    return {"error": info} if engine == "vllm" else {"object": "error", **info}

@@ -1,43 +1,71 @@
-"""SGLang 0.5 wording of an engine's life (REFERENCE.md §2):
-`[YYYY-MM-DD HH:MM:SS TPn] msg`, the TP prefix only when tp > 1."""
+"""SGLang 0.5.23's wording of an engine's life, rendered from the dialect
+fixture (sim/dialects/sglang-0.5.json, the wheel's strings with file:line):
+``[YYYY-MM-DD HH:MM:SS TPn] msg`` (the TP prefix only when tp > 1), the shard
+bar in its own ``% Completed |`` format redrawn with ``\\r`` only (one physical
+line, ended when the bar closes), a crash as ``Scheduler hit an exception:
+Traceback ...`` on one line with the frames raw after it, then the launcher's
+sigquit and its own SIGKILL of the process tree (exit 137)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .timefmt import sglang_ts
+from .dialects import Dialect
+from .engine_vllm import frames, shard_bar
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 
 class SglangStyle:
+    failure_exit = 137
+    """kill_process_tree SIGKILLs everything after a child's sigquit (engine.py:1978)."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
+        self._bar: list[str] = []
+
+    def _tp(self, e: Engine) -> str:
+        return f" TP{e.rank}" if e.args.tp > 1 else ""
+
     def _line(self, e: Engine, msg: str, stream: str = "stdout") -> None:
-        prefix = f" TP{e.rank}" if e.args.tp > 1 else ""
-        e.log(f"[{sglang_ts(e.t())}{prefix}] {msg}", stream)
+        for line in self.d.record(msg, when=e.t(), tp=self._tp(e)):
+            e.log(line, stream)
 
     def _avail(self, e: Engine) -> float:
         return max(0.0, e.node.memory.admission_free_gib() * 1.073741824)
+
+    def _crash(self, e: Engine, exc: str, *calls: tuple[str, int, str, str]) -> None:
+        tb = ["Traceback (most recent call last):",
+              *frames(("sglang/srt/managers/scheduler.py", 6367, "run_scheduler_process",
+                       "scheduler = Scheduler(server_args, port_args)"), *calls), exc]
+        self._line(e, self.d.msg("scheduler_exception", "\n".join(tb)), "stderr")
+        self._line(e, self.d.msg("sigquit"), "stderr")
 
     def start(self, e: Engine) -> None:
         a = e.args
         self._line(e, f"server_args=ServerArgs(model_path='{a.model}', tp_size={a.tp}, "
                    f"mem_fraction_static={a.gmu}, context_length={a.max_model_len}, "
-                   f"host='{a.host}', port={a.port}, nnodes={a.nnodes}, node_rank={a.node_rank})")
+                   f"host='{a.host}', port={a.port}, nnodes={a.nnodes}, node_rank={a.node_rank}, "
+                   f"enable_metrics={'enable-metrics' in a.extra})")
 
     def model_missing(self, e: Engine) -> None:
-        e.log("huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate "
-              "cached snapshot folder for the specified revision on the local disk and outgoing "
-              "traffic has been disabled. To enable repo look-ups and downloads online, set "
-              "'HF_HUB_OFFLINE=0' as environment variable.", "stderr")
+        self._crash(e, "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an "
+                    "appropriate cached snapshot folder for the specified revision on the local "
+                    "disk and outgoing traffic has been disabled. To enable repo look-ups and "
+                    "downloads online, set 'HF_HUB_OFFLINE=0' as environment variable.")
+
+    def _not_enough(self, e: Engine) -> None:
+        self._crash(e, "RuntimeError: " + self.d.msg("not_enough_memory"),
+                    ("sglang/srt/model_executor/pool_configurator.py", 97, "configure",
+                     "raise RuntimeError(msg)"))
 
     def admission_failed(self, e: Engine, free: float, requested: float) -> None:
-        e.log(f"RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-              f"Current value: mem_fraction_static={e.args.gmu}", "stderr")
+        self._not_enough(e)
 
     def nccl_failed(self, e: Engine, reason: str, warn: str) -> None:
         e.log(f"{e.node.name}:{e.pid}:{e.pid + 93} [{e.rank}] NCCL WARN {warn}")
-        e.log(f"RuntimeError: NCCL error: {reason}", "stderr")
+        self._crash(e, f"RuntimeError: NCCL error: {reason}")
 
     def store_timeout(self, e: Engine, joined: int, waited: float) -> None:
         e.log(f"torch.distributed.DistStoreError: Timed out after {int(waited) + 1} seconds "
@@ -47,19 +75,23 @@ class SglangStyle:
         self._line(e, f"Load weight begin. avail mem={self._avail(e):.2f} GB")
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
-        from .engine_vllm import tqdm_line
-
-        if e.rank == 0:
-            e.log("\r" + tqdm_line("Loading safetensors checkpoint shards", done, total, elapsed),
-                  "stderr")
+        """BAR_FORMAT has no newline (utils/common.py:1414): tqdm redraws with
+        ``\\r`` and ends the physical line only when the bar closes."""
+        if e.rank != 0:
+            return
+        self._bar.append(shard_bar(self.d, done, total, elapsed))
+        if done == total:
+            e.log("\r" + "\r".join(self._bar), "stderr")
+            self._bar = []
 
     def load_end(self, e: Engine, gib: float, seconds: float) -> None:
+        quant = "quant=fp8, fmt=e4m3, " if "fp8" in e.args.model.lower() else ""
         self._line(e, f"Load weight end. elapsed={seconds:.2f} s, type={e.args.model}, "
-                   f"avail mem={self._avail(e):.2f} GB, mem usage={gib * 1.073741824:.2f} GB.")
+                   f"{quant}avail mem={self._avail(e):.2f} GB, mem usage={gib * 1.073741824:.2f} "
+                   "GB.")
 
     def kv_short(self, e: Engine, need_gib: float, have_gib: float, fits: int) -> None:
-        e.log("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
-              "stderr")
+        self._not_enough(e)
 
     def kv_ready(self, e: Engine, kv_gib: float, tokens: int) -> None:
         half = kv_gib * 1.073741824 / 2
@@ -69,34 +101,38 @@ class SglangStyle:
 
     def graphs(self, e: Engine, seconds: float, gib: float) -> None:
         a = e.args
-        self._line(e, f"max_total_num_tokens={e.kv_tokens}, chunked_prefill_size="
-                   f"{a.max_num_batched_tokens}, max_prefill_tokens=16384, max_running_requests="
-                   f"{a.max_num_seqs}, context_len={a.max_model_len}, "
-                   f"available_gpu_mem={self._avail(e):.2f} GB")
+        if e.rank == 0:  # scheduler.py:1269 prints it on tp_rank 0
+            self._line(e, f"max_total_num_tokens={e.kv_tokens}, chunked_prefill_size="
+                       f"{a.max_num_batched_tokens}, max_prefill_tokens=16384, "
+                       f"max_running_requests={a.max_num_seqs}, context_len={a.max_model_len}, "
+                       f"available_gpu_mem={self._avail(e):.2f} GB")
 
     def serving(self, e: Engine) -> None:
-        e.log("INFO:     Started server process [1]", "stderr")
-        e.log("INFO:     Waiting for application startup.", "stderr")
-        e.log("INFO:     Application startup complete.", "stderr")
-        e.log(f"INFO:     Uvicorn running on http://{e.args.host}:{e.args.port} "
-              "(Press CTRL+C to quit)", "stderr")
-        self._line(e, "The server is fired up and ready to roll!")
+        for msg in ("Started server process [1]", "Waiting for application startup.",
+                    "Application startup complete."):
+            e.log(f"INFO:     {msg}", "stderr")
+        self._line(e, self.d.msg("fired_up"))
 
     def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
         usage = e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
-        self._line(e, f"Decode batch, #running-req: {e.stats.running}, token usage: {usage:.2f}, "
-                   f"gen throughput (token/s): {gen_tps:.2f}, #queue-req: {e.stats.waiting}")
+        self._line(e, f"Decode batch, #running-req: {e.stats.running}, #token: {e.kv_in_use}, "
+                   f"token usage: {usage:.2f}, cuda graph: True, gen throughput (token/s): "
+                   f"{gen_tps:.2f}, #queue-req: {e.stats.waiting}")
 
     def stall_notice(self, e: Engine) -> None:
         return None
 
     def rpc_timeout(self, e: Engine) -> None:
-        e.log("RuntimeError: NCCL error: remote process exited or there was a network error",
-              "stderr")
+        self._crash(e, "RuntimeError: NCCL error: remote process exited or there was a network "
+                    "error")
 
     def peer_died(self, e: Engine) -> None:
-        e.log("RuntimeError: NCCL error: remote process exited or there was a network error",
-              "stderr")
+        self._crash(e, "RuntimeError: NCCL error: remote process exited or there was a network "
+                    "error")
+
+    def core_exited(self, e: Engine) -> None:
+        self._line(e, self.d.msg("subprocess_crashed", "scheduler_0", e.pid + 7, -9), "stderr")
+        self._line(e, self.d.msg("sigquit"), "stderr")
 
     def shutdown(self, e: Engine) -> None:
         e.log("INFO:     Shutting down", "stderr")

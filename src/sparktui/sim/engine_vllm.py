@@ -1,18 +1,24 @@
-"""vLLM 0.33 wording of an engine's life (REFERENCE.md §1): the
-`(Process pid=N) LEVEL MM-DD HH:MM:SS [file.py:LINE] msg` prefix, tqdm bars
-as `\\r`-separated updates, uvicorn's own lines, and the fatal errors."""
+"""vLLM's wording of an engine's life, rendered from the dialect fixtures
+(sim/dialects/vllm-0.33.json, vllm-0.11.json: the wheels' own strings with
+their file:line): the logger prefix of each version, Model Runner V2's boot
+order in 0.33 (unless ``VLLM_USE_V2_MODEL_RUNNER=0``): ``Loading model from
+scratch...``, the CUDA-graph memory-profiling pass before the KV cache, the
+KV pin's ``Initial free memory ... reserved`` instead of ``Available KV cache
+memory``; tracebacks under the repeated header and again raw; no ``Uvicorn
+running on`` (vLLM starts uvicorn without it); the head sees only its own
+workers, so a remote rank's death is an NCCL error of a local worker."""
 
 from __future__ import annotations
 
 import json
 from typing import TYPE_CHECKING
 
-from .timefmt import vllm_ts
+from .dialects import Dialect
 
 if TYPE_CHECKING:
     from .engine import Engine
 
-VERSION = "0.33.0"
+PY = "/usr/local/lib/python3.12/dist-packages"
 
 
 def _fmt_interval(s: float) -> str:
@@ -36,180 +42,283 @@ def _bar(frac: float) -> str:
 
 
 def tqdm_line(desc: str, n: int, total: int, elapsed: float) -> str:
+    """tqdm's default format (the capture bars)."""
     remaining = "?" if n == 0 else _fmt_interval(elapsed / n * (total - n))
     return (f"{desc}: {100 * n / total:3.0f}%|{_bar(n / total)}| {n}/{total} "
             f"[{_fmt_interval(elapsed)}<{remaining}, {_rate(n, elapsed)}]")
 
 
+def shard_bar(d: Dialect, done: int, total: int, elapsed: float) -> str:
+    """The engine's own shard bar format (``{desc}: {percentage:3.0f}% Completed | ...``)."""
+    remaining = "?" if done == 0 else _fmt_interval(elapsed / done * (total - done))
+    return d.entry("shard_bar").text.format(
+        desc="Loading safetensors checkpoint shards", percentage=100 * done / total,
+        n_fmt=done, total_fmt=total, elapsed=_fmt_interval(elapsed), remaining=remaining,
+        rate_fmt=_rate(done, elapsed)).rstrip("\n")
+
+
+def frames(*calls: tuple[str, int, str, str]) -> list[str]:
+    out = []
+    for path, line, fn, src in calls:
+        out += [f'  File "{PY}/{path}", line {line}, in {fn}', f"    {src}"]
+    return out
+
+
 class VllmStyle:
-    def _line(self, e: Engine, proc: str, pid: int, where: str, msg: str,
-              level: str = "INFO") -> None:
-        header = f"({proc} pid={pid}) {level} {vllm_ts(e.t())} [{where}] "
-        e.log(header + msg.replace("\n", "\r\n" + header))
+    failure_exit = 1
 
-    def _api(self, e: Engine, where: str, msg: str, level: str = "INFO") -> None:
-        self._line(e, "APIServer", 1, where, msg, level)
+    def __init__(self, dialect: Dialect) -> None:
+        self.d = dialect
 
-    def _core(self, e: Engine, where: str, msg: str, level: str = "INFO") -> None:
-        if e.serves_http:
-            self._line(e, "EngineCore_DP0", e.pid, where, msg, level)
-        else:
-            self._line(e, f"Worker_TP{e.rank}", e.pid, where, msg, level)
+    def _v2(self, e: Engine) -> bool:
+        """Model Runner V2 is 0.33's default (config/vllm.py use_v2_model_runner)."""
+        return self.d.name == "vllm-0.33" and e.env.get("VLLM_USE_V2_MODEL_RUNNER") != "0"
+
+    def _proc(self, e: Engine) -> str:
+        return "EngineCore_DP0" if e.serves_http else f"Worker_TP{e.rank}"
+
+    def _record(self, e: Engine, proc: str, pid: int, where: str, msg: str,
+                level: str = "INFO") -> None:
+        for line in self.d.record(msg, when=e.t(), where=where, proc=proc, pid=pid,
+                                  level=level):
+            e.log(line, "stderr" if level != "INFO" else "stdout")
+
+    def _log(self, e: Engine, key: str, *args: object, api: bool = False,
+             level: str = "INFO") -> None:
+        proc, pid = ("APIServer", 1) if api else (self._proc(e), e.pid)
+        self._record(e, proc, pid, self.d.entry(key).where, self.d.msg(key, *args), level)
+
+    def _raw(self, e: Engine, lines: list[str], *, api: bool = False) -> None:
+        proc, pid = ("APIServer", 1) if api else (self._proc(e), e.pid)
+        for line in self.d.raw(lines, proc=proc, pid=pid):
+            e.log(line, "stderr")
+
+    def _dies(self, e: Engine, key: str, tb: list[str], *, summary: bool = True) -> None:
+        """``logger.exception(...)`` of the engine core, the traceback again raw
+        from multiprocessing, then the API server's summary."""
+        proc = self._proc(e)
+        self._record(e, proc, e.pid, self.d.entry(key).where,
+                     self.d.msg(key) + "\n" + "\n".join(tb), "ERROR")
+        self._raw(e, [f"Process {proc}:", *tb])
+        if summary and e.serves_http:
+            self._raw(e, ["Traceback (most recent call last):",
+                          '  File "/usr/local/bin/vllm", line 10, in <module>',
+                          "    sys.exit(main())",
+                          "RuntimeError: " + self.d.msg("core_init_failed",
+                                                        {"EngineCore_DP0": 1})], api=True)
 
     def start(self, e: Engine) -> None:
-        a = e.args
+        a, d = e.args, self.d
         if e.serves_http:
             nondefault = {"model_tag": a.model, "host": a.host, "port": a.port,
                           "model": a.model, "max_model_len": a.max_model_len,
                           "gpu_memory_utilization": a.gmu, "tensor_parallel_size": a.tp}
-            self._api(e, "utils.py:253", f"non-default args: {nondefault}")
-            self._api(e, "api_server.py:1885",
-                      f"vLLM server version {VERSION}, serving model {a.model}")
+            if d.has("logo") and e.env.get("VLLM_DISABLE_LOG_LOGO") != "1":
+                logo = d.entry("logo").text
+                for k in ("${w}", "${r}", "${o}", "${b}"):  # a monochrome logo off a TTY
+                    logo = logo.replace(k, "")
+                self._record(e, "APIServer", 1, d.entry("version_call").where,
+                             logo % (d.version, a.model))
+            elif d.has("nondefault"):
+                self._record(e, "APIServer", 1, d.entry("version_call").where,
+                             f"vLLM server version {d.version}, serving model {a.model}")
+            else:
+                self._log(e, "version", d.version, api=True)
+            if d.has("nondefault"):
+                self._log(e, "nondefault", nondefault, api=True)
         else:
-            self._line(e, "APIServer", 1, "api_server.py:1741",
-                       f"Launching headless engine, node rank {a.node_rank}")
-        self._core(e, "core.py:93", f"Initializing a V1 LLM engine (v{VERSION}) with config: "
-                   f"model='{a.model}', tensor_parallel_size={a.tp}, "
-                   f"max_seq_len={a.max_model_len}, load_format={a.load_format}, "
-                   f"kv_cache_dtype={a.kv_cache_dtype}")
+            self._record(e, "APIServer", 1, "serve.py:150",
+                         f"Launching headless engine, node rank {a.node_rank}")
 
     def model_missing(self, e: Engine) -> None:
-        tb = ("Traceback (most recent call last):\n"
-              '  File "/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/'
-              'config.py", line 612, in get_config\n'
-              "    config_dict, _ = PretrainedConfig.get_config_dict(\n"
-              "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an appropriate "
-              "cached snapshot folder for the specified revision on the local disk and "
-              "outgoing traffic has been disabled. To enable repo look-ups and downloads "
-              "online, set 'HF_HUB_OFFLINE=0' as environment variable.")
-        for line in tb.split("\n"):
-            e.log(line, "stderr")
+        """The CLI resolves the model's config before any engine starts: a raw
+        traceback of the API server (or headless) process."""
+        self._raw(e, ["Traceback (most recent call last):",
+                      *frames(("vllm/transformers_utils/config.py", 612, "get_config",
+                               "config_dict, _ = PretrainedConfig.get_config_dict(")),
+                      "huggingface_hub.errors.LocalEntryNotFoundError: Cannot find an "
+                      "appropriate cached snapshot folder for the specified revision on the "
+                      "local disk and outgoing traffic has been disabled. To enable repo "
+                      "look-ups and downloads online, set 'HF_HUB_OFFLINE=0' as environment "
+                      "variable."], api=True)
 
     def admission_failed(self, e: Engine, free: float, requested: float) -> None:
-        self._core(e, "core.py:933", "EngineCore failed to start.", "ERROR")
-        tb = ("Traceback (most recent call last):\n"
-              '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/worker/gpu_worker.py", '
-              "line 248, in init_device\n"
-              "    self.requested_memory = request_memory(self.init_snapshot, self.cache_config)\n"
-              f"ValueError: Free memory on device cuda:0 ({round(free, 2)}/"
-              f"{round(e.sim.usable_gib, 2)} GiB) on startup is less than desired GPU memory "
-              f"utilization ({e.args.gmu}, {round(requested, 2)} GiB). Decrease GPU memory "
-              "utilization or reduce GPU memory used by other processes.")
-        for line in tb.split("\n"):
-            e.log(line, "stderr")
-        if e.serves_http:
-            e.log("RuntimeError: Engine core initialization failed. See root cause above. "
-                  f"Failed core proc(s): {{'EngineCore_DP0': {1}}}", "stderr")
+        d = self.d
+        args: tuple[object, ...] = (round(free, 2), round(e.sim.usable_gib, 2), e.args.gmu,
+                                    round(requested, 2))
+        if "device_" in d.entry("admission").text:
+            args = ("cuda:0", *args)
+        tb = ["Traceback (most recent call last):",
+              *frames(("vllm/v1/worker/gpu_worker.py", 290, "init_device",
+                       "self.requested_memory = request_memory(self.init_snapshot, "
+                       "self.cache_config)"),
+                      ("vllm/v1/worker/utils.py", 764, "request_memory", "raise ValueError(")),
+              "ValueError: " + d.msg("admission", *args)]
+        self._dies(e, "core_failed", tb)
 
     def nccl_failed(self, e: Engine, reason: str, warn: str) -> None:
         e.log(f"{e.node.name}:{e.pid}:{e.pid + 93} [{e.rank}] NCCL WARN {warn}", "stdout")
-        self._core(e, "multiproc_executor.py:671", "WorkerProc failed to start.", "ERROR")
-        e.log(f"RuntimeError: NCCL error: {reason}", "stderr")
+        tb = ["Traceback (most recent call last):",
+              *frames(("vllm/distributed/device_communicators/pynccl.py", 104, "__init__",
+                       "self.comm: ncclComm_t = self.nccl.ncclCommInitRank("),
+                      ("vllm/distributed/device_communicators/pynccl_wrapper.py", 464,
+                       "NCCL_CHECK", 'raise RuntimeError(f"NCCL error: {error_str}")')),
+              "RuntimeError: " + self.d.msg("nccl_error", reason)]
+        self._dies(e, "workerproc_failed_start", tb, summary=False)
 
     def store_timeout(self, e: Engine, joined: int, waited: float) -> None:
         e.log(f"torch.distributed.DistStoreError: Timed out after {int(waited) + 1} seconds "
               f"waiting for clients. {joined}/{e.nranks} clients joined.", "stderr")
 
     def load_begin(self, e: Engine) -> None:
-        self._core(e, "gpu_model_runner.py:3338", f"Starting to load model {e.args.model}...")
+        if self._v2(e):
+            self._log(e, "load_start_v2")
+        else:
+            self._log(e, "load_start_v1", e.args.model)
         if e.args.load_format == "instanttensor":
-            self._core(e, "default_loader.py:267", "Loading safetensors using InstantTensor loader")
+            self._record(e, self._proc(e), e.pid, "default_loader.py:267",
+                         "Loading safetensors using InstantTensor loader")
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
         if e.args.load_format == "instanttensor":
             return
-        remaining = "?" if done == 0 else _fmt_interval(elapsed / done * (total - done))
-        e.log(f"\rLoading safetensors checkpoint shards: {100 * done / total:3.0f}% Completed "
-              f"| {done}/{total} [{_fmt_interval(elapsed)}<{remaining}, "
-              f"{_rate(done, elapsed)}]", "stderr")
+        self._raw(e, ["\r" + shard_bar(self.d, done, total, elapsed)])
 
     def load_end(self, e: Engine, gib: float, seconds: float) -> None:
-        self._core(e, "default_loader.py:314", f"Loading weights took {seconds:.2f} seconds")
-        self._core(e, "gpu_model_runner.py:3420",
-                   f"Model loading took {round(gib, 2)} GiB memory and {seconds + 3.4:.6f} seconds")
+        self._log(e, "weights_took", seconds)
+        gib_text = round(gib, 2) if self.d.name == "vllm-0.33" else gib
+        self._log(e, "model_loading_v2" if self._v2(e) else "model_loading_v1", gib_text,
+                  seconds + 3.4)
 
     def kv_short(self, e: Engine, need_gib: float, have_gib: float, fits: int) -> None:
-        self._core(e, "core.py:933", "EngineCore failed to start.", "ERROR")
-        e.log(f"ValueError: To serve at least one request with the model's max seq len "
-              f"({e.args.max_model_len}), ({round(need_gib, 2)} GiB KV cache is needed, which "
-              f"is larger than the available KV cache memory ({round(have_gib, 2)} GiB). Based "
-              f"on the available memory, the estimated maximum model length is {fits}. Try "
-              "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
-              "initializing the engine.", "stderr")
+        msg = (f"To serve at least one request with the model's max seq len "
+               f"({e.args.max_model_len}), ({round(need_gib, 2)} GiB KV cache is needed, which "
+               f"is larger than the available KV cache memory ({round(have_gib, 2)} GiB). Based "
+               f"on the available memory, the estimated maximum model length is {fits}. Try "
+               "increasing `gpu_memory_utilization` or decreasing `max_model_len` when "
+               "initializing the engine.")
+        tb = ["Traceback (most recent call last):",
+              *frames(("vllm/v1/core/kv_cache_planning.py", 77, "check_enough_kv_cache_memory",
+                       "raise ValueError(")), "ValueError: " + msg]
+        self._dies(e, "core_failed", tb)
 
     def kv_ready(self, e: Engine, kv_gib: float, tokens: int) -> None:
+        d, pin = self.d, e.args.kv_cache_memory_bytes is not None
+        free = round(e.node.memory.admission_free_gib(), 2)
+        if pin:  # gpu_worker.py:656: profiling is skipped, the pin is printed instead
+            self._log(e, "kv_pin", free, round(kv_gib, 2))
+        else:
+            if self._v2(e):  # V2 captures once to measure, before the KV cache exists
+                if e.serves_http:  # the bar: the global first rank only
+                    self._raw(e, ["\r" + "\r".join(
+                        tqdm_line("Capturing CUDA graphs (PIECEWISE)", k, 7, 0.4 * k)
+                        for k in (0, 3, 7))])
+                self._log(e, "graph_done_v2", 3, 0.41)
+            elif d.name == "vllm-0.33":
+                self._log(e, "profiling_cudagraph_v1", "67 PIECEWISE, 35 FULL")
+            self._log(e, "kv_available", round(kv_gib, 2))
+        if not e.serves_http:
+            return
         max_len = e.args.max_model_len or 32768
-        self._core(e, "gpu_worker.py:359", f"Available KV cache memory: {round(kv_gib, 2)} GiB")
-        self._core(e, "kv_cache_utils.py:1229",
-                   f"GPU KV cache size: {tokens:,} tokens, Maximum concurrency for "
-                   f"{max_len:,} tokens per request: {tokens / max_len:.2f}x")
+        if d.name == "vllm-0.33":
+            self._log(e, "kv_size", "GPU", f"{tokens:,}", f"{max_len:,}", tokens / max_len)
+        else:
+            self._log(e, "kv_size", f"{tokens:,}")
+            self._log(e, "kv_concurrency", f"{max_len:,}", tokens / max_len)
 
     def graphs(self, e: Engine, seconds: float, gib: float) -> None:
-        for kind, mode, n in (("mixed prefill-decode", "PIECEWISE", 67), ("decode", "FULL", 35)):
-            desc = f"Capturing CUDA graphs ({kind}, {mode})"
-            updates = [tqdm_line(desc, k, n, seconds / 2 * k / n) for k in (0, n // 3, n)]
-            e.log("\r" + "\r".join(updates), "stderr")
-        self._core(e, "gpu_model_runner.py:4489",
-                   f"Graph capturing finished in {seconds:.0f} secs, took {gib:.2f} GiB")
-        self._core(e, "core.py:250", "init engine (profile, create kv cache, warmup model) "
-                   f"took {seconds + 20.0:.2f} s (compilation: {seconds / 3:.2f} s)")
+        """Bars on the global first rank only; every worker logs that it finished;
+        ``init engine`` is the engine core's (the head's)."""
+        if self._v2(e):
+            bars = (("Capturing CUDA graphs (PIECEWISE)", 67), ("Capturing CUDA graphs (FULL)", 35))
+        else:
+            bars = (("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE)", 67),
+                    ("Capturing CUDA graphs (decode, FULL)", 35))
+        if e.serves_http:
+            for desc, n in bars:
+                self._raw(e, ["\r" + "\r".join(tqdm_line(desc, k, n, seconds / 2 * k / n)
+                                                for k in (0, n // 3, n))])
+        self._log(e, "graph_done_v2" if self._v2(e) else "graph_done_v1", seconds, gib)
+        if e.serves_http:
+            self._log(e, "init_engine", seconds + 20.0)
 
     def serving(self, e: Engine) -> None:
-        self._api(e, "api_server.py:2016", f"Starting vLLM server on http://{e.args.host}:"
-                  f"{e.args.port}")
-        for msg in ("Started server process [1]", "Waiting for application startup.",
-                    "Application startup complete.",
-                    f"Uvicorn running on http://{e.args.host}:{e.args.port} "
-                    "(Press CTRL+C to quit)"):
-            e.log(f"INFO:     {msg}", "stderr")
+        url = f"http://{e.args.host}:{e.args.port}"
+        if self.d.name == "vllm-0.33":
+            self._log(e, "api_start", url, api=True)
+        else:
+            self._log(e, "api_start", 1, url, api=True)
+        self._raw(e, [f"INFO:     {msg}" for msg in (
+            "Started server process [1]", "Waiting for application startup.",
+            "Application startup complete.")], api=True)
 
     def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
-        st = e.stats
+        """loggers.py: every 10 s while busy, always with the ``Engine 000: `` prefix."""
+        st, d = e.stats, self.d
         usage = 100.0 * e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
-        self._api(e, "loggers.py:236",
-                  f"Avg prompt throughput: {prompt_tps:.1f} tokens/s, "
-                  f"Avg generation throughput: {gen_tps:.1f} tokens/s, "
-                  f"Running: {st.running} reqs, Waiting: {st.waiting} reqs, "
-                  f"GPU KV cache usage: {usage:.1f}%, Prefix cache hit rate: {0.0:.1f}%")
+        if d.name == "vllm-0.33":
+            msg = d.msg("stats_prefix", 0) + ", ".join((
+                d.msg("stats", prompt_tps, gen_tps, st.running, st.waiting),
+                d.msg("stats_kv", "GPU", usage), d.msg("stats_hit", 0.0)))
+            self._record(e, "APIServer", 1, d.entry("stats").where, msg)
+        else:
+            self._log(e, "stats", 0, prompt_tps, gen_tps, st.running, st.waiting, usage, 0.0,
+                      api=True)
 
     def stall_notice(self, e: Engine) -> None:
-        self._core(e, "shm_broadcast.py:542",
-                   "No available shared memory broadcast block found in 60 seconds. This "
-                   "typically happens when some processes are hanging or doing some "
-                   "time-consuming work (e.g. compilation, weight/kv cache quantization).",
-                   "WARNING")
+        self._log(e, "shm_wait", 60, level="WARNING")
 
     def rpc_timeout(self, e: Engine) -> None:
-        self._core(e, "core.py:1012", "EngineCore encountered a fatal error.", "ERROR")
-        for line in ("Traceback (most recent call last):",
-                     '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/'
-                     'multiproc_executor.py", line 312, in get_response',
-                     "    raise TimeoutError(f\"RPC call to {method} timed out.\") from e",
-                     "TimeoutError: RPC call to sample_tokens timed out."):
-            e.log(line, "stderr")
-        self._api(e, "async_llm.py:551", "AsyncLLM output_handler failed.", "ERROR")
-        e.log("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-              "See stack trace (above) for the root cause.", "stderr")
+        """The execute-model timeout, chained (``raise TimeoutError(...) from e``)."""
+        d = self.d
+        tb = ["Traceback (most recent call last):",
+              *frames(("vllm/distributed/device_communicators/shm_broadcast.py", 640,
+                       "acquire_read", "raise TimeoutError")), "TimeoutError", "",
+              "The above exception was the direct cause of the following exception:", "",
+              "Traceback (most recent call last):",
+              *frames(("vllm/v1/engine/core.py", 1577, "run_engine_core",
+                       "engine_core.run_busy_loop()"),
+                      ("vllm/v1/executor/multiproc_executor.py", 509, "get_response",
+                       'raise TimeoutError(f"RPC call to {method} timed out.") from e')),
+              "TimeoutError: " + d.msg("rpc_timeout", "sample_tokens" if d.name == "vllm-0.33"
+                                       else "execute_model")]
+        self._dies(e, "core_fatal", tb, summary=False)
+        self._log(e, "output_handler", api=True, level="ERROR")
+        self._raw(e, [f"vllm.v1.engine.exceptions.EngineDeadError: {d.msg('engine_dead')}"],
+                  api=True)
+
+    def core_exited(self, e: Engine) -> None:
+        """All a SIGKILLed engine core leaves: the client's notice (0.33) or the
+        liveness monitor's line (0.11); /health turns 503, the server exits."""
+        if self.d.has("mpclient_exit"):
+            self._log(e, "mpclient_exit", api=True, level="WARNING")
+        else:
+            self._log(e, "core_proc_died", "EngineCore_DP0", api=True, level="ERROR")
 
     def peer_died(self, e: Engine) -> None:
+        """What a live rank sees of a dead one: its own worker's NCCL error
+        (the head has no line for a remote rank)."""
+        nccl = ("torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/"
+                "distributed/c10d/ProcessGroupNCCL.cpp:3690, remote process exited or there "
+                "was a network error, NCCL version 2.27.7")
+        tb = ["Traceback (most recent call last):",
+              *frames(("torch/distributed/distributed_c10d.py", 2811, "all_reduce",
+                       "work = group.allreduce([tensor], opts)")), nccl]
+        key = "workerproc_failed" if e.phase == "ready" else "workerproc_failed_start"
+        self._record(e, f"Worker_TP{e.rank}", e.pid + 1, self.d.entry(key).where,
+                     self.d.msg(key) + "\n" + "\n".join(tb), "ERROR")
         if e.serves_http:
-            dead = [p for p in e.peers() if p is not e and p.phase in ("dead", "stopped")]
-            rank = dead[0].rank if dead else 1
-            code = dead[0].container.exit_code if dead else -9
-            self._core(e, "multiproc_executor.py:512",
-                       f"Worker proc VllmWorker-{rank} died unexpectedly (exit code: {code}), "
-                       "shutting down executor.", "ERROR")
-            e.log("vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. "
-                  "See stack trace (above) for the root cause.", "stderr")
-        else:
-            e.log("RuntimeError: NCCL error: remote process exited or there was a network "
-                  "error", "stderr")
+            code: tuple[object, ...] = (1,) if "(exit code" in self.d.entry("worker_died").text \
+                else ()
+            self._log(e, "worker_died", f"Worker_TP{e.rank}", *code, level="ERROR")
+            self._raw(e, [f"vllm.v1.engine.exceptions.EngineDeadError: "
+                          f"{self.d.msg('engine_dead')}"], api=True)
 
     def shutdown(self, e: Engine) -> None:
         if e.serves_http and e.phase == "ready":
-            for msg in ("Shutting down", "Waiting for application shutdown.",
-                        "Application shutdown complete.", "Finished server process [1]"):
-                e.log(f"INFO:     {msg}", "stderr")
+            self._raw(e, [f"INFO:     {msg}" for msg in (
+                "Shutting down", "Waiting for application shutdown.",
+                "Application shutdown complete.", "Finished server process [1]")], api=True)
 
 
 def models_json(e: Engine, created: int) -> str:

@@ -41,8 +41,8 @@ def running_pid(config: Config) -> int | None:
 
 @asynccontextmanager
 async def published_sim(config: Config, *, scenario: str | None = None,
-                        speed: float | None = None,
-                        seed: int | None = None) -> AsyncIterator[Sim]:
+                        speed: float | None = None, seed: int | None = None,
+                        dialect: str | None = None) -> AsyncIterator[Sim]:
     """Start the simulator for `config` at `speed` (default: the config's) and
     publish its endpoints; both are gone when the block ends. Raises
     AlreadyRunning when another live simulator owns the endpoints file."""
@@ -51,6 +51,8 @@ async def published_sim(config: Config, *, scenario: str | None = None,
         raise AlreadyRunning(f"a simulator (pid {other}) already publishes "
                              f"{sim_endpoints_path(config)}")
     spec = spec_from_config(config, seed=seed)
+    if dialect is not None:
+        spec.dialect = dialect
     base = config.state_dir() / "sim"
     workdir = base / f"run-{os.getpid()}"
     sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed,

@@ -46,8 +46,11 @@ SCENARIOS: dict[str, str] = {
     "silent-cold-load": "Each rank scans a 101.5 GB sparse shard at ~27.7 MB/s before any "
                         "progress line: ~61 min without a log line, MemAvailable flat (page "
                         "cache); only the engines' read bytes move (the seeds' I5).",
-    "engine-dead": "Rank 0's engine core dies silently 10 min into serving: the API server "
+    "engine-dead": "Rank 0's engine core hangs silently 10 min into serving: the API server "
                    "keeps answering /health 200, completions never come back.",
+    "core-exit": "Rank 0's engine core is SIGKILLed 10 min into serving: vLLM 0.33 prints "
+                 "only '[shutdown] MPClient: engine core exited unexpectedly', /health turns "
+                 "503 and the API server exits 5 s later.",
     "throughput-collapse": "The 22:45 lane's long prompt on hosts that reclaim ~90 s before "
                            "they wedge: zero tokens with the request running, SSH still "
                            "answering, then dgx6/dgx7 thrash.",
@@ -76,6 +79,8 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
             n.oom_kill_after_s = 1500.0
     elif name == "engine-dead":
         spec.engine_core_dies_after_s = 600.0
+    elif name == "core-exit":
+        spec.engine_core_exits_after_s = 600.0
     elif name == "silent-cold-load":
         spec.silent_scan_gb = 101.5
         spec.nfs_link_mbps = 101.5e9 / 3660 / 1e6  # the seeds: 61 min for the shard

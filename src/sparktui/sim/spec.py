@@ -53,8 +53,15 @@ class SimSpec:
     """(image, model repo) pairs whose engines garble copied text (r37-garble)."""
     """``""``, ``500`` or ``hang``."""
     engine_core_dies_after_s: float | None = None
-    """Seconds after a lane starts serving that rank 0's engine core dies without a
+    """Seconds after a lane starts serving that rank 0's engine core hangs without a
     word while its API server keeps answering /health 200 (vllm#39863, #7633)."""
+    engine_core_exits_after_s: float | None = None
+    """Seconds after a lane starts serving that rank 0's engine core is SIGKILLed: the
+    client's one line, /health 503, the API server gone ~5 s later (vLLM 0.33
+    v1/engine/core_client.py:840)."""
+    dialect: str = "vllm-0.33"
+    """Which vLLM release the simulated vLLM engines speak (sim/dialects/; SGLang
+    engines speak sglang-0.5)."""
     silent_scan_gb: float = 0.0
     """GB each rank reads, at its NFS rate, before its first shard's progress line
     and without memory growing (a sparse shard scanned into the page cache: the

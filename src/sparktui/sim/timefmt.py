@@ -33,14 +33,6 @@ def docker_created(t: float) -> str:
     return _dt(t).strftime("%Y-%m-%d %H:%M:%S +0000 UTC")
 
 
-def vllm_ts(t: float) -> str:
-    return _dt(t).strftime("%m-%d %H:%M:%S")
-
-
-def sglang_ts(t: float) -> str:
-    return _dt(t).strftime("%Y-%m-%d %H:%M:%S")
-
-
 def iso_ha(t: float) -> str:
     """Home Assistant's last_changed: 2026-11-29T22:00:01.123456+00:00."""
     return _dt(t).isoformat(timespec="microseconds")
