@@ -242,13 +242,33 @@ def build(dialect: str, files: dict[str, str]) -> dict[str, object]:
     return {"dialect": dialect, "engine": engine, "version": version, "lines": lines}
 
 
+def doc_table() -> str:
+    """The table of docs/DIALECTS.md: every key, and where each version has it."""
+    data = {d: json.loads((HERE / f"{d}.json").read_text("utf-8")) for d in DIALECTS}
+    keys = sorted({k for v in data.values() for k in v["lines"]})
+    head = "| key | " + " | ".join(f"{v['engine']} {v['version']}" for v in data.values()) + " |"
+    rows = [head, "|" + " --- |" * (len(data) + 1)]
+    for k in keys:
+        cells = [f"`{v['lines'][k]['source']}`" if k in v["lines"] else "—"
+                 for v in data.values()]
+        rows.append(f"| {k} | " + " | ".join(cells) + " |")
+    return "\n".join(rows) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("dialect", choices=sorted(DIALECTS))
-    ap.add_argument("wheel", type=Path, help="the .whl, or the directory it was unzipped to")
+    ap.add_argument("dialect", choices=[*sorted(DIALECTS), "doc"],
+                    help="the dialect to regenerate, or `doc` to print docs/DIALECTS.md's table")
+    ap.add_argument("wheel", type=Path, nargs="?",
+                    help="the .whl, or the directory it was unzipped to")
     ap.add_argument("--out", type=Path, default=None,
                     help="where to write (default: src/sparktui/sim/dialects/DIALECT.json)")
     args = ap.parse_args(argv)
+    if args.dialect == "doc":
+        print(doc_table(), end="")
+        return 0
+    if args.wheel is None:
+        ap.error("a wheel is needed to regenerate a dialect")
     if not args.wheel.exists():
         print(f"engine_dialects: {args.wheel}: no such file or directory", file=sys.stderr)
         return 2

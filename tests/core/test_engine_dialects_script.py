@@ -54,3 +54,8 @@ def test_strings_are_read_with_their_line(script, tmp_path: Path) -> None:
 def test_a_vanished_anchor_names_itself(script, tmp_path: Path) -> None:
     with pytest.raises(script.AnchorMissing, match="Loading model from scratch"):
         script.build("vllm-0.33", {"vllm/v1/worker/gpu/model_runner.py": "x = 1\n"})
+
+
+def test_the_docs_table_is_the_fixtures(script) -> None:
+    doc = (SCRIPT.parents[1] / "docs" / "DIALECTS.md").read_text("utf-8")
+    assert doc.endswith(script.doc_table())
