@@ -22,6 +22,13 @@
   at 1,000 lines/s while thrash alerts for three nodes arrive 5 times a
   second); the same keys, ``a`` (acknowledge) among them.
 
+- **key-to-acknowledgement** (``--ack``): at 80x24, the keys that wait on the
+  network (``P``, ``R`` on a node, ``x`` on a lane, and the serve picker's
+  cluster check) with every node answering its probes 2 s late (a starved
+  node): timed from the key to the first frame showing the key's own answer
+  on the notice line ("preparing …"), and to the modal. Issue 28: <= 100 ms
+  to the acknowledgement, whatever the modal takes.
+
 Targets (issue 7): first paint <= 1 s, idle <= 3 % of a core, key-to-paint
 p99 <= 100 ms; issue 13: key-to-paint p99 <= 50 ms during the incident.
 """
@@ -289,6 +296,88 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
             "gc_passes": len(pauses.ms), "gc_max_ms": max(pauses.ms, default=0.0)}
 
 
+SLOW_NET_S = 2.0
+"""How late every probe and command answers in the acknowledgement run."""
+
+
+async def key_to_ack(rounds: int) -> dict[str, dict[str, float]]:
+    """Per key: median and max ms from the key to the first frame with its
+    acknowledgement, and to the first frame with the modal."""
+    from tests.tui.scenes import hold_still, scene_console, settled
+
+    from sparktui.tui.screens.confirm import ActionModal
+    from sparktui.tui.screens.info import PickerScreen
+    from sparktui.tui.widgets.alerts import NoticeLine
+
+    console = scene_console()
+    app = console.app
+    term = Console(file=NullFile(), force_terminal=True, color_system="truecolor",
+                   width=80, height=24)
+    stamps = frames(app, term)
+    said: list[tuple[float, str]] = []
+    original_say = NoticeLine.say
+
+    def say(line: NoticeLine, message: str, title: str, severity: str) -> None:
+        said.append((time.perf_counter(), message))
+        original_say(line, message, title, severity)
+
+    setattr(NoticeLine, "say", say)  # noqa: B010  (the class: every line is timed)
+    out: dict[str, dict[str, list[float]]] = {}
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot, console)
+            await hold_still(console)
+            for link in console.fleet.links.values():
+                for name in ("probe", "run"):
+                    inner = getattr(link, name)
+
+                    async def late(*a, _inner=inner):  # type: ignore[no-untyped-def]
+                        await asyncio.sleep(SLOW_NET_S)
+                        return await _inner(*a)
+
+                    setattr(link, name, late)
+            screen = app.main_screen
+            nodes = screen.query_one(NodesTable)
+            cases = (("P", "nodes", "dgx7"), ("R", "nodes", "dgx6"),
+                     ("x", "lanes", None), ("cluster picker", None, None))
+            for _ in range(rounds):
+                for key, pane, row in cases:
+                    if pane is not None:
+                        await pilot.press("1" if pane == "nodes" else "2")
+                        if row is not None:
+                            nodes.move_cursor(row=nodes.get_row_index(row))
+                        await pilot.pause(0.05)
+                    n_said = len(said)
+                    t0 = time.perf_counter()
+                    if key == "cluster picker":
+                        app.pick_cluster("glm53-flash-eugr-2x")
+                    else:
+                        app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
+                    while len(said) == n_said or not stamps or stamps[-1] < said[n_said][0]:
+                        await asyncio.sleep(0)
+                    ack = stamps[-1] - t0
+                    modal = (PickerScreen if key == "cluster picker" else ActionModal)
+                    while not isinstance(app.screen, modal):
+                        await asyncio.sleep(0.005)
+                    t_modal = time.perf_counter()
+                    while stamps[-1] < t_modal:
+                        await asyncio.sleep(0.005)
+                    shown = stamps[-1] - t0
+                    times = out.setdefault(key, {"ack": [], "modal": []})
+                    times["ack"].append(ack)
+                    times["modal"].append(shown)
+                    await pilot.press("escape")
+                    while isinstance(app.screen, (ActionModal, PickerScreen)):
+                        await pilot.press("escape")
+                        await pilot.pause(0.05)
+                    await pilot.pause(0.1)
+    finally:
+        setattr(NoticeLine, "say", original_say)  # noqa: B010
+    return {key: {f"{what}_{stat}": 1000 * f(values) for what, values in times.items()
+                  for stat, f in (("median", statistics.median), ("max", max))}
+            for key, times in out.items()}
+
+
 class CollectorPauses:
     """gc callback: how long each collector pass stalled the loop (ms)."""
 
@@ -315,6 +404,13 @@ def host_line() -> str:
 
 async def run(args: argparse.Namespace) -> None:
     print(host_line())
+    if args.ack:
+        for key, t in (await key_to_ack(args.ack_rounds)).items():
+            print(f"key-to-acknowledgement at 80x24, {key} (probes {SLOW_NET_S:g} s late): "
+                  f"ack median {t['ack_median']:.1f} ms, max {t['ack_max']:.1f} ms; "
+                  f"modal median {t['modal_median']:.0f} ms, max {t['modal_max']:.0f} ms "
+                  f"({args.ack_rounds} presses)")
+        return
     if not args.skip_sim:
         sim = SimChild(speed=60.0)
         try:
@@ -356,6 +452,9 @@ def main() -> None:
                         help="boot-log rates to test, lines/s (0: as fast as taken)")
     parser.add_argument("--incident", action="store_true",
                         help="only key-to-paint at 80x24: calm vs the incident, one run")
+    parser.add_argument("--ack", action="store_true",
+                        help="only key-to-acknowledgement of the keys that wait on the network")
+    parser.add_argument("--ack-rounds", type=int, default=5, help="presses per key (--ack)")
     parser.add_argument("--skip-sim", action="store_true",
                         help="only key-to-paint (no simulator child)")
     asyncio.run(run(parser.parse_args()))
