@@ -50,6 +50,7 @@ from sparktui.core.render import plan
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult, Psi, PsiLine
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.sim.cluster import Sim
+from sparktui.sim.dialects import load as load_dialect
 from sparktui.sim.docker import Container
 from sparktui.sim.testing import running_sim
 from sparktui.watch.follower import LogFollower
@@ -89,6 +90,37 @@ def mix_line(i: int) -> str:
 
 
 MIX = [mix_line(i) for i in range(len(TEMPLATES))]
+
+
+def dialect_lines(name: str = "vllm-0.33") -> list[str]:
+    """A serving engine's lines rendered from the dialect's own strings (the
+    wheel's formats, sim/dialects/): the boot of the golden transcript once,
+    then what a busy engine prints (its stats line, uvicorn's access lines)."""
+    golden = ROOT / "tests" / "fixtures" / "dialects" / "transcripts" \
+        / "vllm033-v2-single-reasoning"
+    with open(golden / "rank0.log", encoding="utf-8", newline="") as f:
+        boot = [line.partition(" ")[2] for line in f.read().split("\n") if line]
+    d = load_dialect(name)
+    busy = []
+    for i in range(97):
+        msg = d.msg("stats_prefix", 0) + ", ".join((
+            d.msg("stats", i * 13.7, i % 41 + 0.5, i % 5, i % 3), d.msg("stats_kv", "GPU", i / 9),
+            d.msg("stats_hit", i / 7)))
+        busy += d.record(msg, when=1.8e9 + i, where=d.entry("stats").where, proc="APIServer")
+        busy += [f'INFO:     127.0.0.1:{40000 + i} - "GET /health HTTP/1.1" 200 OK',
+                 f'INFO:     127.0.0.1:{41000 + i} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+                 f'INFO:     127.0.0.1:{42000 + i} - "GET /metrics HTTP/1.1" 200 OK']
+    return boot + busy
+
+
+def dialect_log_bytes(n: int, name: str = "vllm-0.33") -> bytes:
+    lines = dialect_lines(name)
+    out = []
+    for i in range(n):
+        s, ns = divmod(i, 1000)
+        out.append(f"2026-11-29T01:{s // 60 % 60:02d}:{s % 60:02d}.{ns:06d}000Z "
+                   f"{lines[i % len(lines)]}\n")
+    return "".join(out).encode()
 
 
 def log_bytes(n: int) -> bytes:
@@ -183,6 +215,26 @@ def _word(i: int) -> str:
         out += chr(97 + r)
         if not i:
             return out
+
+
+async def bench_ingest_dialect(n: int, runs: int = 5) -> dict[str, float]:
+    """Follower + tracker over vLLM 0.33 output rendered from the wheel's strings,
+    beside the notes-built mix above, interleaved run by run (CPU best of runs)."""
+    mix, dialect = log_bytes(n), dialect_log_bytes(n)
+    mix_rates, dialect_rates = [], []
+    for _ in range(runs):
+        mix_rates.append(await _ingest_once(mix))
+        dialect_rates.append(await _ingest_once(dialect))
+    best_mix = max(r[1] for r in mix_rates)
+    best = max(r[1] for r in dialect_rates)
+    return {"lines": n, "runs": runs,
+            "vllm033_follower_and_tracker_lines_per_s_median": statistics.median(
+                r[0] for r in dialect_rates),
+            "vllm033_follower_and_tracker_cpu_lines_per_s_best": best,
+            "notes_mix_follower_and_tracker_cpu_lines_per_s_best": best_mix,
+            "vllm033_to_notes_mix_cpu_ratio": best / best_mix,
+            "vllm033_classify_only_lines_per_s": _rate(
+                classify, dialect.decode().split("\n")[:100_000])}
 
 
 async def bench_ingest(n: int, runs: int = 5) -> dict[str, float]:
@@ -569,9 +621,16 @@ async def main() -> None:
     ap.add_argument("--lines", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--sim", action="store_true", help="also measure over SSH against the sim")
+    ap.add_argument("--dialect", action="store_true",
+                    help="only ingest over vLLM 0.33 output rendered from the wheel's strings")
     ap.add_argument("--openssh", action="store_true",
                     help="only fatal line -> verdict over a real sshd on loopback")
     args = ap.parse_args()
+    if args.dialect:
+        print(json.dumps({"host": host_line(),
+                          "ingest_vllm033": await bench_ingest_dialect(args.lines),
+                          "host_after": host_line()}, indent=2))
+        return
     if args.openssh:
         print(json.dumps({"host": host_line(),
                           "docker_standin_alone": standin_start(),

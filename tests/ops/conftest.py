@@ -101,6 +101,8 @@ def fleet_config(config_copy: Callable[..., Path], tmp_path: Path) -> Config:
 def sim_ctx(fleet_config: Config) -> Callable[..., Any]:
     """``async with sim_ctx(scenario) as (sim, ctx, events):``
 
+    ``dialect``: the vLLM release the simulated engines speak (default vllm-0.33).
+
     By default the simulator runs on its manual clock, moved by `drive_clock`
     (``min_step``, ``pace``) while the block runs: the block awaits its workflows
     as production does. ``speed=None``: the manual clock, moved by the test
@@ -110,12 +112,14 @@ def sim_ctx(fleet_config: Config) -> Callable[..., Any]:
     @asynccontextmanager
     async def make(scenario: str = "normal", speed: float | str | None = "driven",
                    config: Config | None = None, min_step: float = MIN_STEP_S,
-                   pace: float | None = PACE) -> AsyncIterator[tuple[Sim, OpsContext,
-                                                                     Recorder]]:
+                   pace: float | None = PACE, dialect: str | None = None,
+                   ) -> AsyncIterator[tuple[Sim, OpsContext, Recorder]]:
         cfg = config or fleet_config
         driven = speed == "driven"
         async with running_sim(cfg, scenario=scenario,
                                speed=None if driven else speed) as sim:  # type: ignore[arg-type]
+            if dialect is not None:  # what the vLLM engines started from now on speak
+                sim.spec.dialect = dialect
             path = cfg.state_dir() / "sim" / "endpoints.json"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(sim.endpoints()))

@@ -93,10 +93,11 @@ async def test_missing_images_are_synced_node_to_node_and_verified(sim_ctx, flee
                    for s in sync_steps)
 
 
+@pytest.mark.parametrize("dialect", ["vllm-0.33", "vllm-0.11"])
 async def test_a_rank_dying_is_reported_with_its_line_and_the_ranks_are_stopped(
-        sim_ctx, fleet_config):
+        sim_ctx, fleet_config, dialect):
     r = load_recipe(fleet_config, "glm53-flash-eugr-2x")
-    async with sim_ctx("cache-not-symlink") as (sim, ctx, _):
+    async with sim_ctx("cache-not-symlink", dialect=dialect) as (sim, ctx, _):
         options = ServeOptions(overrides=frozenset({Override.HF_CACHE}), poll_s=5.0)
         result = await run_wf(ctx, Serve(r, B, options))
         assert not result.ok
@@ -131,10 +132,12 @@ async def test_keep_leaves_the_ranks_for_the_operator(sim_ctx, fleet_config):
         assert ctx.locks.list() == []
 
 
+@pytest.mark.parametrize("dialect", ["vllm-0.33", "vllm-0.11"])
 async def test_a_worker_node_lost_mid_boot_fails_the_serve_and_frees_the_lock(
-        sim_ctx, fleet_config):
+        sim_ctx, fleet_config, dialect):
     r = load_recipe(fleet_config, "glm53-full-mxfp4-4x-dspark8")
-    async with sim_ctx(speed=400.0) as (sim, ctx, events):  # readiness: see test_serve_sim
+    # readiness: see test_serve_sim
+    async with sim_ctx(speed=400.0, dialect=dialect) as (sim, ctx, events):
         def on_event(e):
             events(e)
             if isinstance(e, StepStarted) and e.step == "readiness":

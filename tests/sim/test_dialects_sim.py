@@ -1,0 +1,151 @@
+"""The simulator speaks each engine dialect from the wheels' own strings
+(sim/dialects/): a rendered recipe's boot, read by the phase tracker, goes
+through the boot order of its version; the lines carry the source's own
+``[file.py:LINE]``; a SIGKILLed engine core turns /health 503 and then closes
+the port; an SGLang lane rendered by us serves /metrics."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import httpx
+import pytest
+
+from sparktui.core.config import Config
+from sparktui.core.logsig import Phase
+from sparktui.core.phases import PhaseTracker
+from sparktui.sim.cluster import Sim
+from sparktui.sim.dialects import load
+from sparktui.sim.spec import spec_from_config
+from sparktui.sim.testing import running_sim
+
+from .test_engine import health
+
+VLLM_LANE = "glm53-flash-eugr-2x"  # 2 nodes, no KV pin
+PINNED_LANE = "glm53-full-mxfp4-4x-dspark8"  # 4 nodes, a 9 GiB KV pin
+SGLANG_LANE = "dsv41-flash-sglang-4x"
+
+
+def tracked(sim: Sim, lane: str) -> tuple[PhaseTracker, dict[int, list[str]]]:
+    """Every rank's log, merged by time, through one lane tracker."""
+    lines: list[tuple[float, int, str]] = []
+    for node in sim.nodes.values():
+        for c in node.docker.containers.values():
+            if c.labels.get("sparktui.lane") == lane:
+                rank = int(c.labels["sparktui.rank"])
+                lines += [(ln.t, rank, ln.text) for ln in c.logs]
+    lines.sort(key=lambda x: (x[0], x[1]))
+    t = PhaseTracker(lane, stall_after_s=3600, start=0.0)
+    by_rank: dict[int, list[str]] = {}
+    for when, rank, text in lines:
+        t.feed(rank, text, when)
+        by_rank.setdefault(rank, []).append(text)
+    return t, by_rank
+
+
+@pytest.mark.parametrize("dialect", ["vllm-0.11", "vllm-0.33"])
+@pytest.mark.parametrize("lane", [VLLM_LANE, PINNED_LANE])
+async def test_vllm_boot_order_in_each_dialect(fleet: Config, serve, dialect: str,
+                                               lane: str) -> None:
+    d = load(dialect)
+    spec = spec_from_config(fleet)
+    spec.dialect = dialect
+    async with running_sim(spec=spec, scenario="normal") as sim:
+        await serve(sim, lane)
+        await sim.advance(4 * 3600)
+        assert await health(sim, "dgx1") == 200
+        t, logs = tracked(sim, lane)
+    order = [p for p in t.phase_times if p is not Phase.SERVING]
+    assert order == [Phase.STARTING, Phase.LOADING, Phase.KV_ALLOC, Phase.GRAPH_CAPTURE,
+                     Phase.API_STARTING], order
+    assert t.failure is None and t.kv.tokens
+    head = "\n".join(logs[0])
+    load_key = "load_start_v2" if dialect == "vllm-0.33" else "load_start_v1"
+    assert f"[{d.entry(load_key).where}] " in head  # the source's own file:line
+    assert "Uvicorn running on" not in head
+    pinned = lane == PINNED_LANE
+    assert ("Initial free memory" in head) is pinned
+    assert ("Available KV cache memory" in head) is not pinned
+    if dialect == "vllm-0.33":
+        profiling = not pinned  # V2 measures its graphs before the KV cache, unless pinned
+        first_done = head.index("Graph capturing finished")
+        assert (first_done < head.index("KV cache size")) is profiling
+    else:
+        assert "\x1b[1;36m(EngineCore_DP0 pid=" in head  # 0.11's process prefix
+
+
+async def test_stats_every_ten_seconds_while_busy(fleet: Config, serve) -> None:
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, VLLM_LANE)
+        await sim.advance(4 * 3600)
+        c = next(c for c in sim.nodes["dgx1"].docker.containers.values()
+                 if c.labels.get("sparktui.lane") == VLLM_LANE)
+        before = sum("Avg prompt throughput" in ln.text for ln in c.logs)
+        await sim.advance(120)  # idle: DEBUG, nothing at INFO
+        assert sum("Avg prompt throughput" in ln.text for ln in c.logs) == before
+        req = sim.run_prompt(VLLM_LANE, 60_000, max_tokens=200)
+        while not req.done:
+            await sim.advance(10)
+        stats = [ln for ln in c.logs if "Avg prompt throughput" in ln.text][before:]
+    assert len(stats) >= 2 and all("Engine 000: Avg prompt throughput" in ln.text
+                                   for ln in stats)
+    gaps = {round(b.t - a.t) for a, b in pairwise(stats)}
+    assert gaps == {10}, gaps
+
+
+async def test_a_killed_engine_core_is_503_then_a_closed_port(fleet: Config, serve) -> None:
+    async with running_sim(fleet, scenario="core-exit") as sim:
+        await serve(sim, VLLM_LANE)
+        await sim.advance(4 * 3600)  # serving since well over 600 s: the core was killed
+        c = next(c for c in sim.nodes["dgx1"].docker.containers.values()
+                 if c.labels.get("sparktui.lane") == VLLM_LANE)
+        dead = [ln.t for ln in c.logs if "MPClient: engine core exited unexpectedly" in ln.text]
+        assert len(dead) == 1
+        assert c.status == "exited" and c.finished_t == pytest.approx(dead[0] + 5.0)
+        assert await health(sim, "dgx1") == "refused"
+
+
+async def test_a_core_exit_answers_503_before_the_server_goes(fleet: Config, serve) -> None:
+    async with running_sim(fleet, scenario="core-exit") as sim:  # killed 600 s into serving
+        await serve(sim, VLLM_LANE)
+        while await health(sim, "dgx1") != 200:
+            await sim.advance(60)
+        c = next(c for c in sim.nodes["dgx1"].docker.containers.values()
+                 if c.labels.get("sparktui.lane") == VLLM_LANE)
+        while not any("MPClient" in ln.text for ln in c.logs):
+            await sim.advance(1)
+        assert await health(sim, "dgx1") == 503  # a dead core, the server still up
+        await sim.advance(6)
+        assert await health(sim, "dgx1") == "refused"
+
+
+async def test_an_sglang_lane_rendered_by_us_serves_metrics(fleet: Config, serve) -> None:
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, SGLANG_LANE)
+        await sim.advance(4 * 3600)
+        t, logs = tracked(sim, SGLANG_LANE)
+        host = sim.nodes["dgx1"].api_host
+        async with httpx.AsyncClient(base_url=f"http://{host}:30000", timeout=5) as client:
+            r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert t.phase is Phase.SERVING and t.failure is None
+    head = "\n".join(logs[0])
+    assert "% Completed | " in head and "\r" in head  # the \r-only shard bar, one line
+    assert "Uvicorn running on" not in head
+
+
+async def test_an_sglang_rank_crash_reads_as_sglang_prints_it(fleet: Config, serve) -> None:
+    """cache-not-symlink on an SGLang lane: the scheduler's one-line traceback
+    header, the root cause after it, sigquit, and the tree's own SIGKILL (137),
+    which is not called an OOM."""
+    async with running_sim(fleet, scenario="cache-not-symlink") as sim:
+        await serve(sim, SGLANG_LANE, "4nodes-switch-b")  # dgx5-8: dgx6-8 lack the symlink
+        await sim.advance(600)
+        t, _ = tracked(sim, SGLANG_LANE)
+        codes = {c.exit_code for n in sim.nodes.values() for c in n.docker.containers.values()
+                 if c.labels.get("sparktui.lane") == SGLANG_LANE and c.status == "exited"}
+    f = t.failure
+    assert f is not None and f.rank in (1, 2, 3)
+    assert f.line.startswith("Scheduler hit an exception: Traceback (most recent call last):")
+    assert f.cause is not None and "LocalEntryNotFoundError" in f.cause
+    assert 137 in codes and "OOM" not in f.describe()
