@@ -150,3 +150,68 @@ def test_a_raise_source_line_is_never_the_root_cause(lines: list[str], prefix: s
     for line in lines:
         ev = classify(prefix + line)
         assert ev is None or not ev.fatal
+
+
+_NUM = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
+_TOKENS = st.integers(min_value=1, max_value=10**8)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["vllm-0.33", "vllm-0.11"]), _NUM, _NUM, st.integers(0, 999),
+       st.integers(0, 999), _TOKENS, st.floats(0, 100, allow_nan=False))
+def test_every_rendered_vllm_line_reads_back(dialect: str, a: float, b: float, running: int,
+                                             waiting: int, tokens: int, pct: float) -> None:
+    """Whatever numbers the engine fills into its own format strings, under
+    its own prefix, the line classifies as its kind with those numbers."""
+    from sparktui.sim.dialects import load
+
+    d = load(dialect)
+
+    def read(key: str, *args: object) -> dict[str, str]:
+        line = d.log(key, *args, when=1.8e9, proc="EngineCore_DP0", pid=7)[0]
+        ev = classify(line)
+        assert ev is not None, line
+        return dict(ev.fields) | {"kind": ev.kind.value}
+
+    if dialect == "vllm-0.33":
+        stats = d.msg("stats_prefix", 0) + ", ".join((d.msg("stats", a, b, running, waiting),
+                                                      d.msg("stats_kv", "GPU", pct),
+                                                      d.msg("stats_hit", pct)))
+        got = read("kv_size", "GPU", f"{tokens:,}", "131,072", a)
+        assert got["kind"] == "kv_cache" and got["tokens"] == f"{tokens:,}"
+    else:
+        stats = d.msg("stats", 0, a, b, running, waiting, pct, pct)
+        got = read("kv_size", f"{tokens:,}")
+        assert got["kind"] == "kv_cache" and got["tokens"] == f"{tokens:,}"
+    ev = classify(d.record(stats, when=1.8e9, where="loggers.py:1", proc="APIServer")[0])
+    assert ev is not None and ev.kind is Kind.STATS
+    assert (ev.fields["running"], ev.fields["waiting"]) == (str(running), str(waiting))
+    assert float(ev.fields["prompt_tps"]) == pytest.approx(round(a, 1), abs=0.051)
+    got = read("kv_available", round(b, 2))
+    assert got["kind"] == "kv_memory"
+    got = read("kv_pin", round(a, 2), round(b, 2))
+    assert got["kind"] == "kv_memory" and float(got["gib"]) == pytest.approx(round(b, 2),
+                                                                             abs=0.006)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 999), st.integers(0, 10**7), st.floats(0, 1, allow_nan=False),
+       st.booleans(), _NUM, st.integers(0, 999), st.sampled_from(["", " TP0", " TP3"]),
+       st.sampled_from(["", "quant=fp8, fmt=e4m3, ", "quant=gptq, bits=4, "]))
+def test_sglang_lines_read_back(running: int, used: int, usage: float, graph: bool, tps: float,
+                                queue: int, tp: str, quant: str) -> None:
+    """SGLang 0.5.23's decode line (with ``#token`` and ``cuda graph``) and a
+    quantized checkpoint's ``Load weight end.`` under its ``[date TPn]`` prefix."""
+    from sparktui.sim.dialects import load
+
+    d = load("sglang-0.5")
+    line = d.record(f"Decode batch, #running-req: {running}, #token: {used}, token usage: "
+                    f"{usage:.2f}, cuda graph: {graph}, gen throughput (token/s): {tps:.2f}, "
+                    f"#queue-req: {queue}", when=1.8e9, tp=tp)[0]
+    ev = classify(line)
+    assert ev is not None and ev.kind is Kind.STATS
+    assert ev.fields["running"] == str(running) and ev.fields["token_usage"] == f"{usage:.2f}"
+    end = d.record(f"Load weight end. elapsed=12.50 s, type=Glm4MoeForCausalLM, {quant}avail "
+                   f"mem={tps:.2f} GB, mem usage=29.87 GB.", when=1.8e9, tp=tp)[0]
+    ev = classify(end)
+    assert ev is not None and ev.kind is Kind.LOAD_DONE and ev.fields["gb"] == "29.87"

@@ -151,7 +151,7 @@ BORING_LINES = [render(shape, ["12", "3", "45", "6"], [0, 3, 1, 7]) for shape in
 
 
 def test_each_boring_shape_tries_its_own_signature() -> None:
-    want = [Kind.STATS, None, Kind.STATS, Kind.STATS, Kind.LOAD_SHARD, Kind.KV_MEMORY]
+    want = [Kind.STATS, None, Kind.STATS, Kind.STATS, Kind.STATS, Kind.LOAD_SHARD, Kind.KV_MEMORY]
     got = [(ev.kind if (ev := classify(line)) else None) for line in BORING_LINES]
     assert got == want
     assert all(_BORING.fullmatch(line) for line in BORING_LINES)

@@ -282,7 +282,7 @@ SIGNATURES: tuple[Signature, ...] = (
          r"The server is fired up and ready to roll!"),
     _sig(Kind.STATS, S, None, " batch, ",
          rf"(?P<batch>Prefill|Decode) batch, .*?#running-req: (?P<running>\d+)"
-         rf"(?:, token usage: (?P<token_usage>{_N}))?"),
+         rf"(?:, #token: \d+)?(?:, token usage: (?P<token_usage>{_N}))?"),
     # ---- kernel journal ---------------------------------------------------
     _sig(Kind.KERNEL_PRESSURE, W, None, "Under memory pressure",
          r"Under memory pressure, flushing caches"),
@@ -404,6 +404,10 @@ BORING: tuple[Shape, ...] = (
      ", gen throughput (token/s): ", NUM),
     ("Decode batch, #running-req: ", NUM, ", token usage: ", NUM,
      ", gen throughput (token/s): ", NUM, ", #queue-req: ", NUM),
+    # SGLang 0.5.23 (metrics_reporter.py:963, pool_stats_observer.py, :1040)
+    ("Decode batch, #running-req: ", NUM, ", #token: ", NUM, ", token usage: ", NUM,
+     ", cuda graph: ", ("True", "False"), ", gen throughput (token/s): ", NUM,
+     ", #queue-req: ", NUM),
     # tqdm's shard progress ({percentage:3.0f}% ... [{elapsed}<{remaining}, {rate_fmt}])
     ("Loading safetensors checkpoint shards:", (" ", "  ", "   "), NUM, "% Completed | ", NUM,
      "/", NUM, " [", NUM, ":", NUM, "<", NUM, ":", NUM, ",", (" ", "  ", "   "), NUM,
