@@ -6,6 +6,8 @@ the port; an SGLang lane rendered by us serves /metrics."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from itertools import pairwise
 
 import httpx
@@ -149,3 +151,43 @@ async def test_an_sglang_rank_crash_reads_as_sglang_prints_it(fleet: Config, ser
     assert f.line.startswith("Scheduler hit an exception: Traceback (most recent call last):")
     assert f.cause is not None and "LocalEntryNotFoundError" in f.cause
     assert 137 in codes and "OOM" not in f.describe()
+
+
+@pytest.mark.parametrize("dialect,key", [("vllm-0.33", "reasoning"),
+                                         ("vllm-0.11", "reasoning_content")])
+async def test_a_reasoning_lane_streams_its_dialects_field(fleet: Config, serve, dialect: str,
+                                                           key: str) -> None:
+    """--reasoning-parser (glm53-flash-eugr-2x): the first tokens come as
+    reasoning in the release's own field, unless the template is asked not to
+    think; the console's first-token probe passes either way."""
+    from sparktui.adapters.engine_http import EngineClient
+
+    spec = spec_from_config(fleet)
+    spec.dialect = dialect
+    async with running_sim(spec=spec, scenario="normal") as sim:
+        await serve(sim, VLLM_LANE)
+        await sim.advance(4 * 3600)
+        host = sim.nodes["dgx1"].api_host
+        body = {"model": "zai-org/GLM-5.3-Flash", "stream": True, "max_tokens": 8,
+                "messages": [{"role": "user", "content": "hi"}]}
+
+        async def first_delta(extra: dict[str, object]) -> dict[str, object]:
+            async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as c, \
+                    c.stream("POST", "/v1/chat/completions", json=body | extra) as r:
+                async for line in r.aiter_lines():
+                    if line.startswith("data: {"):
+                        return json.loads(line[6:])["choices"][0]["delta"]
+            raise AssertionError("no chunk")
+
+        async def drive(coro):
+            task = asyncio.ensure_future(coro)
+            while not task.done():
+                await sim.advance(1)
+                await asyncio.sleep(0.01)
+            return task.result()
+
+        assert key in await drive(first_delta({}))
+        assert "content" in await drive(first_delta(
+            {"chat_template_kwargs": {"enable_thinking": False}}))
+        async with EngineClient(host, 8000, timeout=10) as client:
+            assert await drive(client.first_token("zai-org/GLM-5.3-Flash")) is not None

@@ -10,8 +10,7 @@ import tarfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .dialects import DEFAULT
-from .dialects import load as dialect
+from .dialects import for_engine
 from .docker import ZERO_TIME, Container, Image, LogLine
 from .engine import Engine
 from .engine_args import ArgError, parse_engine_argv
@@ -305,9 +304,8 @@ def docker_command(sim: Sim, node: Node) -> Command:
             ctx.out(cid + "\n")
             return 0
         c.status, c.started_t, c.pid = "running", sim.wall(), node.next_pid()
-        style = VllmStyle(dialect(sim.spec.dialect if sim.spec.dialect.startswith("vllm")
-                               else DEFAULT)) if eargs.kind == "vllm" \
-            else SglangStyle(dialect("sglang-0.5"))
+        d = for_engine(eargs.kind, sim.spec.dialect)
+        style = VllmStyle(d) if eargs.kind == "vllm" else SglangStyle(d)
         engine = Engine(sim, node, c, eargs, style, pid=node.next_pid() % 1000 + 100)
         c.engine = engine
         add_process_files(node, c, engine)

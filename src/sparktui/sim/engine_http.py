@@ -19,6 +19,7 @@ from prometheus_client.core import (
 )
 
 from . import engine_chat
+from .dialects import for_engine
 from .engine_vllm import models_json
 
 if TYPE_CHECKING:
@@ -144,7 +145,11 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         req = engine.submit(prompt, n_tokens)
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            return await _stream(request, req, answer, finish, usage)
+            kwargs = body.get("chat_template_kwargs") or {}
+            thinks = "reasoning-parser" in engine.args.extra and not (
+                isinstance(kwargs, dict) and (kwargs.get("enable_thinking") is False
+                                              or kwargs.get("thinking") is False))
+            return await _stream(request, req, answer, finish, usage, thinks)
         await wait_for(lambda: req.done)
         if req.error:
             return error(500, "InternalServerError", req.error)
@@ -158,7 +163,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
                       "total_tokens": req.prompt_tokens + req.completion_tokens}})
 
     async def _stream(request: web.Request, req: Request, answer: str, finish: str,
-                      usage: bool) -> web.StreamResponse:
+                      usage: bool, thinks: bool = False) -> web.StreamResponse:
         """Server-sent events: headers at once, the first token when prefill ends,
         the rest at the end, then the usage chunk when asked (an engine death ends
         the stream with an error event)."""
@@ -172,14 +177,18 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             return resp
         cid = f"chatcmpl-{engine.container.id[:24]}"
 
-        def chunk(content: str, finish: str | None) -> bytes:
+        def chunk(content: str, finish: str | None, key: str = "content") -> bytes:
             return ("data: " + json.dumps({
                 "id": cid, "object": "chat.completion.chunk", "created": int(engine.sim.wall()),
-                "model": engine.args.name, "choices": [{"index": 0, "delta": {"content": content},
+                "model": engine.args.name, "choices": [{"index": 0, "delta": {key: content},
                                                         "finish_reason": finish}]},
                 ensure_ascii=False) + "\n\n").encode()
 
-        await resp.write(chunk(answer[:4], None))
+        # a --reasoning-parser lane whose template may think streams its first
+        # tokens as reasoning, in the dialect's field (delta.reasoning in vLLM 0.33)
+        key = for_engine(engine.args.kind, engine.sim.spec.dialect).reasoning_key \
+            if thinks else "content"
+        await resp.write(chunk(answer[:4], None, key))
         await wait_for(lambda: req.done)
         if not req.error:
             await resp.write(chunk(answer[4:], finish))

@@ -95,6 +95,12 @@ class Dialect:
     def has(self, key: str) -> bool:
         return key in self.lines
 
+    @property
+    def reasoning_key(self) -> str:
+        """The delta field a reasoning parser streams into (``reasoning`` in
+        vLLM 0.33, ``reasoning_content`` before and in SGLang)."""
+        return self.entry("delta_reasoning").text.split(":", 1)[0].strip()
+
     def msg(self, key: str, *args: object) -> str:
         return fill(self.entry(key).text, args)
 
@@ -134,6 +140,13 @@ def _load(path: Path) -> Dialect:
     data = json.loads(path.read_text("utf-8"))
     lines = {k: Entry(v["text"], v["source"]) for k, v in data["lines"].items()}
     return Dialect(data["dialect"], data["engine"], data["version"], lines)
+
+
+def for_engine(kind: str, vllm: str = DEFAULT) -> Dialect:
+    """The dialect an engine of ``kind`` speaks: SGLang engines sglang-0.5,
+    vLLM engines the chosen vLLM release (``sim --dialect``)."""
+    return load("sglang-0.5" if kind == "sglang" else vllm if vllm.startswith("vllm")
+                else DEFAULT)
 
 
 @cache
