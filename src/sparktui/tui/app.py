@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App
+from textual.app import App, AutopilotCallbackType
 from textual.binding import BindingType
 from textual.notifications import SeverityLevel
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerFailed, WorkerState
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
@@ -83,6 +83,10 @@ class SparkTUI(App[None]):
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
+        self.crashed: Exception | None = None
+        """The first error nobody caught inside the running console (a handler,
+        a timer, a worker that exits on error, a render): it closed the app, and
+        `run_async` raises it once the terminal is restored."""
 
     @property
     def base_sub_title(self) -> str:
@@ -92,6 +96,33 @@ class SparkTUI(App[None]):
                            *([attached] if attached else [])])
 
     # -- lifecycle -----------------------------------------------------------
+
+    async def run_async(self, *, headless: bool = False, inline: bool = False,
+                        inline_no_clear: bool = False, mouse: bool = True,
+                        size: tuple[int, int] | None = None,
+                        auto_pilot: AutopilotCallbackType | None = None) -> None:
+        """Textual's, then the error that closed the console, raised: the CLI's
+        last line of defence (cli/crash.py) turns it into one line, the
+        traceback in ``<state_dir>/debug.log`` and exit 70. (`App.run` runs
+        this too.)"""
+        await super().run_async(headless=headless, inline=inline,
+                                inline_no_clear=inline_no_clear, mouse=mouse, size=size,
+                                auto_pilot=auto_pilot)
+        if self.crashed is not None:
+            raise self.crashed
+
+    def _handle_exception(self, error: Exception) -> None:
+        """Textual's one door for an error nobody caught (a Textual internal,
+        `App._handle_exception`: docs/UPSTREAM.md; tests/tui/test_crash_path.py
+        fails if Textual stops calling it). Textual closes the app as always
+        (and keeps the error for `run_test` to raise); the traceback it would
+        print once the terminal is restored, with every frame's locals (where
+        a token may be), is dropped: `run_async` raises the error instead."""
+        if self.crashed is None:  # a worker's: the error it raised, by name
+            self.crashed = error.error if isinstance(error, WorkerFailed) \
+                and isinstance(error.error, Exception) else error
+        super()._handle_exception(error)
+        self._exit_renderables.clear()
 
     def on_mount(self) -> None:
         self.main_screen = MainScreen()
@@ -118,10 +149,16 @@ class SparkTUI(App[None]):
             self.set_interval(SWITCHES_EVERY_S, self.read_switches, name="switch states")
         if self.tune_gc:
             quiet_collector()
-            self.set_interval(GC_FULL_EVERY_S, gc.collect, name="full collection")
+            self.set_interval(GC_FULL_EVERY_S, self._collect_fully, name="full collection")
         if not self.read_only:
             for offer in self.service.unfinished():
                 self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
+
+    def _collect_fully(self) -> None:
+        """The timer's full pass. A method, not ``gc.collect`` itself: Textual
+        counts a callback's parameters before it calls it, and cannot count a
+        builtin's (`AttributeError: __func__`, the 600 s crash of issue 25)."""
+        gc.collect()
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
