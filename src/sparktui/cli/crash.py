@@ -1,12 +1,18 @@
 """The last line of defence of the `sparktui` command: an error nobody
 expected becomes one clear line on stderr plus a pointer to a debug log (in
 the state dir) that holds the traceback — never a traceback on the terminal,
-never a raw exception repr, never a secret (everything is redacted)."""
+never a raw exception repr, never a secret (everything is redacted).
+
+What was typed while the command ran and was not read yet (a lane's name
+going into the console's confirm field as it closed) is discarded: meant for
+the command, it would otherwise reach the login shell as a command line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import termios
 import time
 import traceback
 from pathlib import Path
@@ -29,8 +35,20 @@ def report(exc: BaseException, command: str | None, argv: list[str],
     log = _write_log(exc, prog, _state_dir(argv, default_config))
     where = f"details in {log}" if log else "no debug log could be written"
     what = describe_error(exc, with_type=True)
+    discard_typeahead()
     print(f"{prog}: unexpected error: {what} ({where})", file=sys.stderr)
     return 70
+
+
+def discard_typeahead() -> None:
+    """Drop what waits unread on stdin, if stdin is a terminal."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, ValueError, OSError):  # no stdin, or not a real file
+        return
+    if os.isatty(fd):
+        with contextlib.suppress(termios.error, OSError):
+            termios.tcflush(fd, termios.TCIFLUSH)
 
 
 def _state_dir(argv: list[str], default_config: Path) -> Path | None:
