@@ -106,7 +106,8 @@ def dialect_lines(name: str = "vllm-0.33") -> list[str]:
         msg = d.msg("stats_prefix", 0) + ", ".join((
             d.msg("stats", i * 13.7, i % 41 + 0.5, i % 5, i % 3), d.msg("stats_kv", "GPU", i / 9),
             d.msg("stats_hit", i / 7)))
-        busy += d.record(msg, when=1.8e9 + i, where=d.entry("stats").where, proc="APIServer")
+        busy += d.record(msg, when=1.8e9 + i, where=d.entry("stats_call").where,
+                         proc="APIServer")
         busy += [f'INFO:     127.0.0.1:{40000 + i} - "GET /health HTTP/1.1" 200 OK',
                  f'INFO:     127.0.0.1:{41000 + i} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
                  f'INFO:     127.0.0.1:{42000 + i} - "GET /metrics HTTP/1.1" 200 OK']

@@ -83,6 +83,7 @@ VLLM_033: tuple[tuple[str, str, str], ...] = (
     ("page_size_assert", "vllm/v1/kv_cache_interface.py",
      "assert self.page_size_padded >= self.unpadded_page_size_bytes"),
     ("stats_prefix", "vllm/v1/metrics/loggers.py", 'return "Engine {:03d}: "'),
+    ("stats_call", "vllm/v1/metrics/loggers.py", 'self.log_prefix + ", ".join(log_parts),'),
     ("stats_kv", "vllm/v1/metrics/loggers.py", 'log_parts.append("%s KV cache usage: %.1f%%")'),
     ("stats_hit", "vllm/v1/metrics/loggers.py", 'log_parts.append("Prefix cache hit rate'),
     ("profiling_cudagraph_v1", "vllm/v1/worker/gpu_model_runner.py",
@@ -210,7 +211,10 @@ def _entry(source: str, path: str, anchor: str) -> dict[str, str | int]:
             built = ast.unparse(stmt.test)
     if built is None or not built.strip():
         built = text.strip()
-    return {"source": f"{path}:{i}", "text": built}
+    # the statement's first line: what vLLM's [%(fileinfo)s:%(lineno)d] shows for a
+    # logger call spanning lines (the call's line on Python 3.11+)
+    line = stmt.lineno if stmt is not None else i
+    return {"source": f"{path}:{line}", "text": built}
 
 
 def read_wheel(wheel: Path) -> dict[str, str]:

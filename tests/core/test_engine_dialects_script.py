@@ -43,7 +43,7 @@ def test_strings_are_read_with_their_line(script, tmp_path: Path) -> None:
     (tmp_path / "pkg" / "m.py").write_text(SOURCE)
     files = script.read_wheel(tmp_path)
     kv = script._entry(files["pkg/m.py"], "pkg/m.py", '"%s KV cache size')
-    assert kv == {"source": "pkg/m.py:7", "text": "%s KV cache size: %s tokens, Maximum "
+    assert kv == {"source": "pkg/m.py:6", "text": "%s KV cache size: %s tokens, Maximum "
                   "concurrency for %s tokens per request: %.2fx"}
     pin = script._entry(files["pkg/m.py"], "pkg/m.py", "Initial free memory")
     assert pin["text"] == "Initial free memory {format_gib(kv)} GiB, reserved {kv:.2f}GiB memory"

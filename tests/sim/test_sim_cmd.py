@@ -23,7 +23,7 @@ async def test_sim_command_publishes_endpoints_and_cleans_up(config_copy, tmp_pa
                                                 f'state_dir = "{state}"'))
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sparktui.cli.main", "--config", str(cfg), "sim", "--speed", "100",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        "--dialect", "vllm-0.11", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "PYTHONUNBUFFERED": "1"})
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
@@ -31,6 +31,8 @@ async def test_sim_command_publishes_endpoints_and_cleans_up(config_copy, tmp_pa
         assert set(endpoints) == {"nodes", "ha_url", "ha_token_file", "client_key",
                                   "known_hosts", "pid"}
         assert endpoints["pid"] == proc.pid
+        banner = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert ", dialect vllm-0.11, " in banner, banner
         published = state / "sim" / "endpoints.json"
         assert json.loads(published.read_text()) == endpoints
         dgx1 = endpoints["nodes"]["dgx1"]

@@ -260,7 +260,7 @@ class VllmStyle:
             msg = d.msg("stats_prefix", 0) + ", ".join((
                 d.msg("stats", prompt_tps, gen_tps, st.running, st.waiting),
                 d.msg("stats_kv", "GPU", usage), d.msg("stats_hit", 0.0)))
-            self._record(e, "APIServer", 1, d.entry("stats").where, msg)
+            self._record(e, "APIServer", 1, d.entry("stats_call").where, msg)
         else:
             self._log(e, "stats", 0, prompt_tps, gen_tps, st.running, st.waiting, usage, 0.0,
                       api=True)
