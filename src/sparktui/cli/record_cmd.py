@@ -8,16 +8,10 @@ The edited recipe must still validate, or nothing is written."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
-import stat
 import sys
-import tempfile
-from pathlib import Path
 
-from ..core.recipe_load import load_recipe, recipe_file, recipe_from_text
-from ..core.tomledit import set_value
-from ..core.tomlschema import read_text
+from ..core.recipe_load import recipe_file
+from ..ops.recipe_record import record
 from .common import load
 
 
@@ -46,37 +40,15 @@ def _value(text: str) -> str | int | float | bool:
 
 def run(args: argparse.Namespace) -> int:
     config = load(args)
-    load_recipe(config, args.recipe)  # the recipe must exist and be valid before
     path = recipe_file(config.recipes_dir, args.recipe)
     try:
-        edited = set_value(read_text(path), tuple(args.key.split(".")),
-                           _value(args.value), comment=args.note)
+        record(config, args.recipe, {args.key: _value(args.value)}, note=args.note)
     except ValueError as exc:
         print(f"sparktui record: {path}: {exc}", file=sys.stderr)
         return 2
-    recipe_from_text(config, args.recipe, edited)  # the same domains as every load
-    mode = stat.S_IMODE(path.stat().st_mode)
-    try:
-        _replace(path, edited, mode)
     except OSError as exc:
         print(f"sparktui record: cannot write {path}: {exc.strerror or exc}; the recipe is "
               f"unchanged", file=sys.stderr)
         return 1
     print(f"{path}: {args.key} = {args.value}")
     return 0
-
-
-def _replace(path: Path, text: str, mode: int) -> None:
-    """Write `text` beside `path` with `path`'s mode, fsync, and swap it in atomically."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".recipe.", suffix=".toml")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

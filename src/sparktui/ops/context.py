@@ -44,6 +44,9 @@ class NodeLink(Protocol):
 
     async def run(self, cmd: str, timeout: float) -> CommandResult: ...
 
+    async def read(self, cmd: str, timeout: float) -> CommandResult:
+        """A short read-only command in the node's long-lived reader shell."""
+
     def stream(self, cmd: str) -> AsyncIterator[bytes]: ...
 
 

@@ -1,7 +1,8 @@
 """What the NAS holds: the model repos the simulated engines can load, with
 the size and architecture figures a real engine would know about its model.
 Built from the recipes (each names its model's size, shards, KV bytes per
-token and measured envelopes)."""
+token and measured envelopes), except where sim/memory.py holds the engine's
+hidden truth (prefill scratch ``a + b·N``, KV bytes per token) for a model."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from sparktui.core.recipe import Recipe
+
+from .memory import prefill_truth
 
 
 @dataclass(frozen=True)
@@ -50,12 +53,14 @@ def from_recipes(recipes: Iterable[Recipe], ranks_of: Callable[[str], int]) \
     for r in recipes:
         m = r.model
         defaults = ModelInfo(m.repo, m.size_gb)
+        truth = prefill_truth(m.repo, r.engine_args.max_num_batched_tokens)
         profiles[r.name] = info = ModelInfo(
             repo=m.repo,
             size_gb=m.size_gb,
             shards=max(1, m.shards),
             revision=m.revision,
-            kv_bytes_per_token=m.kv_bytes_per_token or defaults.kv_bytes_per_token,
+            kv_bytes_per_token=(truth.kv_bytes_per_token if truth and truth.kv_bytes_per_token
+                                else m.kv_bytes_per_token or defaults.kv_bytes_per_token),
             drafter_kv_bytes_per_token=(
                 r.speculative.drafter_kv_bytes_per_token if r.speculative else 0
             ),
@@ -66,10 +71,11 @@ def from_recipes(recipes: Iterable[Recipe], ranks_of: Callable[[str], int]) \
                                  if r.speculative else 0.0),
             runtime_reserve_gib=r.fit.runtime_reserve_gib,
             pinned_extras_gib=r.fit.pinned_extras_gib,
-            scratch_base_gib=(r.fit.prefill_scratch_base_gib
+            scratch_base_gib=(truth.a_gib if truth else r.fit.prefill_scratch_base_gib
                               if r.fit.prefill_scratch_base_gib is not None
                               else defaults.scratch_base_gib),
-            scratch_gib_per_token=(r.fit.prefill_scratch_gib_per_token
+            scratch_gib_per_token=(truth.b_gib_per_token if truth
+                                   else r.fit.prefill_scratch_gib_per_token
                                    if r.fit.prefill_scratch_gib_per_token is not None
                                    else defaults.scratch_gib_per_token),
         )

@@ -151,3 +151,37 @@ class Memory:
             label = f"{name}:"
             out.append(f"{label:<16}{value:8d} kB" if kb else f"{label:<16}{value:8d}")
         return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class PrefillTruth:
+    """What a prefill of N prompt tokens really takes on each rank's host, in the
+    simulator: ``a + b·N`` GiB at a chunk size (``--max-num-batched-tokens``), and
+    the KV bytes per token the engine really allocates. Hidden from the product:
+    the recipes' ``[fit]`` coefficients are guesses the envelope ladder
+    (``sparktui envelope``) must recover by measuring, never read here."""
+
+    a_gib: float
+    b_gib_per_token: float
+    kv_bytes_per_token: int | None = None
+    """None: the recipe's figure is the engine's."""
+
+    def scratch_gib(self, tokens: int) -> float:
+        return self.a_gib + self.b_gib_per_token * tokens
+
+
+PREFILL_TRUTH: dict[tuple[str, int], PrefillTruth] = {
+    # The full GLM-5.3 MXFP4xFP8 (r39): 34 KiB/token at 4096-token chunks, so the 22:45
+    # prompt (~150K tokens beside an 11 GiB pin, 4.92 GiB left) overruns the host while
+    # 64K fits; 30 KiB/token at 2048 (smaller chunks = smaller scratch), so the safe
+    # lane's 131072 fits beside its 6 GiB pin. The engine's KV is 46 KiB/token/rank,
+    # not the night's 52.7 KB (a 6 GiB pin holds one 131072 request, as the lane ran).
+    ("jovian-judgement/GLM-5.3-MXFP4-FP8", 4096): PrefillTruth(0.6, 34 / 1024 / 1024, 47_104),
+    ("jovian-judgement/GLM-5.3-MXFP4-FP8", 2048): PrefillTruth(0.4, 30 / 1024 / 1024, 47_104),
+}
+
+
+def prefill_truth(repo: str, batched_tokens: int) -> PrefillTruth | None:
+    """The simulator's truth for ``repo`` at this chunk size; None: the engine
+    follows the recipe's own figures (models the ladder is not tested on)."""
+    return PREFILL_TRUTH.get((repo, batched_tokens))

@@ -1,0 +1,60 @@
+"""`sparktui envelope LANE --json` (the real command) against the simulator: the
+four keys, exactly; bad rungs are a usage error naming the item; a lane that is
+not serving is refused by its guard, not a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from sparktui.cli.main import main
+
+_spec = importlib.util.spec_from_file_location(
+    "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
+h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
+_spec.loader.exec_module(h)  # type: ignore[union-attr]
+
+B = "4nodes-switch-b"
+KEYS = ["rungs", "scratch_fit", "ceiling_tokens", "stopped_because"]
+LANE = "glm53-flash-eugr-2x"
+
+
+async def test_envelope_json_has_exactly_the_issue_keys(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg, speed=40.0):
+        code = await h.sparktui(cfg, "serve", LANE, "--cluster", B, "--yes", "--no-qualify",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 0, err
+        code = await h.sparktui(cfg, "envelope", LANE, "--rungs", "1K,2K,4K", "--json",
+                                monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 0, err
+        result = json.loads(out)
+        assert list(result) == KEYS
+        assert [list(r) for r in result["rungs"]] == [["tokens", "low_water_gib", "scratch_gib",
+                                                       "ok"]] * 3
+        assert list(result["scratch_fit"]) == ["a_gib", "b_gib_per_token", "residual_gib"]
+        assert result["stopped_because"] == "completed" and result["ceiling_tokens"] > 4096
+        assert "envelope rung 1K" in err
+
+
+async def test_envelope_of_a_lane_that_is_not_serving_is_refused(tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg):
+        code = await h.sparktui(cfg, "envelope", LANE, "--json", monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+        assert code == 3 and list(json.loads(out)) == KEYS
+        assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("rungs,words", [("32K,8K", "strictly increasing"),
+                                         ("8Q", "not a token count")])
+def test_bad_rungs_are_a_usage_error(rungs, words, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["envelope", LANE, "--rungs", rungs])
+    assert exc.value.code == 2
+    assert words in capsys.readouterr().err
