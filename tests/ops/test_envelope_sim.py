@@ -10,8 +10,10 @@ import asyncio
 
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import OpsContext
+from sparktui.ops.guards import Override
 from sparktui.ops.workflows.envelope import Envelope
 from sparktui.ops.workflows.execute import execute, prepare
+from sparktui.ops.workflows.qualify import Qualify
 from sparktui.sim.cluster import Sim
 from sparktui.sim.memory import prefill_truth
 
@@ -78,6 +80,18 @@ async def test_the_incident_lane_stops_before_the_rung_that_hung_the_hosts(sim_c
         assert [e.step for e in entries if e.kind == "intent"] == steps
         assert [e.step for e in entries if e.kind == "outcome" and e.ok] == steps
         assert result.ok
+        assert recipe.fit.prefill_ceiling_tokens == env["ceiling_tokens"]
+        # the guard now knows the ceiling: the 128K rung and a d131072 bench are refused,
+        # overridable by name; a prompt within it passes
+        again = await prepare(ctx, Envelope(lane))
+        (v,) = [v for v in again.report.verdicts if v.guard == "prompt-length"]
+        assert v.refused and v.override is Override.PROMPT_LENGTH
+        assert f"exceeds {lane}'s longest safe prompt, {env['ceiling_tokens']:,} tokens" \
+            in v.message
+        forced = await prepare(ctx, Envelope(lane, overrides=frozenset({Override.PROMPT_LENGTH})))
+        assert forced.allowed and forced.report.overridden
+        assert not (await prepare(ctx, Qualify(lane, 131072))).allowed
+        assert (await prepare(ctx, Qualify(lane, 65536))).allowed
 
 
 async def test_the_safe_lane_completes_every_rung(sim_ctx):

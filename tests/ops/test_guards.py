@@ -409,3 +409,18 @@ def test_disk_free_floor_is_range_checked_with_file_and_line(config_copy):
     (problem,) = info.value.problems
     text = str(problem)
     assert f"{path}:" in text and "guards.disk_free_min_gib" in text and "-3" in text
+
+
+def test_a_prompt_beyond_the_measured_ceiling_is_refused_overridably():
+    assert guards.prompt_length("lane", 100_000, 102_400, 8192).passed
+    v = guards.prompt_length("lane", 131_072, 102_400, 8192, "the last rung")
+    assert not v.passed and v.override is Override.PROMPT_LENGTH
+    assert "the last rung of 131,072 tokens exceeds lane's longest safe prompt, 102,400" \
+        in v.message
+
+
+def test_an_unmeasured_lane_takes_no_prompt_beyond_the_first_rung():
+    assert guards.prompt_length("lane", 8192, None, 8192).passed
+    v = guards.prompt_length("lane", 8193, None, 8192, "the d8193 bench prompt")
+    assert not v.passed and v.override is Override.PROMPT_LENGTH
+    assert "measure it first (`sparktui envelope lane`)" in v.message

@@ -23,10 +23,15 @@ from ..ops.context import open_context
 from ..ops.workflows.envelope import Envelope
 from ..ops.workflows.execute import execute, prepare
 from .ops_common import (
+    EXIT_DECLINED,
     EXIT_FAILED,
+    EXIT_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    add_prompt_override,
+    confirm_overrides,
     dry_run,
+    prompt_overrides,
     run_async,
     show_plan,
     stderr_printer,
@@ -50,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: rungs, scratch_fit, ceiling_tokens, "
                         "stopped_because")
+    add_prompt_override(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (every guard verdict and every step) and send nothing; "
                         "exit 0 when it would be allowed, 3 when refused")
@@ -64,12 +70,17 @@ def _rungs(text: str) -> tuple[int, ...]:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
+    overrides = prompt_overrides("envelope", args)
+    if overrides is None:
+        return EXIT_INPUT
     async with open_context(config, emit=stderr_printer()) as ctx:
-        plan = await prepare(ctx, Envelope(args.lane, args.rungs))
+        plan = await prepare(ctx, Envelope(args.lane, args.rungs, overrides))
         if args.dry_run:
             return dry_run(plan, args.json)
         if not args.json or not plan.allowed:
             show_plan(plan)
+        if plan.allowed and not confirm_overrides(plan):
+            return EXIT_DECLINED
         result = await execute(ctx, plan)
     refused = result.report is not None and not result.report.allowed
     env = result.detail.get("envelope") or {"rungs": [], "scratch_fit": None,

@@ -24,6 +24,7 @@ from sparktui.core.config import Config
 from sparktui.ops.confirm import Confirmation, confirmation_for
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import Emit, WorkflowEvent, WorkflowFinished, format_event
+from sparktui.ops.guards import Override, parse_overrides
 from sparktui.ops.plan import Plan, Workflow, outcome
 from sparktui.ops.resume import offers
 from sparktui.ops.workflows.execute import execute, prepare
@@ -81,6 +82,32 @@ async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace) -
                                     yes=args.yes):
         return EXIT_DECLINED
     return finish(await execute(ctx, plan), args.json)
+
+
+def add_prompt_override(p: argparse.ArgumentParser) -> None:
+    """``--override prompt-length`` on the commands that send long prompts (qualify
+    --depth, envelope): the operator types the lane's name to go on."""
+    p.add_argument("--override", action="append", default=[], metavar="GUARD",
+                   help="override an overridable refusal (prompt-length: a prompt beyond "
+                        "the lane's measured ceiling); the lane's name is typed to confirm")
+
+
+def prompt_overrides(command: str, args: argparse.Namespace) -> frozenset[Override] | None:
+    """The parsed ``--override`` names; None (after saying why) when one is unknown."""
+    try:
+        return parse_overrides(n for arg in args.override for n in arg.split(",") if n)
+    except ValueError as exc:
+        print(f"sparktui {command}: {exc}", file=sys.stderr)
+        return None
+
+
+def confirm_overrides(plan: Plan, stdin: TextIO | None = None) -> bool:
+    """A plan with an overridden refusal goes on only with its target typed (never
+    ``--yes``); one without needs nothing (these commands only read and prompt)."""
+    if not plan.report.overridden:
+        return True
+    return confirm(confirmation_for(plan.workflow, plan.target, plan.report), yes=False,
+                   stdin=stdin)
 
 
 def dry_run(plan: Plan, as_json: bool) -> int:

@@ -18,10 +18,15 @@ from ..ops.context import open_context
 from ..ops.workflows.execute import execute, prepare
 from ..ops.workflows.qualify import Qualify
 from .ops_common import (
+    EXIT_DECLINED,
     EXIT_FAILED,
+    EXIT_INPUT,
     EXIT_OK,
     EXIT_REFUSED,
+    add_prompt_override,
+    confirm_overrides,
     dry_run,
+    prompt_overrides,
     run_async,
     show_plan,
     stderr_printer,
@@ -45,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "identifiers_total, ttft_ms, decode_tps, prefill_tps")
     p.add_argument("--depth", type=_depth, default=0, metavar="N",
                    help="bench with ~N tokens of context before the prompt (default 0)")
+    add_prompt_override(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print the plan (every guard verdict and every step) and ask nothing; "
                         "exit 0 when it would be allowed, 3 when refused")
@@ -64,12 +70,17 @@ def _depth(text: str) -> int:
 async def _main(config: Config, args: argparse.Namespace) -> int:
     """The one route (prepare, then execute that plan); the gate changes nothing,
     so nothing is confirmed."""
+    overrides = prompt_overrides("qualify", args)
+    if overrides is None:
+        return EXIT_INPUT
     async with open_context(config, emit=stderr_printer()) as ctx:
-        plan = await prepare(ctx, Qualify(args.lane, args.depth))
+        plan = await prepare(ctx, Qualify(args.lane, args.depth, overrides))
         if args.dry_run:
             return dry_run(plan, args.json)
         if not args.json or not plan.allowed:
             show_plan(plan)
+        if plan.allowed and not confirm_overrides(plan):
+            return EXIT_DECLINED
         result = await execute(ctx, plan)
     refused = result.report is not None and not result.report.allowed
     gate = result.detail.get("qualify") or {"lane": args.lane, "state": "failed"}

@@ -86,6 +86,9 @@ class FitSpec:
     prefill_scratch_base_gib: GiBOrZero | None = None
     prefill_scratch_gib_per_token: Fraction | None = None
     """Host memory a prefill of N tokens needs ≈ base + N × this (at max batched tokens)."""
+    prefill_ceiling_tokens: Tokens | None = None
+    """The longest safe prompt, measured by ``sparktui envelope`` (its scratch leaves
+    ``prefill_reserve_gib``): longer prompts are refused where the product sends one."""
     prefill_reserve_gib: GiBOrZero = 1.0
     """MemAvailable a prefill must leave on every rank's node: ``sparktui envelope``
     refuses a rung predicted to leave less (the GB10 community runs earlyoom at

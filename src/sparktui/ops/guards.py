@@ -37,6 +37,9 @@ class Override(StrEnum):
     """Other containers run on the node."""
     SWITCH_UNKNOWN = "switch-unknown"
     """Home Assistant did not answer for a blocking switch's state."""
+    PROMPT_LENGTH = "prompt-length"
+    """A prompt beyond the lane's measured ceiling (or, unmeasured, beyond the
+    ladder's first rung)."""
 
 
 def parse_overrides(names: Iterable[str]) -> frozenset[Override]:
@@ -120,6 +123,11 @@ def merged(report: GuardReport, more: Iterable[Verdict]) -> GuardReport:
             seen.add((v.guard, v.subject))
             extra.append(v)
     return GuardReport((*report.verdicts, *extra))
+
+
+def evaluate(verdicts: Iterable[Verdict], overrides: frozenset[Override]) -> GuardReport:
+    """A workflow's own verdicts as a report, ``overrides`` applied (qualify, envelope)."""
+    return _report(verdicts, overrides)
 
 
 def _report(verdicts: Iterable[Verdict], overrides: frozenset[Override]) -> GuardReport:
@@ -441,6 +449,31 @@ def serve_ports(config: Config, recipe: Recipe, cluster: str) -> list[tuple[str,
     if len(nodes) > 1:
         ports.append((nodes[0], config.clusters[cluster].master_port))
     return ports
+
+
+def prompt_length(lane: str, tokens: int, ceiling: int | None, first_rung: int,
+                  what: str = "a prompt") -> Verdict:
+    """The seeds' rule "long prompts ... never against a lane whose scratch envelope
+    is unknown": ``tokens`` beyond the lane's measured ceiling (``[fit]
+    prefill_ceiling_tokens``, written by ``sparktui envelope``), or beyond the
+    ladder's first rung when it has none, is refused (overridable)."""
+    if ceiling is not None:
+        ok = tokens <= ceiling
+        why = (f"{what} of {tokens:,} tokens is within {lane}'s measured ceiling of "
+               f"{ceiling:,} tokens" if ok else
+               f"{what} of {tokens:,} tokens exceeds {lane}'s longest safe prompt, "
+               f"{ceiling:,} tokens (measured by sparktui envelope): its prefill scratch "
+               f"would leave less than the reserve -> send at most {ceiling:,} tokens")
+    else:
+        ok = tokens <= first_rung
+        why = (f"{what} of {tokens:,} tokens is within the ladder's first rung "
+               f"({first_rung:,}): {lane}'s envelope is not measured" if ok else
+               f"{what} of {tokens:,} tokens on {lane}, whose prefill envelope is not "
+               f"measured (no [fit] prefill_ceiling_tokens): a long prompt hung two hosts "
+               f"at 22:45 -> measure it first (`sparktui envelope {lane}`) or send at most "
+               f"{first_rung:,} tokens")
+    return Verdict("prompt-length", lane, ok, why,
+                   override=None if ok else Override.PROMPT_LENGTH)
 
 
 # -- per action ------------------------------------------------------------------

@@ -38,11 +38,11 @@ from sparktui.core.probe import parse_probe, probe_script
 from sparktui.core.qualify import bench_prompt
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules
-from sparktui.ops.guards import GuardReport
+from sparktui.ops.guards import Override, evaluate, prompt_length
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import _recipe_port, qualify_guards
+from sparktui.ops.workflows.qualify import _recipe_port, qualify_guards, recipe_ceiling
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -85,8 +85,9 @@ def rung_step(lane: str, tokens: int, nodes: Sequence[str],
 
 def record_step(lane: str) -> PlannedStep:
     return PlannedStep("envelope record", lane,
-                       f"write [fit] prefill_scratch_base_gib and prefill_scratch_gib_per_token "
-                       f"into recipes/{lane}/recipe.toml (comments kept)")
+                       f"write [fit] prefill_scratch_base_gib, prefill_scratch_gib_per_token "
+                       f"and prefill_ceiling_tokens into recipes/{lane}/recipe.toml "
+                       f"(comments kept)")
 
 
 @dataclass
@@ -164,6 +165,7 @@ class Envelope:
 
     lane: str
     rungs: tuple[int, ...] = DEFAULT_RUNGS
+    overrides: frozenset[Override] = frozenset()
     kind: str = field(default="envelope", init=False)
 
     @property
@@ -178,7 +180,15 @@ class Envelope:
     def plan(self, state: OpsState) -> Plan:
         ranks = discover_lanes(state.snapshot).get(self.lane, ())
         port = _recipe_port(state.config, self.lane)
-        report = GuardReport(tuple(qualify_guards(state, self.lane, ranks, port)))
+        verdicts = qualify_guards(state, self.lane, ranks, port)
+        ceiling = recipe_ceiling(state.config, self.lane)
+        # measured: no rung beyond the ceiling; unmeasured: the ladder starts low
+        # (each later rung is then checked on the prediction, before it is sent)
+        tokens = self.rungs[-1] if ceiling is not None else self.rungs[0]
+        verdicts.append(prompt_length(self.lane, tokens, ceiling, DEFAULT_RUNGS[0],
+                                      "the last rung" if ceiling is not None else
+                                      "the first rung"))
+        report = evaluate(verdicts, self.overrides)
         rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
                      None)
         nodes = tuple(sorted({r.node for r in ranks}))
@@ -249,7 +259,8 @@ class Envelope:
         if fit is not None and len(done) >= 2 and not failed:
             values: dict[str, str | int | float | bool] = {
                 "fit.prefill_scratch_base_gib": round(max(0.0, fit.a_gib), 3),
-                "fit.prefill_scratch_gib_per_token": float(f"{fit.b_gib_per_token:.4g}")}
+                "fit.prefill_scratch_gib_per_token": float(f"{fit.b_gib_per_token:.4g}"),
+                "fit.prefill_ceiling_tokens": max(1, fit.ceiling(room, reserve))}
             step = record_step(lane)
             note = f"measured by sparktui envelope ({len(done)} rungs)"
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from sparktui.adapters.engine_http import ChatAnswer, EngineClient
 from sparktui.core.config import Config
+from sparktui.core.envelope import DEFAULT_RUNGS
 from sparktui.core.errors import InputError
 from sparktui.core.oom_predict import OomPredicted
 from sparktui.core.qualify import (
@@ -41,7 +42,7 @@ from sparktui.core.recipe import QualifySpec
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import OpsContext
 from sparktui.ops.events import StepProgressed, WorkflowEvent, WorkflowFinished
-from sparktui.ops.guards import GuardReport, Verdict
+from sparktui.ops.guards import Override, Verdict, evaluate, prompt_length
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Needs, OpsState, Plan
 from sparktui.ops.workflows.runner import PlannedStep, StepFailed, WorkflowRun
@@ -162,6 +163,15 @@ def _recipe_port(config: Config, lane: str) -> int | None:
         return None
 
 
+def recipe_ceiling(config: Config, lane: str) -> int | None:
+    """The lane's measured longest safe prompt (``[fit] prefill_ceiling_tokens``);
+    None when unmeasured or the recipe cannot be loaded."""
+    try:
+        return load_recipe(config, lane).fit.prefill_ceiling_tokens
+    except InputError:
+        return None
+
+
 def qualify_guards(state: OpsState, lane: str, ranks: Sequence[RankContainer],
                    port: int | None) -> list[Verdict]:
     """The lane exists, every rank runs, rank 0 carries its API port, and that
@@ -206,6 +216,7 @@ class Qualify:
 
     lane: str
     depth: int = 0
+    overrides: frozenset[Override] = frozenset()
     kind: str = field(default="qualify", init=False)
 
     @property
@@ -220,7 +231,12 @@ class Qualify:
     def plan(self, state: OpsState) -> Plan:
         ranks = discover_lanes(state.snapshot).get(self.lane, ())
         port = _recipe_port(state.config, self.lane)
-        report = GuardReport(tuple(qualify_guards(state, self.lane, ranks, port)))
+        verdicts = qualify_guards(state, self.lane, ranks, port)
+        if self.depth > 0:
+            verdicts.append(prompt_length(self.lane, self.depth,
+                                          recipe_ceiling(state.config, self.lane),
+                                          DEFAULT_RUNGS[0], f"the d{self.depth} bench prompt"))
+        report = evaluate(verdicts, self.overrides)
         rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
                      None)
         return Plan(self.kind, self.lane, report, tuple(plan_gate(self.lane, self.depth)), self,
