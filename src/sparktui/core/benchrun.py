@@ -92,7 +92,8 @@ def regressions(now: Sequence[Cell], previous: Sequence[Mapping[str, Any]]) -> l
         p = before.get((c.depth, c.concurrency))
         if p is None:
             continue
-        old_spread = p.get("spread") if isinstance(p.get("spread"), Mapping) else {}
+        kept = p.get("spread")
+        old_spread: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
         for key, word, higher in FIGURES:
             tolerance = max(MIN_SPREAD, c.spread.get(key, 0.0),
                             float(old_spread.get(key) or 0.0))
