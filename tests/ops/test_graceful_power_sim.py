@@ -73,7 +73,8 @@ def test_a_starved_node_is_hard_cut_with_the_reason_in_the_plan(fleet_config):
 async def test_power_off_one_node_is_graceful_unless_hard(sim_ctx):
     async with sim_ctx() as (sim, ctx, events):
         plan = await prepare(ctx, PowerSwitch("dgx6", False))
-        assert [s.step for s in plan.steps] == ["poweroff", "wait dark", "plug off"]
+        assert [s.step for s in plan.steps] == ["plug check", "poweroff", "wait dark",
+                                                "plug off"]
         result = await execute(ctx, plan)
         assert result.ok and "shut down first" in result.message, result.message
         assert sim.nodes["dgx6"].power == "off" and sim.nodes["dgx6"].unclean_losses == 0
@@ -188,6 +189,35 @@ async def test_a_cycle_never_shuts_down_a_node_whose_plug_does_not_answer(sim_ct
     async with sim_ctx() as (sim, ctx, events):
         plan = await prepare(ctx, PowerCycle("dgx6", 2))
         sim.ha.fault = "500"
+        result = await execute(ctx, plan)
+        assert not result.ok and "plug check" in result.message, result.message
+        assert not [e for e in events.of(StepStarted) if e.step == "poweroff"]
+        assert sim.nodes["dgx6"].up and sim.nodes["dgx6"].unclean_losses == 0
+
+
+async def test_cluster_off_with_ha_answering_502_shuts_no_node_down(sim_ctx):
+    """Issue 27: HA failing, `power cluster off` shut four nodes down, then failed at
+    `plug off`. Every plug is read afresh before any node is shut down."""
+    async with sim_ctx() as (sim, ctx, events):
+        plan = await prepare(ctx, ClusterPower(B, False))
+        steps = [s.step for s in plan.steps]
+        assert steps.index("plug check") < steps.index("poweroff")
+        assert {s.target for s in plan.steps if s.step == "plug check"} == \
+            {f"switch.{n}" for n in B_NODES}
+        sim.inject("ha-502-echo")
+        result = await execute(ctx, plan)
+        assert not result.ok and "plug check" in result.message, result.message
+        assert not [e for e in events.of(StepStarted) if e.step == "poweroff"]
+        assert all(sim.nodes[n].up for n in B_NODES)
+        assert sum(sim.nodes[n].unclean_losses for n in B_NODES) == 0 and sim.ha.calls == []
+
+
+async def test_power_off_of_one_node_reads_its_plug_before_the_shutdown(sim_ctx):
+    async with sim_ctx() as (sim, ctx, events):
+        plan = await prepare(ctx, PowerSwitch("dgx6", False))
+        assert [s.step for s in plan.steps] == ["plug check", "poweroff", "wait dark",
+                                                "plug off"]
+        sim.inject("ha-500")
         result = await execute(ctx, plan)
         assert not result.ok and "plug check" in result.message, result.message
         assert not [e for e in events.of(StepStarted) if e.step == "poweroff"]

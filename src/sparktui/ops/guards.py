@@ -433,9 +433,13 @@ def host_keys(nodes: Sequence[str], fingerprints: Mapping[str, str]) -> list[Ver
 
 
 def home_assistant(subject: str, power_error: str | None) -> Verdict:
-    """Power actions need Home Assistant (``power_error`` None: it is available)."""
+    """Power actions need Home Assistant (``power_error`` None: a token was
+    loaded). Planning does no I/O, so this proves nothing about HA answering:
+    every plan that shuts a node down reads its plug afresh first ("plug check")."""
     if power_error is None:
-        return Verdict("home-assistant", subject, True, "Home Assistant is available")
+        return Verdict("home-assistant", subject, True,
+                       "a Home Assistant token is loaded (each plug is read afresh just "
+                       "before its node is shut down)")
     return Verdict("home-assistant", subject, False,
                    f"Home Assistant is not available: {power_error} -> fix the token or "
                    f"[home_assistant] and retry")

@@ -8,7 +8,9 @@ lanes running on the nodes are stopped first (every rank, under the guards of
 switches last, and only a switch no node outside this cluster depends on.
 Protected nodes are skipped.
 
-Off is graceful for a node that answers (issue 15): ``systemctl poweroff``
+Off is graceful for a node that answers (issue 15): every such node's plug is
+read afresh first (issue 27: with HA answering 502 an off shut four nodes down,
+then could not cut or restore their plugs), then ``systemctl poweroff``
 over SSH, wait until SSH and liveness are gone (``[power]
 poweroff_timeout_s``), then cut its plug, so filesystems and NAS mounts are
 not lost mid-write. A node that is starved or unreachable is hard-cut and the
@@ -32,6 +34,8 @@ from sparktui.ops.workflows.power import (
     graceful_off_steps,
     off_plan,
     plug_action,
+    plug_check,
+    plug_check_action,
     poweroff,
     stop_lanes_first,
     tell_plug,
@@ -48,6 +52,8 @@ def plan_steps(config: Config, p: guards.ClusterPowerPlan,
     steps = [*stops, *(PlannedStep("switch on", e, plug_action(e, True))
                        for e in p.switches_before)]
     graceful = [n for n in p.nodes if not p.on and modes.get(n) == GRACEFUL]
+    steps += [PlannedStep("plug check", config.nodes[n].switch,
+                          plug_check_action(config.nodes[n].switch)) for n in graceful]
     steps += graceful_off_steps(config, graceful)
     for n in p.nodes:
         e = config.nodes[n].switch
@@ -122,6 +128,10 @@ class ClusterPower:
         found: dict[str, object] = {}
         stopped = await stop_lanes_first(run, off)
         try:
+            # every plug read afresh before any node is shut down: one that does
+            # not answer refuses the whole shutdown (no node is left dark with
+            # a plug that cannot be switched)
+            await together(*(plug_check(run, ctx.config.nodes[n].switch) for n in graceful))
             await together(*(poweroff(run, n, modes) for n in graceful))
             await together(*(wait_dark(run, n, modes) for n in graceful
                              if modes[n] == GRACEFUL))

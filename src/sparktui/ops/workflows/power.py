@@ -118,21 +118,24 @@ def plug_check_action(entity: str) -> str:
 
 
 def shutdown_first(config: Config, node: str, steps: Sequence[PlannedStep],
-                   why: str, check_plug: bool = False) -> list[PlannedStep]:
+                   why: str) -> list[PlannedStep]:
     """``steps`` (a plug cut and what follows) preceded by the graceful shutdown
-    when ``why`` is GRACEFUL (``check_plug``: after reading the plug, for a
-    cycle that must switch it back on), else with the cut marked hard and why."""
+    when ``why`` is GRACEFUL (after a fresh read of the node's plug: a node
+    shut down whose plug cannot be switched stays dark), else with the cut
+    marked hard and why."""
     if why == GRACEFUL:
         entity = config.nodes[node].switch
-        check = [PlannedStep("plug check", entity, plug_check_action(entity))]
-        return [*(check if check_plug else []), *graceful_off_steps(config, [node]), *steps]
+        return [PlannedStep("plug check", entity, plug_check_action(entity)),
+                *graceful_off_steps(config, [node]), *steps]
     return [replace(s, action=f"{s.action}  (hard cut: {why})") if s.step == "plug off" else s
             for s in steps]
 
 
 async def plug_check(run: WorkflowRun, entity: str) -> None:
-    """Before a cycle shuts its node down: Home Assistant answers for the plug
-    and the plug is available, else nothing is done."""
+    """Immediately before a node is shut down (cycle, power-off, cluster off):
+    Home Assistant answers for the node's plug and the plug is available, else
+    nothing is done. The ``home-assistant`` guard only knows a token was loaded;
+    this read is the proof that the plug can bring the node back."""
     async def go() -> SwitchState:
         state = await _power(run.ctx).state(entity)
         if not state.available:
@@ -487,8 +490,7 @@ class PowerCycle(NodeCycle):
             return _power_plan(self.kind, self.node, "power cycle", state, [], self, {})
         why = power_off_modes(state.config, (self.node,), state.snapshot, self.hard)[self.node]
         steps = shutdown_first(state.config, self.node,
-                               plan_power(state.config, self.node, "cycle", off_s), why,
-                               check_plug=True)
+                               plan_power(state.config, self.node, "cycle", off_s), why)
         plan = _power_plan(self.kind, self.node, "power cycle", state, steps, self,
                            {"off_seconds": off_s, **({"hard_cut": why} if why else {})})
         return replace(plan, data={self.node: why})
@@ -606,6 +608,8 @@ class PowerSwitch:
         run.lock(*off.lock_containers([node]))
         stopped = await stop_lanes_first(run, off)
         modes = dict(off.modes)
+        if modes.get(node) == GRACEFUL:
+            await plug_check(run, entity)
         await shut_down(run, node, modes)
         await run.step("plug off", entity, plug_action(entity, False),
                        lambda: _power(ctx).turn(entity, False),
