@@ -1,10 +1,18 @@
-"""`sparktui fit RECIPE [--cluster C] [--json]`: the memory envelope per rank."""
+"""`sparktui fit RECIPE [--cluster C] [--json]`: the memory envelope per rank.
+
+Figures the last successful boot of the recipe on the cluster measured (the
+serve's journal entry, core/measured.py) are used first; ``--json`` carries them
+as ``measured`` (with the boot they came from) and the derived figures as
+``predicted``; the text shows both side by side."""
 
 from __future__ import annotations
 
 import argparse
 
+from ..core.config import Config
 from ..core.fit import FitReport, fit
+from ..core.measured import BootFigures, last_boot
+from ..ops.journal import Journal, JournalError
 from .common import console, print_json, recipe_and_cluster
 
 
@@ -21,12 +29,49 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config, recipe, cluster = recipe_and_cluster(args)
-    report = fit(config, recipe, cluster)
+    boot = _last_boot(config, recipe.name, cluster)
+    predicted = fit(config, recipe, cluster)
+    report = fit(config, recipe, cluster, boot) if boot is not None else predicted
     if args.json:
-        print_json(report.to_json())
+        print_json({**report.to_json(), "measured": boot.to_json() if boot else None,
+                    "predicted": _figures(predicted)})
     else:
         render(report)
+        if boot is not None:
+            _side_by_side(predicted, boot)
     return 0 if report.verdict == "fits" else 1
+
+
+def _last_boot(config: Config, recipe: str, cluster: str) -> BootFigures | None:
+    """The newest successful serve of the recipe on the cluster that measured its
+    memory, from the journal (none readable: nothing measured)."""
+    try:
+        journal = Journal.in_state_dir(config.state_dir())
+        ends = [(e.wf, e.t, e.detail) for e in journal.entries()
+                if e.kind == "end" and e.workflow == "serve" and e.ok]
+    except (OSError, JournalError):
+        return None
+    return last_boot(ends, recipe, cluster)
+
+
+def _figures(r: FitReport) -> dict[str, object]:
+    return {"weights_per_rank_gib": round(r.weights_per_rank_gib, 3),
+            "kv_bytes_per_token": r.kv_bytes_per_token or None,
+            "pool_tokens": r.pool_tokens}
+
+
+def _side_by_side(p: FitReport, b: BootFigures) -> None:
+    out = console()
+    out.print(f"predicted vs measured (boot {b.boot}):")
+    rows = [("weights per rank", f"{p.weights_per_rank_gib:.2f} GiB",
+             f"{b.weights_per_rank_gib:.2f} GiB" if b.weights_per_rank_gib else "-"),
+            ("KV bytes per token", f"{p.kv_bytes_per_token:,}" if p.kv_bytes_per_token else "-",
+             f"{b.kv_bytes_per_token:,}" if b.kv_bytes_per_token else "-"),
+            ("KV pool tokens", f"{p.pool_tokens:,}" if p.pool_tokens else "-",
+             f"{b.kv_pool_tokens:,}" if b.kv_pool_tokens else "-"),
+            ("graph memory", "-", f"{b.graphs_gib:.2f} GiB" if b.graphs_gib else "-")]
+    for what, pred, seen in rows:
+        out.print(f"  {what:<20} {pred:>14}  {seen:>14}")
 
 
 def _gib(value: float | None) -> str:

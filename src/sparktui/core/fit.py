@@ -24,6 +24,7 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from .config import Config
+from .measured import BootFigures
 from .recipe import Recipe
 
 GIB = 1024**3
@@ -98,13 +99,18 @@ def weights_per_rank_gib(config: Config, recipe: Recipe, shards: int) -> tuple[f
     return recipe.model.size_gb * GB / shards / GIB, False
 
 
-def fit(config: Config, recipe: Recipe, cluster: str) -> FitReport:
+def fit(config: Config, recipe: Recipe, cluster: str,
+        boot: BootFigures | None = None) -> FitReport:
+    """``boot``: what the last successful boot of the recipe on ``cluster`` measured
+    (core/measured.py); its figures are used before the recipe's typed or derived ones."""
     g = config.guards
     e = recipe.engine_args
     spec = recipe.speculative
     ranks, tp, notes = ranks_for(config, recipe, cluster)
     shards = tp * recipe.parallel.pp
     weights_gib, measured = weights_per_rank_gib(config, recipe, shards)
+    if boot is not None and boot.weights_per_rank_gib:
+        weights_gib, measured = boot.weights_per_rank_gib, True
     weights_gb = weights_gib * GIB / GB
     drafter_gib = (spec.drafter_weights_gb * GB / GIB) if spec else 0.0
     extras_gib = recipe.fit.pinned_extras_gib
@@ -158,6 +164,13 @@ def fit(config: Config, recipe: Recipe, cluster: str) -> FitReport:
 
     # 3. KV for one max-length request
     bpt = recipe.model.kv_bytes_per_token + (spec.drafter_kv_bytes_per_token if spec else 0)
+    if boot is not None and (seen := boot.kv_bytes_per_token):
+        if bpt and abs(seen / bpt - 1) > 0.02:
+            notes.append(
+                f"KV bytes per token: boot {boot.boot} measured {seen:,} B/token/rank "
+                f"({boot.kv_pool_tokens:,} tokens in {boot.kv_pool_gib:.2f} GiB); the recipe's "
+                f"{bpt:,} is the assumption doubted (it would refuse what that boot served)")
+        bpt = seen
     kv_needed_gib = kv_needed_gb = None
     max_window = pool = None
     concurrency = None

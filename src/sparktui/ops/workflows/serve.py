@@ -23,6 +23,7 @@ from typing import Any
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
+from sparktui.core.measured import boot_figures
 from sparktui.core.oom_predict import OomPredicted, load_plan
 from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
@@ -390,6 +391,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         "phases": {p.value: round(s, 1) for p, s in tr.stage_seconds().items()},
         "kv_tokens": tr.kv.tokens, "kv_max_len": tr.kv.max_len,
         "kv_concurrency": tr.kv.concurrency,
+        "measured": boot_figures(tr.memory_gib, tr.kv.tokens, tr.kv.max_len),
         "stages": {k: round(v, 1) for k, v in watch.stages.items()},
     }
     if predictions := oom.warnings():
