@@ -180,7 +180,7 @@ async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_p
         assert sim.nodes["dgx7"].power == "on"
         resumed = next(w for w in journal.workflows() if w.workflow == "resume")
         on_at = next(s.finished_at for s in resumed.steps if s.step == "plug on" and s.ok)
-        assert [s.step for s in resumed.steps][:2] == ["wait off", "plug on"]
+        assert [s.step for s in resumed.steps][:3] == ["plug read", "wait off", "plug on"]
         assert on_at - off_at >= OFF_S, f"off only {on_at - off_at:.1f} s"
         assert not journal.unfinished()
 

@@ -244,13 +244,37 @@ async def plug_on(run: WorkflowRun, node: str, entity: str) -> None:
     run.settle(entity)
 
 
-async def wait_off(run: WorkflowRun, node: str, seconds: float) -> None:
+async def wait_off(run: WorkflowRun, node: str, seconds: float, more: bool = False) -> None:
+    """Wait with the plug off; ``more``: the rest of an interrupted cycle's off
+    time (the result says only what was waited now, not a total it did not see)."""
     async def wait() -> float:
         await run.ctx.clock.sleep(seconds)
         return seconds
 
-    await run.step("wait off", node, f"wait {seconds:g} s with the plug off", wait,
-                   describe=lambda s: f"{s:g} s off")
+    what = "more " if more else ""
+    await run.step("wait off", node, f"wait {seconds:g} s {what}with the plug off", wait,
+                   describe=lambda s: f"{s:g} s {what}off")
+
+
+def plug_read_action(entity: str) -> str:
+    return (f"GET /api/states/{entity}: what the plug reads, before any off time or "
+            f"power-on is claimed")
+
+
+async def plug_read(run: WorkflowRun, entity: str) -> SwitchState:
+    """A resume's first look at a plug the journal says may be off: an unreadable
+    or unavailable plug ends the resume (nothing is claimed about it)."""
+    async def go() -> SwitchState:
+        state = await _power(run.ctx).state(entity)
+        if not state.available:
+            raise SwitchUnavailable(f"{entity} is {state.state} in Home Assistant: what it "
+                                    f"did is unknown -> check the plug, then resume again")
+        return state
+
+    return await run.step("plug read", entity, plug_read_action(entity), go,
+                          describe=lambda st: f"{entity} reads {st.state}"
+                          + ("" if st.state == "off" else ": it was not left off (no off "
+                             "time is claimed)"))
 
 
 async def wait_back(run: WorkflowRun, node: str) -> dict[str, object]:
@@ -426,8 +450,8 @@ def rest_off_step(record: WorkflowRecord, node: str, entity: str, off_seconds: f
     left = off_time_left(record, entity, off_seconds, now)
     if left <= 0:
         return []
-    return [PlannedStep("wait off", node, f"wait {left:.0f} s more with the plug off (the "
-                                          f"cycle asked {off_seconds:g} s off)")]
+    return [PlannedStep("wait off", node, f"if it reads off: wait {left:.0f} s more with the "
+                                          f"plug off (the cycle asked {off_seconds:g} s off)")]
 
 
 def cycle_off_seconds(record: WorkflowRecord, config: Config) -> float:
@@ -661,7 +685,8 @@ class Resume:
         off_s = cycle_off_seconds(record, state.config)
         now = state.snapshot.taken_at
         for node, entity in entities:
-            steps += [*rest_off_step(record, node, entity, off_s, now),
+            steps += [PlannedStep("plug read", entity, plug_read_action(entity)),
+                      *rest_off_step(record, node, entity, off_s, now),
                       PlannedStep("plug on", entity, plug_action(entity, True)),
                       *back_steps(boot, node)]
         return Plan(self.kind, self.wf, guards.GuardReport(tuple(verdicts)), tuple(steps), self,
@@ -678,8 +703,10 @@ class Resume:
         found: dict[str, object] = {}
         off_s = cycle_off_seconds(record, ctx.config)
         for node, entity in plugs_left_off(record, ctx.config):
-            if (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
-                await wait_off(run, node, left)
+            reads = await plug_read(run, entity)
+            if reads.state == "off" and \
+                    (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
+                await wait_off(run, node, left, more=True)
             await plug_on(run, node, entity)
             found[node] = (await wait_back(run, node))["summary"]
         ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
