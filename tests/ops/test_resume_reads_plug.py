@@ -54,3 +54,27 @@ async def test_an_unreadable_plug_ends_the_resume_before_anything(sim_ctx):
         assert not result.ok and "plug read" in result.message, result.message
         assert [e.step for e in events.of(StepStarted)] == ["plug read"]
         assert ctx.journal.unfinished()[0].wf == wf
+
+
+async def test_killed_during_wait_dark_resume_cycles_the_dark_node(sim_ctx):
+    """kill -9 during "wait dark" left the node dark with its plug on, and resume
+    offered only --close."""
+    from sparktui.ops.resume import offers
+
+    async with sim_ctx() as (sim, ctx, events):
+        j, wf = ctx.journal, "power-cycle-dark"
+        j.append(wf, "begin", workflow="power-cycle", target="dgx6", detail={"off_seconds": 5})
+        for step, target in (("plug check", "switch.dgx6"), ("poweroff", "dgx6")):
+            j.append(wf, "intent", workflow="power-cycle", target=target, step=step)
+            j.append(wf, "outcome", target=target, step=step, ok=True)
+        j.append(wf, "intent", workflow="power-cycle", target="dgx6", step="wait dark")
+        (offer,) = offers(j, ctx)
+        assert offer.action and "told to shut down" in offer.action
+        plan = await prepare(ctx, Resume(wf))
+        assert plan.allowed, plan.to_json()
+        assert [s.step for s in plan.steps][:4] == ["plug read", "plug off", "wait off",
+                                                   "plug on"]
+        result = await execute(ctx, plan)
+        assert result.ok, result.message
+        assert sim.ha.calls == [("turn_off", "switch.dgx6"), ("turn_on", "switch.dgx6")]
+        assert sim.nodes["dgx6"].up and not ctx.journal.unfinished()

@@ -11,7 +11,13 @@ from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
-from sparktui.ops.workflows.power import cycle_off_seconds, plugs_left_off, rest_off_step
+from sparktui.ops.workflows.power import (
+    KEEP_OFF,
+    cycle_off_seconds,
+    plugs_left_off,
+    rest_off_step,
+    shut_not_cut,
+)
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,11 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
             action = ("; ".join(waits) + ", then " if waits else "") + (
                 f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
                 f"(`sparktui power resume {rec.wf}`)")
+        elif dark := shut_not_cut(rec, ctx.config):
+            action = (f"{', '.join(n for n, _ in dark)} was told to shut down and its plug "
+                      f"was never cut: read it, cut it"
+                      + ("" if rec.workflow in KEEP_OFF else ", wait, turn it back on, re-check")
+                      + f" (`sparktui power resume {rec.wf}`)")
         else:
             action = ""
         out.append(Offer(rec, rec.describe(), action, plugs))

@@ -667,16 +667,17 @@ class Resume:
                                            f"journal -> `sparktui power resume` lists them"),))
             return Plan(self.kind, self.wf, report, (), self)
         entities = plugs_left_off(record, state.config)
-        nodes = tuple(n for n, _ in entities)
+        dark = shut_not_cut(record, state.config)
+        nodes = tuple(n for n, _ in [*entities, *dark])
         verdicts = [guards.Verdict("journal", self.wf, True, record.describe())]
-        if not entities:
+        if not entities and not dark:
             verdicts.append(guards.Verdict(
                 "journal", self.wf, False,
                 f"{self.wf} left no plug off: nothing to complete -> close it "
                 f"(`sparktui power resume {self.wf} --close REASON`)"))
         others = {lock.node: lock.describe() for lock in state.locks if lock.wf != self.wf}
         verdicts += [guards.runlock(n, others) for n in nodes]
-        if entities:
+        if entities or dark:
             verdicts.append(guards.home_assistant(self.wf, state.power_error))
         stale = [lock.node for lock in state.locks if lock.wf == self.wf]
         steps = [PlannedStep("close lock", n, f"remove {n}'s stale lock of {self.wf}")
@@ -689,8 +690,10 @@ class Resume:
                       *rest_off_step(record, node, entity, off_s, now),
                       PlannedStep("plug on", entity, plug_action(entity, True)),
                       *back_steps(boot, node)]
+        for node, entity in dark:
+            steps += dark_steps(record, state.config, node, entity)
         return Plan(self.kind, self.wf, guards.GuardReport(tuple(verdicts)), tuple(steps), self,
-                    nodes=nodes, entities=tuple(e for _, e in entities),
+                    nodes=nodes, entities=tuple(e for _, e in [*entities, *dark]),
                     detail={"resumes": self.wf, "nodes": list(nodes)},
                     data=(record, tuple(stale)))
 
@@ -709,10 +712,49 @@ class Resume:
                 await wait_off(run, node, left, more=True)
             await plug_on(run, node, entity)
             found[node] = (await wait_back(run, node))["summary"]
+        for node, entity in shut_not_cut(record, ctx.config):
+            await plug_read(run, entity)
+            await plug_off(run, node, entity)
+            if record.workflow in KEEP_OFF:
+                run.settle(entity)  # off is what that workflow meant
+                found[node] = f"{node} off ({entity} cut, as {record.workflow} meant)"
+                continue
+            await wait_off(run, node, off_s)
+            await plug_on(run, node, entity)
+            found[node] = (await wait_back(run, node))["summary"]
         ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
                            ok=False, message=f"completed by {run.wf}")
         run.finish(True, "; ".join(str(v) for v in found.values()) or "nothing left off",
                    {"resumed": record.wf})
+
+
+KEEP_OFF = ("power-off", "cluster-power-off")
+"""Workflows that meant their nodes to stay off (a resume cuts a dark node's plug)."""
+
+
+def shut_not_cut(record: WorkflowRecord, config: Config) -> list[tuple[str, str]]:
+    """(node, entity) of nodes this workflow told to shut down (``poweroff``
+    began) whose plug it never began to cut: killed during "wait dark", such a
+    node may be dark with its plug on, and only a plug cycle boots it."""
+    told = [s.target for s in record.steps if s.step == "poweroff"]
+    cut = {s.target for s in record.steps if s.step == "plug off"}
+    return [(n, config.nodes[n].switch) for n in dict.fromkeys(told)
+            if n in config.nodes and config.nodes[n].switch not in cut]
+
+
+def dark_steps(record: WorkflowRecord, config: Config, node: str, entity: str
+               ) -> list[PlannedStep]:
+    """What a resume does for a node left shut down with its plug on: read the
+    plug, cut it; a cycle also waits its off time, turns it on, waits for the node."""
+    steps = [PlannedStep("plug read", entity, plug_read_action(entity)),
+             PlannedStep("plug off", entity, plug_action(entity, False)
+                         + f"  ({node} was told to shut down; its plug was never cut)")]
+    if record.workflow in KEEP_OFF:
+        return steps
+    off_s = cycle_off_seconds(record, config)
+    return [*steps, PlannedStep("wait off", node, f"wait {off_s:g} s with the plug off"),
+            PlannedStep("plug on", entity, plug_action(entity, True)),
+            *back_steps(config.power.boot_timeout_s, node)]
 
 
 def plugs_left_off(record: WorkflowRecord, config: Config) -> list[tuple[str, str]]:
