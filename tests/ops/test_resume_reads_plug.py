@@ -61,7 +61,7 @@ async def test_killed_during_wait_dark_resume_cycles_the_dark_node(sim_ctx):
     offered only --close."""
     from sparktui.ops.resume import offers
 
-    async with sim_ctx() as (sim, ctx, events):
+    async with sim_ctx() as (sim, ctx, _events):
         j, wf = ctx.journal, "power-cycle-dark"
         j.append(wf, "begin", workflow="power-cycle", target="dgx6", detail={"off_seconds": 5})
         for step, target in (("plug check", "switch.dgx6"), ("poweroff", "dgx6")):
