@@ -159,15 +159,15 @@ async def test_500_and_hang_are_clear_errors(ha_server, tmp_path, fault, expect)
 async def test_401_says_the_token_was_refused_without_showing_it(ha_server, tmp_path, caplog):
     _, url = ha_server
     caplog.set_level(logging.DEBUG)
-    bad = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600, "wrong-token-abc"))
+    bad = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600, "wrong-token-abc-0123"))
     async with HomeAssistant(url, bad, timeout_s=2.0) as ha:
         with pytest.raises(HomeAssistantError, match="401 Unauthorized") as info:
             await ha.state("switch.dgx6")
-        assert "wrong-token-abc" not in str(info.value)
-        assert "wrong-token-abc" not in repr(ha) and "wrong-token-abc" not in repr(bad)
+        assert "wrong-token-abc-0123" not in str(info.value)
+        assert "wrong-token-abc-0123" not in repr(ha) and "wrong-token-abc-0123" not in repr(bad)
     async with client(url, tmp_path) as ha:
         await ha.turn("switch.dgx6", False)
-    assert TOKEN not in caplog.text and "wrong-token-abc" not in caplog.text
+    assert TOKEN not in caplog.text and "wrong-token-abc-0123" not in caplog.text
 
 
 async def test_unknown_entity_and_bad_entity_ids(ha_server, tmp_path):
@@ -180,8 +180,8 @@ async def test_unknown_entity_and_bad_entity_ids(ha_server, tmp_path):
 
 
 def test_token_from_env_first_then_a_private_file(tmp_path, monkeypatch):
-    monkeypatch.setenv("SPARKTUI_TEST_TOKEN", "from-env")
-    assert load_token("SPARKTUI_TEST_TOKEN", tmp_path / "none").header() == "Bearer from-env"
+    monkeypatch.setenv("SPARKTUI_TEST_TOKEN", "from-env-0123456789")
+    assert load_token("SPARKTUI_TEST_TOKEN", tmp_path / "none").header() == "Bearer from-env-0123456789"
     monkeypatch.delenv("SPARKTUI_TEST_TOKEN")
     loose = token_file(tmp_path, 0o644)
     with pytest.raises(TokenError, match=r"mode 0644.*chmod 600") as info:
@@ -200,7 +200,7 @@ async def test_a_refused_token_costs_exactly_one_request(ha_server, tmp_path):
     """Eight plugs read at once with a refused token: one request reaches Home
     Assistant, the rest end without sending (ip_ban counts failed logins)."""
     fake, url = ha_server
-    bad = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600, "wrong-token-def"))
+    bad = load_token("NO_SUCH_VAR_X", token_file(tmp_path, 0o600, "wrong-token-def-0123"))
     async with HomeAssistant(url, bad, timeout_s=2.0, clock=Fast()) as ha:
         results = await asyncio.gather(*(ha.state("switch.dgx6") for _ in range(8)),
                                        return_exceptions=True)

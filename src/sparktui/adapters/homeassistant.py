@@ -37,7 +37,7 @@ from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.tls import client_tls
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
-from sparktui.core.redact import redact, register_secret
+from sparktui.core.redact import MIN_TOKEN_CHARS, redact, register_secret
 
 CONFIRM_POLL_S = 0.5
 CONFIRM_TIMEOUT_S = 10.0
@@ -82,11 +82,22 @@ class _Token:
     __str__ = __repr__
 
 
+def _checked(value: str, where: str) -> _Token:
+    """A token of at least MIN_TOKEN_CHARS (shorter ones cannot be masked in
+    every derived form, and no Home Assistant token is that short)."""
+    if len(value) < MIN_TOKEN_CHARS:
+        raise TokenError(f"the Home Assistant token in {where} is {len(value)} characters: "
+                         f"too short to be a long-lived access token (they are ~180) or to "
+                         f"be kept out of output reliably (at least {MIN_TOKEN_CHARS}) -> "
+                         f"create a long-lived access token (profile page, Security tab)")
+    return _Token(value)
+
+
 def load_token(env_var: str, token_file: str | Path) -> _Token:
     """The token from ``env_var``, else from ``token_file`` (mode 0600 or stricter)."""
     value = os.environ.get(env_var, "").strip() if env_var else ""
     if value:
-        return _Token(value)
+        return _checked(value, f"${env_var}")
     path = Path(token_file).expanduser()
     try:
         st = path.stat()
@@ -99,7 +110,7 @@ def load_token(env_var: str, token_file: str | Path) -> _Token:
     value = path.read_text().strip()
     if not value:
         raise TokenError(f"{path} is empty -> put the long-lived access token in it")
-    return _Token(value)
+    return _checked(value, str(path))
 
 
 @dataclass(frozen=True)
