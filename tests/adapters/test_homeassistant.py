@@ -181,7 +181,8 @@ async def test_unknown_entity_and_bad_entity_ids(ha_server, tmp_path):
 
 def test_token_from_env_first_then_a_private_file(tmp_path, monkeypatch):
     monkeypatch.setenv("SPARKTUI_TEST_TOKEN", "from-env-0123456789")
-    assert load_token("SPARKTUI_TEST_TOKEN", tmp_path / "none").header() == "Bearer from-env-0123456789"
+    from_env = load_token("SPARKTUI_TEST_TOKEN", tmp_path / "none")
+    assert from_env.header() == "Bearer from-env-0123456789"
     monkeypatch.delenv("SPARKTUI_TEST_TOKEN")
     loose = token_file(tmp_path, 0o644)
     with pytest.raises(TokenError, match=r"mode 0644.*chmod 600") as info:
