@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
+from sparktui.core.fit import fit
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.context import OpsContext
 from sparktui.ops.guards import Override
@@ -68,9 +69,9 @@ async def test_the_incident_lane_stops_before_the_rung_that_hung_the_hosts(sim_c
         assert abs(env["ceiling_tokens"] - truth) / truth < 0.05, (env, truth)
         assert env["ceiling_tokens"] < 150_000  # the 22:45 prompt is beyond it
         recipe = load_recipe(ctx.config, lane)
-        fit = env["scratch_fit"]
+        line = env["scratch_fit"]
         assert recipe.fit.prefill_scratch_gib_per_token is not None
-        assert abs(recipe.fit.prefill_scratch_gib_per_token / fit["b_gib_per_token"] - 1) < 1e-3
+        assert abs(recipe.fit.prefill_scratch_gib_per_token / line["b_gib_per_token"] - 1) < 1e-3
         text = (ctx.config.recipes_dir / lane / "recipe.toml").read_text()
         assert "# The 2026-10-22 lane as it was at 22:45" in text  # comments kept
         assert "measured by sparktui envelope (3 rungs)" in text
@@ -81,6 +82,9 @@ async def test_the_incident_lane_stops_before_the_rung_that_hung_the_hosts(sim_c
         assert [e.step for e in entries if e.kind == "outcome" and e.ok] == steps
         assert result.ok
         assert recipe.fit.prefill_ceiling_tokens == env["ceiling_tokens"]
+        report = fit(ctx.config, recipe, recipe.cluster)  # the fit believes the measurement
+        assert report.longest_safe_prompt_tokens == env["ceiling_tokens"]
+        assert any("measured by sparktui envelope is" in r for r in report.reasons)
         # the guard now knows the ceiling: the 128K rung and a d131072 bench are refused,
         # overridable by name; a prompt within it passes
         again = await prepare(ctx, Envelope(lane))

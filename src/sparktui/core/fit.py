@@ -201,7 +201,17 @@ def fit(config: Config, recipe: Recipe, cluster: str,
     # 4. prefill scratch
     longest = None
     f = recipe.fit
-    if f.prefill_scratch_base_gib is not None and f.prefill_scratch_gib_per_token:
+    if f.prefill_ceiling_tokens is not None:
+        # measured by `sparktui envelope` on the hosts themselves: it knows what this
+        # arithmetic does not (the OS, the page cache, the reserve a prefill must leave)
+        longest = f.prefill_ceiling_tokens
+        if longest < e.max_model_len:
+            reasons.append(
+                f"prefill scratch: the longest safe prompt measured by sparktui envelope is "
+                f"{longest:,} tokens, shorter than max_model_len {e.max_model_len:,} (a "
+                f"longer prompt hangs the host) -> cap max_model_len at {longest:,} or lower "
+                f"the KV pin")
+    elif f.prefill_scratch_base_gib is not None and f.prefill_scratch_gib_per_token:
         headroom = g.node_memory_gib - resident - max(kv_available, 0.0)
         longest = max(0, int((headroom - f.prefill_scratch_base_gib)
                              // f.prefill_scratch_gib_per_token))
