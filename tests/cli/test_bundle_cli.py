@@ -71,3 +71,31 @@ async def test_bad_subjects_and_files_are_named(tmp_path, capsys, monkeypatch):
     code = await h.sparktui(cfg, "replay", str(junk), monkeypatch=monkeypatch)
     _, err = capsys.readouterr()
     assert code == 2 and "Traceback" not in err
+
+
+async def test_replay_refuses_a_bad_from_before_reading_and_says_what_was_damaged(
+        tmp_path, capsys, monkeypatch):
+    import gzip
+
+    from sparktui.service import recording
+
+    cfg = h.fleet(tmp_path)
+    night = tmp_path / "night.jsonl.gz"
+    night.write_bytes(gzip.compress(b'{"t": 1764450000, "e": null}\n')
+                      + b"\x1f\x8b\x08\0garbage" + gzip.compress(b'{"t": -1e18, "e": null}\n'))
+    read = recording.read_recording
+
+    def refuse(*a, **k):
+        raise AssertionError("read before the flags were checked")
+
+    monkeypatch.setattr(recording, "read_recording", refuse)
+    code = await h.sparktui(cfg, "replay", str(night), "--from", "yesterday-ish",
+                            monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 2 and "--from: not a time" in err and "Traceback" not in err
+    monkeypatch.setattr(recording, "read_recording", read)
+    monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run", lambda self: None)
+    code = await h.sparktui(cfg, "replay", str(night), monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 0
+    assert "1 damaged piece skipped; 1 line that is not an event" in err

@@ -38,7 +38,7 @@ def start_time(text: str | None, first: float) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.recording import read_recording
+    from ..service.recording import Damage, read_recording
     from ..service.replay import ReplaySource
     from ..tui.replay import ReplayApp
 
@@ -49,19 +49,23 @@ def run(args: argparse.Namespace) -> int:
     if not args.speed > 0:
         print("sparktui replay: --speed must be greater than 0", file=sys.stderr)
         return 2
-    try:
-        events = list(read_recording(args.file))
-    except OSError as exc:
-        print(f"sparktui replay: {args.file}: not a recording ({exc})", file=sys.stderr)
-        return 2
-    if not events:
-        print(f"sparktui replay: {args.file}: holds no event", file=sys.stderr)
-        return 2
-    try:
-        start = start_time(args.start, events[0][0])
+    try:  # a malformed --from is refused before the file is read
+        start_time(args.start, 0.0)
     except argparse.ArgumentTypeError as exc:
         print(f"sparktui replay: --from: {exc}", file=sys.stderr)
         return 2
+    damage = Damage()
+    try:
+        events = list(read_recording(args.file, damage))
+    except OSError as exc:
+        print(f"sparktui replay: {args.file}: not a recording ({exc})", file=sys.stderr)
+        return 2
+    if damage:
+        print(f"sparktui replay: {args.file}: {damage.describe()}", file=sys.stderr)
+    if not events:
+        print(f"sparktui replay: {args.file}: holds no event", file=sys.stderr)
+        return 2
+    start = start_time(args.start, events[0][0])
     source = ReplaySource(config, events, speed=args.speed, start=start)
     ReplayApp(config, source).run()
     return 0
