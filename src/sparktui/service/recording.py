@@ -349,7 +349,8 @@ class Damage:
         if self.pieces:
             parts.append(f"{self.pieces} damaged piece{'s' * (self.pieces != 1)} skipped")
         if self.lines:
-            parts.append(f"{self.lines} line{'s that are not events' if self.lines != 1 else ' that is not an event'}")
+            what = "lines that are not events" if self.lines != 1 else "line that is not an event"
+            parts.append(f"{self.lines} {what}")
         if self.torn_end:
             parts.append("the last piece is torn (still being written, or cut)")
         return "; ".join(parts)
