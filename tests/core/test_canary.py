@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from sparktui.core.canary import (
     COLLAPSE_AFTER_S,
+    FAILED_ROUNDS,
     CanaryAnswer,
     EngineCounters,
     ThroughputWatch,
@@ -85,21 +86,40 @@ def test_collapse_only_when_flat_with_running_for_the_window(steps) -> None:  # 
 
 
 def test_canary_verdicts() -> None:
-    assert judge_canary(CanaryAnswer("503", False, error="x")) is None
-    ok = judge_canary(CanaryAnswer("ok", True, 0.25))
+    assert judge_canary(CanaryAnswer("503", False, error="x"), 1) is None
+    ok = judge_canary(CanaryAnswer("ok", True, 0.25), 1)
     assert ok is not None and ok.state == "serving" and "0.25 s" in ok.evidence[0]
-    dead = judge_canary(CanaryAnswer("ok", False, None, "timed out after 10 s",
-                                     c(0, 50, 0, 0), c(10, 50, 0, 2)))
+    hung = CanaryAnswer("ok", False, None, "no answer in 10 s", c(0, 50, 0, 0),
+                        c(10, 50, 0, 2))
+    first = judge_canary(hung, 0)
+    assert first is not None and first.state == "slow" and first.dead_evidence
+    dead = judge_canary(hung, FAILED_ROUNDS - 1)
     assert dead is not None and dead.unresponsive
-    assert dead.evidence == ("/health answers 200 but a 1-token completion failed: timed out "
-                             "after 10 s", "no token processed in 10 s (0 running, 2 waiting, "
-                             "/metrics)")
-    busy = judge_canary(CanaryAnswer("ok", False, None, "timed out after 10 s",
-                                     c(0, 50), c(10, 8242)))
+    assert dead.evidence == ("/health answers 200 but a 1-token completion failed: no answer "
+                             "in 10 s", "no token processed in 10 s (0 running, 2 waiting, "
+                             "/metrics)", f"{FAILED_ROUNDS} rounds in a row")
+    busy = judge_canary(CanaryAnswer("ok", False, None, "no answer in 10 s",
+                                     c(0, 50), c(10, 8242)), 5)
     assert busy is not None and busy.state == "busy" and "8192 tokens" in busy.evidence[1]
-    fast_fail = judge_canary(CanaryAnswer("ok", False, 0.1, "HTTP 500: EngineDeadError",
-                                          c(0, 50), c(0, 50)))
-    assert fast_fail is not None and fast_fail.unresponsive and len(fast_fail.evidence) == 1
+    assert not busy.dead_evidence
+    fast_fail = CanaryAnswer("ok", False, 0.1, "HTTP 500: EngineDeadError", c(0, 50), c(0, 50))
+    v = judge_canary(fast_fail, 0)
+    assert v is not None and v.state == "slow" and v.dead_evidence
+    v = judge_canary(fast_fail, FAILED_ROUNDS - 1)
+    assert v is not None and v.unresponsive
+
+
+def test_an_idle_lane_with_a_slow_answer_is_never_unresponsive() -> None:
+    """The night's false alarm: a 1-token answer late on a loaded host, the
+    engine idle (0 running, 0 waiting): the request never reached it."""
+    idle = CanaryAnswer("ok", False, None, "no answer in 10 s", c(0, 50, 0, 0), c(13, 50, 0, 0))
+    for before in range(10):
+        v = judge_canary(idle, before)
+        assert v is not None and v.state == "slow" and not v.dead_evidence
+        assert "nothing queued" in v.evidence[1]
+    blind = CanaryAnswer("ok", False, None, "no answer in 10 s")
+    v = judge_canary(blind, 9)
+    assert v is not None and v.state == "slow" and not v.dead_evidence
 
 
 def test_staleness_shows_past_two_intervals() -> None:

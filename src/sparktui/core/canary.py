@@ -113,35 +113,76 @@ class CanaryAnswer:
     after: EngineCounters | None = None
 
 
+FAILED_ROUNDS = 2
+"""Consecutive failed rounds, each with its own evidence, before a lane is
+called ``unresponsive``: one slow round on a loaded 2-core host (the
+completion waits on a CPU, not on a dead engine) is no alarm."""
+
+
 @dataclass(frozen=True)
 class CanaryVerdict:
     state: str
-    """``serving``, ``busy`` (slow, but the engine makes tokens) or ``unresponsive``."""
+    """``serving``, ``busy`` (slow, but the engine makes tokens), ``slow`` (a
+    failed round without evidence of a dead engine: nothing queued, or no
+    ``/metrics`` to tell, or the first failed round) or ``unresponsive``."""
     evidence: tuple[str, ...] = ()
 
     @property
     def unresponsive(self) -> bool:
         return self.state == "unresponsive"
 
+    dead_evidence: bool = False
+    """The round failed with evidence of a dead engine (counts towards
+    :data:`FAILED_ROUNDS`)."""
 
-def judge_canary(answer: CanaryAnswer) -> CanaryVerdict | None:
-    """The lane's serving state from one canary round. None when ``/health``
-    itself does not answer 200 (the lane's health column says that)."""
+
+def judge_canary(answer: CanaryAnswer, failed_before: int) -> CanaryVerdict | None:
+    """The lane's serving state from one canary round, given how many rounds
+    before it in a row failed with evidence (``failed_before``). None when
+    ``/health`` itself does not answer 200 (the lane's health column says
+    that).
+
+    A round is evidence of a dead engine when the engine answered with an
+    error rather than timing out (an HTTP error: vLLM's EngineDeadError is a
+    500; a connection the server dropped; an answer with no token), or when its
+    ``/metrics`` show requests running or waiting and no token processed
+    while the completion waited. A timeout with nothing queued (the request
+    never reached the engine: a loaded host, a clock that ran ahead) or no
+    counters at all is ``slow``, never ``unresponsive``."""
     if answer.health != "ok":
         return None
     if answer.ok:
         lat = f" in {answer.latency_s:.2f} s" if answer.latency_s is not None else ""
         return CanaryVerdict("serving", (f"1-token completion answered{lat}",))
     failed = f"/health answers 200 but a 1-token completion failed: {answer.error}"
+    again = failed_before + 1 >= FAILED_ROUNDS
+    rounds = f"{failed_before + 1} rounds in a row"
     b, a = answer.before, answer.after
+    if not _timed_out(answer.error):
+        return CanaryVerdict("unresponsive" if again else "slow", (failed, rounds), True)
     if b is None or a is None or b.tokens is None or a.tokens is None or a.at <= b.at:
-        return CanaryVerdict("unresponsive", (failed,))
+        return CanaryVerdict("slow", (failed, "no /metrics to tell a dead engine from a "
+                                      "slow one"))
     if a.tokens > b.tokens:
         return CanaryVerdict("busy", (failed, f"the engine processed {a.tokens - b.tokens:.0f}"
                                       " tokens meanwhile: busy, not dead"))
+    queued = (a.running or 0) + (a.waiting or 0)
     queue = f"{a.running or 0} running, {a.waiting or 0} waiting"
-    return CanaryVerdict("unresponsive", (failed, f"no token processed in {a.at - b.at:.0f} s "
-                                          f"({queue}, /metrics)"))
+    if queued <= 0:
+        return CanaryVerdict("slow", (failed, f"nothing queued at the engine ({queue}, "
+                                      "/metrics): the request did not reach it"))
+    return CanaryVerdict("unresponsive" if again else "slow",
+                         (failed, f"no token processed in {a.at - b.at:.0f} s "
+                          f"({queue}, /metrics)", rounds), True)
+
+
+_TIMEOUT_WORDS = ("no answer in", "no complete answer in", "Timeout")
+"""How a completion that waited out its bound reads (watch/canary's bound,
+engine_http's stream bound, httpx's ``ReadTimeout``/``ConnectTimeout``)."""
+
+
+def _timed_out(error: str) -> bool:
+    return any(w in error for w in _TIMEOUT_WORDS)
 
 
 def stale_age(last_good: float | None, now: float, interval_s: float) -> float | None:

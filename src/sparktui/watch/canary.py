@@ -41,6 +41,12 @@ the lane watcher reads from the journal's stop intents on its 1 s tick)
 aborts the completion in flight, and that is the stop's doing, not a dead
 engine. It delays an unresponsive verdict by as much, never a good one."""
 
+RETRY_S = 5.0
+"""After a round that failed with evidence of a dead engine, the next round
+comes this soon (not a whole interval later): ``unresponsive`` needs
+:data:`~sparktui.core.canary.FAILED_ROUNDS` in a row, and a hung engine must
+still be called so within about one interval of the hang."""
+
 PROMPT = "Say OK."
 
 
@@ -74,6 +80,8 @@ class ServingCanary:
         self._health = ""
         self.verdict: CanaryVerdict | None = None
         self.collapse: Collapse | None = None
+        self.failed_rounds = 0
+        """Rounds in a row that failed with evidence of a dead engine."""
         self.last_good: float | None = None
         """Monotonic time of the last endpoint check that answered ``/health`` 200."""
         self.latency_s: float | None = None
@@ -101,9 +109,10 @@ class ServingCanary:
         if self.interval_s is None:
             return
         while True:
-            await self._clock.sleep(self.interval_s)
+            await self._clock.sleep(RETRY_S if self.failed_rounds else self.interval_s)
             where = target()
             if where is None:
+                self.failed_rounds = 0
                 if self.verdict is not None:
                     self._set(None)
                 continue
@@ -119,12 +128,16 @@ class ServingCanary:
             if not ok:
                 await self._clock.sleep(STOP_SETTLE_S)
                 if target() != where:  # the lane left serving meanwhile: no evidence
+                    self.failed_rounds = 0
                     if self.verdict is not None:
                         self._set(None)
                     continue
             error = done.error or ("" if ok else "the answer carried no token")
-            self._set(judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
-                                                self._throughput.last)))
+            verdict = judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
+                                                self._throughput.last), self.failed_rounds)
+            self.failed_rounds = self.failed_rounds + 1 if verdict and verdict.dead_evidence \
+                else 0
+            self._set(verdict)
 
     async def _bounded(self, node: str, port: int) -> ChatAnswer:
         """The completion, bounded on the watcher's clock as well as by the
