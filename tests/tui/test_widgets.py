@@ -76,7 +76,8 @@ async def test_wrap_search_and_pause():
         log.add_lines([LogLine(0, None, "a" * 100), *lines(40)])
         log.wrap = True
         await pilot.pause()
-        assert log.row_count == 40 + 3  # 100 chars at 40 - 6 gutter columns: 3 rows
+        # 100 chars at 40 - 1 scrollbar - 6 gutter columns: 4 rows
+        assert log.row_count == 40 + 4
         log.search = "line 3"
         assert log.find_next() and not log.follow
         first = log.match_row

@@ -79,7 +79,8 @@ MAIN_BINDINGS: list[Binding] = [
     Binding("w", "wrap", "Wrap", id="wrap", show=False,
             tooltip="Wrap long boot-log lines (the search match stays in view)"),
     Binding("h", "probes", "Probes", id="probe-lines", show=False,
-            tooltip="Show / fold the console's own GET /health, /metrics lines"),
+            tooltip="Show / fold the console's own requests: GET /health, /metrics and "
+            "the canary's chat request (every 200 completion line)"),
     Binding("r", "rank", "Rank", id="rank", show=False,
             tooltip="Choose which rank's log to show"),
     Binding("a", "ack", "Ack", id="ack", show=False,

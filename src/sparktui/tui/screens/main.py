@@ -386,25 +386,29 @@ class MainScreen(Screen[None]):
         self._update_banner()
 
     def _update_banner(self) -> None:
+        """Two rows, each cut at the pane's edge with …, never wrapped (a
+        wrapped third row hid under the log): the lane's state, its verdicts
+        and progress, then its subject (what a cut takes); then the log's own
+        view state."""
         log = self.query_one(BootLog)
         state = "following" if log.follow else "PAUSED"
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         if self.lane is None or self.lane not in self._lanes:
             text.append("no lane selected — the log of the lane selected in Lanes shows here")
         else:
             lv = self._lanes[self.lane]
             node = lv.node_of(self.rank) or "?"
             text.append(f" {lv.phase.upper()} ", style="bold reverse")
-            text.append(f" {lv.name} rank {self.rank} on {node}")
-            if lv.progress_text:
-                text.append(f" · {lv.progress_text}")
             if lv.failure:
-                text.append(f" · first fatal: {lv.failure}", style="bold")
-            if lv.gate:  # in a few words: the banner keeps its two rows (details: enter)
+                text.append(f" first fatal: {lv.failure} ·", style="bold")
+            if lv.gate:  # in a few words (details: enter)
                 bad = lv.gate in ("garbled", "slow", "failed")
-                text.append(f" · gate {lv.gate}" + (f": {gate_brief(lv)}" if bad else ""),
+                text.append(f" gate {lv.gate}" + (f": {gate_brief(lv)}" if bad else "") + " ·",
                             style="bold" if bad else "")
-        text.append(f"  [{state} · level {log.level_name}"
+            if lv.progress_text:
+                text.append(f" {lv.progress_text} ·")
+            text.append(f" {lv.name} rank {self.rank} on {node}")
+        text.append(f"\n[{state} · level {log.level_name}"
                     + (f" · filter '{log.text_filter}'" if log.text_filter else "")
                     + (f" · search '{log.search}'" if log.search else "")
                     + (" · wrap" if log.wrap else "")

@@ -36,9 +36,13 @@ MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
 LEVELS: tuple[tuple[str, Severity | None], ...] = (
     ("all", None), ("warn+", Severity.WARNING), ("fatal", Severity.FATAL))
 
-PROBE_ACCESS = re.compile(r'"GET /(?:health|metrics|v1/models) HTTP/[\d.]+" 200\b')
-"""An access-log line of the requests the console itself polls every few
-seconds (adapters/engine_http.py); any other status is news and stays."""
+PROBE_ACCESS = re.compile(r'"(?:GET /(?:health|metrics|v1/models)|POST /v1/(?:chat/)?completions)'
+                          r' HTTP/[\d.]+" 200\b')
+"""An access-log line of the requests the console itself sends every few
+seconds: its polls (adapters/engine_http.py) and its serving canary's chat
+request (watch/canary.py), which an access line cannot tell from a client's,
+so every successful completion request folds with them (``h`` shows them);
+any other status is news and stays."""
 CUT = "›"
 """Drawn in the last column of a line that goes on past the pane's edge."""
 EMPTY = "no lines at this level / filter (l: next level, t: change the filter)"
@@ -106,7 +110,10 @@ class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
     # -- feeding -------------------------------------------------------------
 
     def clear_lines(self) -> None:
+        """Another rank's log: from its first column (a search's sideways
+        scroll belonged to the last one's line)."""
         self.entries.clear()
+        self.scroll_to(x=0, animate=False, immediate=True)
         self._rebuild()
 
     def add_lines(self, lines: list[LogLine] | tuple[LogLine, ...]) -> None:
@@ -150,7 +157,10 @@ class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
         needle = self.text_filter.lower()
         probes = self.show_probes
         wrap = self.wrap
-        width = max(10, self.scrollable_content_region.width - GUTTER)
+        # the vertical scrollbar's column is kept free: it appears once the
+        # rows overflow, after they were laid out, and a row laid out without
+        # it lost two characters at every fold (one under the bar, one to ›)
+        width = max(10, self.size.width - self.styles.scrollbar_size_vertical - GUTTER)
         rows: list[tuple[Entry, int, int]] = []
         widest = self._max_width
         for entry in entries:
@@ -218,7 +228,10 @@ class BootLog(RestyledWhileShown, ScrollView, can_focus=True):
     def watch_show_probes(self) -> None:
         self._rebuild()
 
-    def watch_search(self) -> None:
+    def watch_search(self, search: str) -> None:
+        if not search:  # the sideways scroll to the match goes with it
+            self.match_row = None
+            self.scroll_to(x=0, animate=False, immediate=True)
         self.refresh()
 
     class FollowChanged(Message):
