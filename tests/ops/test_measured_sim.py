@@ -31,6 +31,11 @@ async def test_a_boot_measures_and_the_fit_believes_it(sim_ctx, fleet_config, ca
         m = result.detail["measured"]
         assert m["weights_per_rank_gib"] == 98.86 and m["kv_pool_gib"] == 6.0
         assert m["kv_pool_tokens"] and m["max_model_len"] == 131072
+        marks = m["mem_available_gib"]
+        # the last reading in each phase the serve's memory poll caught, and the latest
+        assert {"after_load", "headroom"} <= set(marks), marks
+        assert marks["after_load"] > marks["headroom"] > 0
+        assert abs(marks["headroom"] - 9.92) < 1.0  # 118.78 - 98.86 - 4 runtime - 6 KV
     args = ["fit", SAFE, "--json", "--config", config_path]
     assert main(args) == 0
     out = json.loads(capsys.readouterr().out)
@@ -43,3 +48,4 @@ async def test_a_boot_measures_and_the_fit_believes_it(sim_ctx, fleet_config, ca
     text = capsys.readouterr().out
     assert f"predicted vs measured (boot {result.wf}):" in text
     assert "KV bytes per token" in text and "53,946" in text
+    assert "headroom serving" in text and "free after load" in text

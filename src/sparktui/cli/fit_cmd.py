@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         render(report)
         if boot is not None:
-            _side_by_side(predicted, boot)
+            _side_by_side(predicted, boot, config.guards.node_memory_gib)
     return 0 if report.verdict == "fits" else 1
 
 
@@ -60,7 +60,7 @@ def _figures(r: FitReport) -> dict[str, object]:
             "pool_tokens": r.pool_tokens}
 
 
-def _side_by_side(p: FitReport, b: BootFigures) -> None:
+def _side_by_side(p: FitReport, b: BootFigures, node_gib: float) -> None:
     out = console()
     out.print(f"predicted vs measured (boot {b.boot}):")
     rows = [("weights per rank", f"{p.weights_per_rank_gib:.2f} GiB",
@@ -70,6 +70,14 @@ def _side_by_side(p: FitReport, b: BootFigures) -> None:
             ("KV pool tokens", f"{p.pool_tokens:,}" if p.pool_tokens else "-",
              f"{b.kv_pool_tokens:,}" if b.kv_pool_tokens else "-"),
             ("graph memory", "-", f"{b.graphs_gib:.2f} GiB" if b.graphs_gib else "-")]
+    marks = b.mem_available_gib
+    for key, what in (("before_load", "free before load"), ("after_load", "free after load"),
+                      ("after_kv", "free after KV")):
+        if key in marks:
+            rows.append((what, "-", f"{marks[key]:.2f} GiB"))
+    if "headroom" in marks:
+        left = node_gib - p.resident_gib - max(p.kv_available_gib, 0.0)
+        rows.append(("headroom serving", f"{left:.2f} GiB", f"{marks['headroom']:.2f} GiB"))
     for what, pred, seen in rows:
         out.print(f"  {what:<20} {pred:>14}  {seen:>14}")
 

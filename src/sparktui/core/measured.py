@@ -11,7 +11,7 @@ lane at 131072 with a 6 GiB pin, refused "short by 0.59 GiB" by the night's
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 GIB = 1024**3
@@ -29,6 +29,8 @@ class BootFigures:
     kv_pool_tokens: int | None
     graphs_gib: float | None
     max_model_len: int | None
+    mem_available_gib: Mapping[str, float] = field(default_factory=dict)
+    """Lowest MemAvailable of the nodes before_load, after_load, after_kv, headroom."""
 
     @property
     def kv_bytes_per_token(self) -> int | None:
@@ -38,16 +40,49 @@ class BootFigures:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        out["mem_available_gib"] = dict(self.mem_available_gib)
         out["kv_bytes_per_token"] = self.kv_bytes_per_token
         return out
 
 
+MARKS = {"starting": "before_load", "loading weights": "after_load",
+         "KV allocation": "after_kv", "graph capture": "after_kv"}
+"""The boot phase a reading was taken in -> the milestone its last reading stands for
+(the last one while loading is the memory after the load, and so on)."""
+
+
+@dataclass
+class MemoryMarks:
+    """The lowest MemAvailable of the lane's nodes at each boot milestone, from the
+    readings the serve already makes while a lane boots: the last reading taken in
+    each phase (before the load, after it, after the KV cache), and the latest
+    (what is left when serving). A phase shorter than the poll leaves no mark."""
+
+    now_kib: dict[str, int] = field(default_factory=dict)
+    marks_gib: dict[str, float] = field(default_factory=dict)
+
+    def read(self, node: str, available_kib: int, phase: str) -> None:
+        self.now_kib[node] = available_kib
+        mark = MARKS.get(phase)
+        if mark is not None:
+            self.marks_gib[mark] = round(min(self.now_kib.values()) / 1024 / 1024, 3)
+
+    def to_json(self) -> dict[str, float]:
+        out: dict[str, float] = {m: self.marks_gib[m] for m in
+                                 ("before_load", "after_load", "after_kv") if m in self.marks_gib}
+        if self.now_kib:
+            out["headroom"] = round(min(self.now_kib.values()) / 1024 / 1024, 3)
+        return out
+
+
 def boot_figures(memory_gib: Mapping[str, float], kv_tokens: int | None,
-                 kv_max_len: int | None) -> dict[str, Any]:
-    """The serve's journal detail ``measured``: what the tracker read (None: not printed)."""
+                 kv_max_len: int | None, marks: MemoryMarks | None = None) -> dict[str, Any]:
+    """The serve's journal detail ``measured``: what the tracker read (None: not printed)
+    and the nodes' MemAvailable at each milestone (``mem_available_gib``)."""
     return {"weights_per_rank_gib": memory_gib.get("weights"),
             "kv_pool_gib": memory_gib.get("kv"), "kv_pool_tokens": kv_tokens,
-            "graphs_gib": memory_gib.get("graphs"), "max_model_len": kv_max_len}
+            "graphs_gib": memory_gib.get("graphs"), "max_model_len": kv_max_len,
+            "mem_available_gib": marks.to_json() if marks is not None else {}}
 
 
 def last_boot(ends: Iterable[tuple[str, float, Mapping[str, Any]]], recipe: str,
@@ -62,9 +97,13 @@ def last_boot(ends: Iterable[tuple[str, float, Mapping[str, Any]]], recipe: str,
             continue
         if best is not None and t < best.at:
             continue
+        marks = m.get("mem_available_gib")
         best = BootFigures(wf, t, cluster, _f(m.get("weights_per_rank_gib")),
                            _f(m.get("kv_pool_gib")), _i(m.get("kv_pool_tokens")),
-                           _f(m.get("graphs_gib")), _i(m.get("max_model_len")))
+                           _f(m.get("graphs_gib")), _i(m.get("max_model_len")),
+                           {str(k): float(v) for k, v in marks.items()
+                            if isinstance(v, int | float)} if isinstance(marks, Mapping)
+                           else {})
     return best
 
 

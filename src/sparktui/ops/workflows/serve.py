@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shlex
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
-from sparktui.core.measured import boot_figures
+from sparktui.core.measured import MemoryMarks, boot_figures
 from sparktui.core.oom_predict import OomPredicted, load_plan
 from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
@@ -279,15 +279,21 @@ async def _last_lines(run: WorkflowRun, ranks: Sequence[RankLaunch]) -> dict[str
 
 
 async def watch_memory(ctx: OpsContext, nodes: Sequence[str], detector: ThrashDetector,
-                       interval_s: float, answering: dict[str, bool]) -> ThrashVerdict:
+                       interval_s: float, answering: dict[str, bool],
+                       marks: tuple[MemoryMarks, Callable[[], str]] | None = None
+                       ) -> ThrashVerdict:
     """Poll the lane's nodes until one of them thrashes (the Boot D signature:
     memory gone, PSI full climbing, then ping answers while SSH is starved).
-    ``answering`` is kept up to date: did each node's last probe come back."""
+    ``answering`` is kept up to date: did each node's last probe come back;
+    ``marks`` (with the lane's boot phase now) gets each node's MemAvailable: the
+    boot's measured milestones."""
     while True:
         snapshot = await ctx.snapshot(list(nodes))
         worst: ThrashVerdict | None = None
         for snap in snapshot.nodes:
             answering[snap.node] = snap.online
+            if marks is not None and snap.probe is not None and snap.probe.meminfo is not None:
+                marks[0].read(snap.node, snap.probe.meminfo.available_kib, marks[1]())
             verdict = detector.on_snapshot(snap)
             if verdict.level >= ThrashLevel.THRASH and worst is None:
                 worst = verdict
@@ -338,6 +344,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         watch.start()
     detector = ThrashDetector(ctx.config.thrash, clock=ctx.clock)
     last_phase: list[Phase | None] = [None]
+    marks = MemoryMarks()
 
     def on_event(event: LaneEvent) -> None:
         if isinstance(event, LinesArrived):
@@ -369,7 +376,8 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
     unsubscribe_memory = watch.subscribe(on_memory)
     nodes = [r.node for r in launch.ranks]
     answering: dict[str, bool] = {}
-    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering)
+    memory = watch_memory(ctx, nodes, detector, ctx.config.console.poll_interval_s, answering,
+                          (marks, lambda: watch.tracker.phase.value))
     try:
         result = await run.step("readiness", lane, "follow every rank's log until ready, "
                                                   "failed or stalled; watch every node for "
@@ -391,7 +399,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         "phases": {p.value: round(s, 1) for p, s in tr.stage_seconds().items()},
         "kv_tokens": tr.kv.tokens, "kv_max_len": tr.kv.max_len,
         "kv_concurrency": tr.kv.concurrency,
-        "measured": boot_figures(tr.memory_gib, tr.kv.tokens, tr.kv.max_len),
+        "measured": boot_figures(tr.memory_gib, tr.kv.tokens, tr.kv.max_len, marks),
         "stages": {k: round(v, 1) for k, v in watch.stages.items()},
     }
     if predictions := oom.warnings():
