@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ..core.config import Config
 from ..core.config_load import load_config
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
         errors = [str(p) for p in exc.problems]
     else:
         loaded, problems = load_all_recipes(config)
-        errors = [str(p) for p in problems]
+        errors = [str(p) for p in problems] + _local_files(config)
         recipes = sorted(loaded)
         for recipe in loaded.values():
             warnings += [str(w) for w in lint(config, recipe)]
@@ -51,6 +52,32 @@ def run(args: argparse.Namespace) -> int:
         print(f"{status}: {args.config}, {len(recipes)} recipes valid, {len(errors)} errors, "
               f"{len(warnings)} warnings")
     return 1 if errors else 0
+
+
+def _local_files(config: Config) -> list[str]:
+    """Files the config names that would fail only later (issue 27): a recipes
+    dir that does not exist ("0 recipes valid" passed), SSH client keys that are
+    missing, a known_hosts that is missing or empty (every connect would fail)."""
+    out = []
+    if not config.recipes_dir.is_dir():
+        out.append(f"{config.path}: recipes_dir: {config.recipes_dir} is not a directory: no "
+                   f"recipe could be checked or served")
+    if config.simulator.enabled:
+        return out  # the simulator brings its own keys and known_hosts
+    for key in config.ssh.client_keys:
+        if not Path(key).expanduser().is_file():
+            out.append(f"{config.path}: ssh.client_keys: {key} does not exist")
+    known = Path(config.ssh.known_hosts).expanduser()
+    try:
+        empty = known.stat().st_size == 0
+    except OSError:
+        out.append(f"{config.path}: ssh.known_hosts: {known} does not exist -> add the nodes' "
+                   f"host keys (ssh-keyscan, or one ssh login per node)")
+    else:
+        if empty:
+            out.append(f"{config.path}: ssh.known_hosts: {known} is empty: no node's host key "
+                       f"is known, every connection would be refused")
+    return out
 
 
 def _notify_service(config: Config) -> tuple[list[str], list[str]]:

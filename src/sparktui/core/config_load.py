@@ -109,6 +109,7 @@ def _build(src: Source) -> Config | None:
                          _declared(data.get("switches")))
     nccl = _nccl(src, data.get("nccl", {}), _declared(data.get("clusters")))
     _check_sections(src, sections, nodes, declared_nodes)
+    _check_together(src, sections, nodes)
 
     recipes_dir = data.get("recipes_dir", "recipes")
     if not isinstance(recipes_dir, str):
@@ -281,8 +282,61 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
 
 
 
+def _check_together(src: Source, sections: dict[str, Any],
+                    nodes: dict[str, NodeConfig]) -> None:
+    """Values each valid alone that mean nothing together (issue 27); each
+    problem names both fields."""
+    thrash: ThrashConfig | None = sections.get("thrash")
+    guards: GuardConfig | None = sections.get("guards")
+    console: ConsoleConfig | None = sections.get("console")
+    if thrash is not None and thrash.psi_full_suspect >= thrash.psi_full_thrash:
+        src.error(("thrash", "psi_full_suspect"),
+                  f"{thrash.psi_full_suspect:g} must be below thrash.psi_full_thrash "
+                  f"({thrash.psi_full_thrash:g}): suspicion comes before thrash")
+    if thrash is not None and guards is not None \
+            and thrash.mem_available_low_gib >= guards.node_memory_gib:
+        src.error(("thrash", "mem_available_low_gib"),
+                  f"{thrash.mem_available_low_gib:g} GiB is not below guards.node_memory_gib "
+                  f"({guards.node_memory_gib:g} GiB): every node would always be low")
+    if guards is not None and guards.kernel_pin and guards.kernel_pin in guards.kernel_bad:
+        src.error(("guards", "kernel_pin"),
+                  f"{guards.kernel_pin!r} is also listed in guards.kernel_bad: pin a kernel "
+                  f"that is not known bad")
+    if console is not None:
+        if console.probe_timeout_s >= console.stall_after_s:
+            src.error(("console", "probe_timeout_s"),
+                      f"{console.probe_timeout_s:g} s is not below console.stall_after_s "
+                      f"({console.stall_after_s:g} s): a probe could outlast the stall window")
+        if (why := state_dir_problem(console.state_dir)) is not None:
+            src.error(("console", "state_dir"), why)
+    for key in ("host", "ib_ip"):
+        seen: dict[str, str] = {}
+        for node in nodes.values():
+            value = getattr(node, key)
+            if value in seen:
+                src.error(("nodes", node.name, key),
+                          f"{value!r} is also nodes.{seen[value]}.{key}: two nodes cannot be "
+                          f"one machine")
+            seen.setdefault(value, node.name)
+
+
+def state_dir_problem(state_dir: str) -> str | None:
+    """Why `state_dir` cannot hold the journal and locks, or None (no I/O)."""
+    if not state_dir.strip():
+        return "is empty: the journal and run locks need a directory"
+    if state_dir != state_dir.strip() or any(ord(c) < 32 for c in state_dir):
+        return f"{state_dir!r} has leading/trailing whitespace or a control character"
+    norm = state_dir.rstrip("/") or "/"
+    if norm == "/" or norm.startswith("/dev") or norm in ("/proc", "/sys"):
+        return (f"{state_dir!r} is not a place for the journal and run locks -> use a "
+                f"directory of your own (default ~/.local/state/sparktui)")
+    return None
+
+
 def url_problem(url: str) -> str | None:
     """Why `url` is not a usable http(s) base URL (scheme, host, port), or None."""
+    if url != url.strip() or any(ord(c) < 32 or ord(c) == 127 for c in url):
+        return f"{url!r} has leading/trailing whitespace or a control character (a newline?)"
     try:
         parts = urllib.parse.urlsplit(url)
         port = parts.port

@@ -220,6 +220,10 @@ def read_text(file: Path) -> str:
     if len(data) > MAX_FILE_BYTES:
         raise InputError([Problem(file, None, "(file)", f"{len(data)} bytes is too large "
                                   f"(at most {MAX_FILE_BYTES})")])
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise InputError([Problem(file, 1, "(encoding)",
+                                  "the file starts with a UTF-8 byte-order mark (BOM), which "
+                                  "TOML does not allow -> save it as UTF-8 without BOM")])
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
