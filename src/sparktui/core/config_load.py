@@ -309,14 +309,15 @@ def _check_together(src: Source, sections: dict[str, Any],
                       f"({console.stall_after_s:g} s): a probe could outlast the stall window")
         if (why := state_dir_problem(console.state_dir)) is not None:
             src.error(("console", "state_dir"), why)
-    for key in ("host", "ib_ip"):
-        seen: dict[str, str] = {}
+    for key in ("host", "ib_ip"):  # a host may differ by port (a forward): host+port
+        seen: dict[tuple[str, int], str] = {}
         for node in nodes.values():
-            value = getattr(node, key)
+            value = (getattr(node, key), node.port if key == "host" else 0)
             if value in seen:
+                port = f" port {value[1]}" if key == "host" else ""
                 src.error(("nodes", node.name, key),
-                          f"{value!r} is also nodes.{seen[value]}.{key}: two nodes cannot be "
-                          f"one machine")
+                          f"{value[0]!r}{port} is also nodes.{seen[value]}.{key}: two nodes "
+                          f"cannot be one machine")
             seen.setdefault(value, node.name)
 
 
