@@ -42,7 +42,9 @@ def _on_loopback(text: str) -> str:
     """Simulator off, every node on a closed loopback port (and no known_hosts
     under the temporary HOME): `health` runs its whole poll path, refused."""
     text = re.sub(r"(?m)^enabled = true", "enabled = false", text, count=1)
-    return re.sub(r'(?m)^host = ".*"$', 'host = "127.0.0.1"\nport = 9', text)
+    ports = iter(range(9, 100))  # closed ports, one per node (two nodes are not one machine)
+    return re.sub(r'(?m)^host = ".*"$', lambda _: f'host = "127.0.0.1"\nport = {next(ports)}',
+                  text)
 
 
 @pytest.mark.parametrize("argv", [
