@@ -49,3 +49,10 @@ async def test_a_boot_measures_and_the_fit_believes_it(sim_ctx, fleet_config, ca
     assert f"predicted vs measured (boot {result.wf}):" in text
     assert "KV bytes per token" in text and "53,946" in text
     assert "headroom serving" in text and "free after load" in text
+    assert main(["fit", SAFE, "--record", "--config", config_path]) == 0
+    err = capsys.readouterr().err
+    assert "model.weights_per_rank_gib = 98.86, model.kv_bytes_per_token = " in err
+    text = (fleet_config.recipes_dir / SAFE / "recipe.toml").read_text()
+    assert f"# measured at boot {result.wf}" in text
+    assert load_recipe(fleet_config, SAFE).model.kv_bytes_per_token == \
+        out["measured"]["kv_bytes_per_token"]

@@ -8,11 +8,13 @@ as ``measured`` (with the boot they came from) and the derived figures as
 from __future__ import annotations
 
 import argparse
+import sys
 
 from ..core.config import Config
 from ..core.fit import FitReport, fit
 from ..core.measured import BootFigures, last_boot
 from ..ops.journal import Journal, JournalError
+from ..ops.recipe_record import record
 from .common import console, print_json, recipe_and_cluster
 
 
@@ -24,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("recipe")
     p.add_argument("--cluster", help="default: the cluster the recipe was qualified on")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--record", action="store_true",
+                   help="write what the last successful boot measured (weights per rank, KV "
+                        "bytes per token) into the recipe, comments kept")
     p.set_defaults(func=run)
 
 
@@ -32,6 +37,20 @@ def run(args: argparse.Namespace) -> int:
     boot = _last_boot(config, recipe.name, cluster)
     predicted = fit(config, recipe, cluster)
     report = fit(config, recipe, cluster, boot) if boot is not None else predicted
+    if args.record:
+        if boot is None:
+            print(f"sparktui fit: no successful boot of {recipe.name} on {cluster} measured "
+                  f"anything: nothing to record", file=sys.stderr)
+            return 1
+        values = _recordable(boot, recipe.speculative.drafter_kv_bytes_per_token
+                             if recipe.speculative else 0)
+        try:
+            path = record(config, recipe.name, values, note=f"measured at boot {boot.boot}")
+        except (ValueError, OSError) as exc:
+            print(f"sparktui fit: nothing recorded: {exc}", file=sys.stderr)
+            return 1
+        print(f"{path}: " + ", ".join(f"{k} = {v}" for k, v in values.items()),
+              file=sys.stderr)
     if args.json:
         print_json({**report.to_json(), "measured": boot.to_json() if boot else None,
                     "predicted": _figures(predicted)})
@@ -52,6 +71,17 @@ def _last_boot(config: Config, recipe: str, cluster: str) -> BootFigures | None:
     except (OSError, JournalError):
         return None
     return last_boot(ends, recipe, cluster)
+
+
+def _recordable(b: BootFigures, drafter_bpt: int) -> dict[str, str | int | float | bool]:
+    """The boot's figures as recipe keys (the pool's bytes per token hold the
+    drafter's KV group, which the recipe keeps apart)."""
+    out: dict[str, str | int | float | bool] = {}
+    if b.weights_per_rank_gib:
+        out["model.weights_per_rank_gib"] = round(b.weights_per_rank_gib, 2)
+    if b.kv_bytes_per_token:
+        out["model.kv_bytes_per_token"] = max(1, b.kv_bytes_per_token - drafter_bpt)
+    return out
 
 
 def _figures(r: FitReport) -> dict[str, object]:
