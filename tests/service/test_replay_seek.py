@@ -87,3 +87,48 @@ def test_a_seek_back_folds_from_a_kept_copy_not_from_the_start(monkeypatch) -> N
     folded.clear()
     src.seek(T0 + 7.0 * 580)  # forward: only what lies between
     assert len(folded) == 20
+
+
+def test_a_seek_reports_each_alert_at_its_recorded_time_and_next_alert_skips_updates(
+        ) -> None:
+    fatal = Alert("fatal:lane", "fatal", "lane", ("boom",), "look")
+    night: list[tuple[float, ServiceEvent]] = [
+        (T0, AlertRaised(fatal)),
+        (T0 + 20, AlertRaised(Alert("thrash:dgx5", "thrash", "dgx5", ("psi",), "r"))),
+        (T0 + 30, AlertRaised(fatal)),  # the same FATAL, updated (the phone told)
+        (T0 + 40, AlertRaised(Alert("fatal:lane", "fatal", "lane", ("boom", "again"), "x"))),
+        (T0 + 50, AlertCleared("thrash:dgx5")),
+        (T0 + 60, AlertCleared("fatal:lane")),
+        (T0 + 70, AlertRaised(fatal)),  # raised again after it cleared: a new alert
+    ]
+    seen: list[ServiceEvent] = []
+    src = ReplaySource(CONFIG, night, start=T0 + 45)
+    src._sink = seen.append
+    src.seek(T0 + 45)
+    raised = {e.alert.key: e.at for e in seen if isinstance(e, AlertRaised)}
+    assert raised == {"fatal:lane": T0, "thrash:dgx5": T0 + 20}
+    src.seek(T0)
+    assert src.next_alert_time() == T0 + 20
+    src.seek(T0 + 20)
+    assert src.next_alert_time() == T0 + 70  # not T0 + 30 nor T0 + 40
+
+
+async def test_played_alerts_carry_their_recorded_time(monkeypatch) -> None:
+    import asyncio
+
+    night: list[tuple[float, ServiceEvent]] = [
+        (T0, LogLinesArrived("lane", 0, (), 0)),
+        (T0 + 3.3, AlertRaised(Alert("k", "thrash", "dgx5", (), "r"))),
+        (T0 + 7.1, AlertCleared("k")),
+    ]
+    monkeypatch.setattr(replay, "TICK_S", 0.01)
+    src = ReplaySource(CONFIG, night, speed=500.0)
+    seen: list[ServiceEvent] = []
+    await src.start(seen.append)
+    for _ in range(500):
+        if src.at_end:
+            break
+        await asyncio.sleep(0.01)
+    await src.stop()
+    timed = [(type(e).__name__, e.at) for e in seen if isinstance(e, AlertRaised | AlertCleared)]
+    assert timed == [("AlertRaised", T0 + 3.3), ("AlertCleared", T0 + 7.1)]

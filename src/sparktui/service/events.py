@@ -62,11 +62,16 @@ class Alert:
 @dataclass(frozen=True)
 class AlertRaised:
     alert: Alert
+    at: float | None = None
+    """When it happened, for a reader told later (a replay: its recorded time;
+    after a seek, when the alert was first raised); None: now."""
 
 
 @dataclass(frozen=True)
 class AlertCleared:
     key: str
+    at: float | None = None
+    """As `AlertRaised.at`."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +25,14 @@ from sparktui.core.errors import Problem
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.state import ClusterSnapshot, HistoryPoint
 from sparktui.core.thrash import ThrashVerdict
-from sparktui.service.events import Alert, AlertRaised, LaneChanged, ServiceEvent, Sink
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    LaneChanged,
+    ServiceEvent,
+    Sink,
+)
 from sparktui.service.lanes import LaneView
 from sparktui.service.stream import StreamState
 from sparktui.watch.follower import LogLine
@@ -118,10 +126,15 @@ class ReplaySource:
 
 
     def next_alert_time(self) -> float | None:
-        """When the next alert after now was raised (None: no more alerts)."""
+        """When the next alert after now was raised (None: no more alerts): a
+        new key, or a key raised again after it cleared; an update of an
+        active alert (new evidence, the phone told) is not a new alert."""
+        active = set(self._state.alerts)
         for i in range(self._next, len(self.events)):
             t, ev = self.events[i]
-            if isinstance(ev, AlertRaised) and not ev.alert.notified:
+            if isinstance(ev, AlertCleared):
+                active.discard(ev.key)
+            elif isinstance(ev, AlertRaised) and ev.alert.key not in active:
                 return t
         return None
 
@@ -159,8 +172,8 @@ class ReplaySource:
                 self._sink(ev)
         for lane in st.lanes.values():
             self._sink(LaneChanged(lane))
-        for alert in st.alerts.values():
-            self._sink(AlertRaised(alert))
+        for key, alert in st.alerts.items():
+            self._sink(AlertRaised(alert, at=st.raised_at.get(key)))
 
     async def _run(self) -> None:
         while True:
@@ -169,7 +182,11 @@ class ReplaySource:
                 continue
             self.now = min(self.now + TICK_S * self.speed, self.last)
             while self._next < len(self.events) and self._times[self._next] <= self.now:
-                self._sink(self._fold_next())
+                at = self._times[self._next]
+                ev = self._fold_next()
+                if isinstance(ev, AlertRaised | AlertCleared):
+                    ev = dataclasses.replace(ev, at=at)  # the recorded time, not the tick's
+                self._sink(ev)
 
 
 def _drop(event: ServiceEvent) -> None:

@@ -41,6 +41,8 @@ class StreamState:
         self.logs: dict[tuple[str, int], deque[LogLine]] = {}
         self.delivered: dict[tuple[str, int], int] = {}
         self.alerts: dict[str, Alert] = {}
+        self.raised_at: dict[str, float] = {}
+        """When each active alert was first raised (its updates keep it)."""
         self.timeline: deque[tuple[float, AlertRaised | AlertCleared]] = deque(
             maxlen=ALERT_TIMELINE)
 
@@ -54,6 +56,7 @@ class StreamState:
         out.logs = {k: deque(v, maxlen=v.maxlen) for k, v in self.logs.items()}
         out.delivered = dict(self.delivered)
         out.alerts = dict(self.alerts)
+        out.raised_at = dict(self.raised_at)
         out.timeline = deque(self.timeline, maxlen=self.timeline.maxlen)
         return out
 
@@ -73,10 +76,12 @@ class StreamState:
             self.logs.setdefault(key, deque(maxlen=LOG_BUFFER_LINES)).extend(ev.lines)
             self.delivered[key] = ev.end
         elif isinstance(ev, AlertRaised):
+            self.raised_at.setdefault(ev.alert.key, t)
             self.alerts[ev.alert.key] = ev.alert
             self.timeline.append((t, ev))
         elif isinstance(ev, AlertCleared):
             self.alerts.pop(ev.key, None)
+            self.raised_at.pop(ev.key, None)
             self.timeline.append((t, ev))
 
     def latest(self, node: str) -> NodeSnapshot | None:

@@ -190,12 +190,12 @@ class MainScreen(Screen[None]):
             self.query_one("#lanes-empty").display = not self._lanes
             self._predictions_changed()
         elif isinstance(ev, AlertRaised):
-            self.alerts.raised(ev.alert, self.spark.now())
+            self.alerts.raised(ev.alert, self.spark.now() if ev.at is None else ev.at)
             self.show_alerts()
             if ev.alert.level == PREDICTED_OOM_STEP:
                 self._predictions_changed()
         elif isinstance(ev, AlertCleared):
-            self.alerts.cleared_key(ev.key, self.spark.now())
+            self.alerts.cleared_key(ev.key, self.spark.now() if ev.at is None else ev.at)
             self.show_alerts()
             if ev.key.startswith(PREDICTED_OOM_STEP):
                 self._predictions_changed()
