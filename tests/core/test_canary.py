@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparktui.core.canary import (
+    BAD_HEALTH_CHECKS,
     COLLAPSE_AFTER_S,
     FAILED_ROUNDS,
     CanaryAnswer,
@@ -15,6 +16,7 @@ from sparktui.core.canary import (
     counters_from_metrics,
     describe_age,
     judge_canary,
+    judge_health,
     stale_age,
 )
 
@@ -128,3 +130,14 @@ def test_staleness_shows_past_two_intervals() -> None:
     assert stale_age(95.0, 100.0, 2.0) == 5.0
     assert describe_age(7.2) == "last good sample 7s ago"
     assert describe_age(252) == "last good sample 4m12s ago"
+
+
+def test_health_rule_words_and_count() -> None:
+    assert judge_health("ok", 5, 8000) is None
+    assert judge_health("refused", BAD_HEALTH_CHECKS - 2, 8000) is None
+    v = judge_health("refused", BAD_HEALTH_CHECKS - 1, 8000)
+    assert v is not None and v.unresponsive
+    assert v.evidence == (f"port 8000 does not answer /health (refused) on {BAD_HEALTH_CHECKS} "
+                          "checks in a row",)
+    v = judge_health("503", BAD_HEALTH_CHECKS - 1, 8000)
+    assert v is not None and v.evidence[0].startswith("/health answers HTTP 503 on")

@@ -39,7 +39,7 @@ async def rounds(stop_during_round: bool) -> list[CanaryVerdict | None]:
 
     canary = ServingCanary("lane", clock=FastClock(), interval_s=60.0, complete=complete,
                            on_verdict=verdicts.append)
-    canary.observe("ok", {}, ["dgx1"])
+    canary.observe("ok", {}, ["dgx1"], ("dgx1", 8000))
     task = asyncio.create_task(canary.run(
         lambda: ("dgx1", 8000) if serving["on"] else None))
     await asyncio.sleep(200 / SCALE)  # three rounds and their settling
@@ -57,3 +57,32 @@ async def test_failed_rounds_on_a_lane_that_still_serves_are_unresponsive() -> N
     ``unresponsive`` (FAILED_ROUNDS), long before the next interval."""
     verdicts = await rounds(stop_during_round=False)
     assert [v.state if v else None for v in verdicts] == ["slow", "unresponsive"]
+
+
+def health_verdicts(checks: list[tuple[str, bool]]) -> list[str | None]:
+    """The canary's state after each endpoint check (health, lane serving)."""
+    canary = ServingCanary("lane", clock=FastClock(), interval_s=60.0, complete=None)
+    out: list[str | None] = []
+
+    async def go() -> None:
+        for health, serving in checks:
+            canary.observe(health, {}, ["dgx1"], ("dgx1", 8000) if serving else None)
+            out.append(canary.verdict.state if canary.verdict else None)
+
+    asyncio.run(go())
+    return out
+
+
+def test_a_port_that_stops_answering_leaves_serving_on_the_second_check() -> None:
+    """Closed port (refused) or a dead vLLM 0.33 core (/health 503): two
+    endpoint checks in a row (5 s apart) make the lane unresponsive; one
+    lost check is no alarm; an answer again clears it."""
+    assert health_verdicts([("ok", True), ("refused", True), ("ok", True)]) == [None] * 3
+    assert health_verdicts([("ok", True), ("refused", True), ("refused", True),
+                            ("ok", True)]) == [None, None, "unresponsive", None]
+    assert health_verdicts([("503", True), ("503", True)]) == [None, "unresponsive"]
+
+
+def test_a_port_closed_by_a_stop_is_no_alarm() -> None:
+    assert health_verdicts([("ok", True), ("refused", False), ("refused", False),
+                            ("refused", False)]) == [None] * 4

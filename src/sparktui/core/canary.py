@@ -176,6 +176,28 @@ def judge_canary(answer: CanaryAnswer, failed_before: int) -> CanaryVerdict | No
                           f"({queue}, /metrics)", rounds), True)
 
 
+BAD_HEALTH_CHECKS = 2
+"""Endpoint checks in a row whose ``/health`` is not 200 before a serving
+lane is called ``unresponsive`` (5 s apart: within 10 s, well inside one
+canary interval). One check lost to a loaded host is no alarm."""
+
+
+def judge_health(health: str, bad_before: int, port: int | None) -> CanaryVerdict | None:
+    """The lane's state from one endpoint check while it serves, given how
+    many checks before it in a row did not answer 200. vLLM 0.33 answers
+    503 once its engine core died (``v1/engine/core_client.py``) and its API
+    server exits within ~5 s after (the container's exit then fails the lane
+    through its log follower); a port that refuses connections has no server
+    at all. None: nothing to say (a 200, or a first bad check)."""
+    if health == "ok" or bad_before + 1 < BAD_HEALTH_CHECKS:
+        return None
+    where = f"port {port}" if port else "the lane's port"
+    said = (f"{where} does not answer /health ({health})" if not health.isdigit()
+            else f"/health answers HTTP {health}")
+    return CanaryVerdict("unresponsive", (f"{said} on {bad_before + 1} checks in a row",),
+                         True)
+
+
 _TIMEOUT_WORDS = ("no answer in", "no complete answer in", "Timeout")
 """How a completion that waited out its bound reads (watch/canary's bound,
 engine_http's stream bound, httpx's ``ReadTimeout``/``ConnectTimeout``)."""

@@ -80,7 +80,7 @@ class LaneFeed:
             self._sink(LogLinesArrived(event.lane, event.rank, event.lines, event.delivered))
         elif isinstance(event, EndpointChecked) and self._canary is not None:
             self._canary.observe(event.health, event.metrics,
-                                 [r.node for r in self.watcher.ranks])
+                                 [r.node for r in self.watcher.ranks], self._serving_endpoint())
         elif isinstance(event, FatalDecided):
             self._sink(AlertRaised(fatal_alert(event.lane, self.watcher.tracker.phase,
                                                event.failure)))

@@ -23,6 +23,7 @@ from sparktui.core.canary import (
     ThroughputWatch,
     counters_from_metrics,
     judge_canary,
+    judge_health,
     stale_age,
 )
 from sparktui.core.clock import Clock, within
@@ -80,6 +81,10 @@ class ServingCanary:
         self._health = ""
         self.verdict: CanaryVerdict | None = None
         self.collapse: Collapse | None = None
+        self._by_health = False
+        """The verdict is judge_health's (a /health that fails), not a round's."""
+        self.bad_health = 0
+        """Endpoint checks in a row (while serving) whose /health was not 200."""
         self.failed_rounds = 0
         """Rounds in a row that failed with evidence of a dead engine."""
         self.last_good: float | None = None
@@ -87,12 +92,25 @@ class ServingCanary:
         self.latency_s: float | None = None
         """Time to the first token of the last round that answered (Prometheus' figure)."""
 
-    def observe(self, health: str, metrics: Mapping[str, float], nodes: Iterable[str]) -> None:
-        """One endpoint check of the lane (health and ``/metrics``)."""
+    def observe(self, health: str, metrics: Mapping[str, float], nodes: Iterable[str],
+                serving: tuple[str, int] | None) -> None:
+        """One endpoint check of the lane (health and ``/metrics``);
+        ``serving`` is rank 0's (node, port) while the lane serves (None while
+        it stops: a port closed by a stop is no alarm)."""
         now = self._clock.monotonic()
         self._health = health
         if health == "ok":
             self.last_good = now
+        if serving is None:
+            self.bad_health = 0
+        else:
+            by_health = judge_health(health, self.bad_health, serving[1])
+            self.bad_health = 0 if health == "ok" else self.bad_health + 1
+            if by_health is not None:
+                self._set(by_health)
+                self._by_health = True
+            elif health == "ok" and self._by_health:
+                self._set(None)  # it answers again: the next round judges
         self.collapse = self._throughput.observe(counters_from_metrics(now, metrics))
         if self.collapse is not None and self._detector is not None:
             text = f"lane {self.lane}: {self.collapse.describe()}"
@@ -115,6 +133,9 @@ class ServingCanary:
                 self.failed_rounds = 0
                 if self.verdict is not None:
                     self._set(None)
+                continue
+            if self._health != "ok":
+                self.failed_rounds = 0  # the health rule judges (judge_health)
                 continue
             before = self._throughput.last
             try:
@@ -149,6 +170,7 @@ class ServingCanary:
             return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
 
     def _set(self, verdict: CanaryVerdict | None) -> None:
+        self._by_health = False
         changed = (verdict is None) != (self.verdict is None) or (
             verdict is not None and self.verdict is not None
             and verdict.state != self.verdict.state)
