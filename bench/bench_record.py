@@ -9,6 +9,9 @@ probe (eight containers, mounts, images), like the console's; every 15th poll
 also a batch of 20 boot-log lines. Reported: microseconds of recorder CPU per
 event, compressed bytes per node poll, and the projected size of a 12-hour
 night at the default 2 s interval against the default ``[record] max_mb``.
+Then what `sparktui replay` pays to open that file (read and decode every
+member) and to seek in it (forward to the middle, back to a quarter), and
+the open projected to a 12-hour night of the same mix.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from sparktui.core.config import RecordConfig
+from sparktui.core.config_load import load_config
 from sparktui.core.incident import snapshot_row
 from sparktui.core.state import (
     ContainerInfo,
@@ -39,7 +43,8 @@ from sparktui.core.state import (
 )
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.events import LogLinesArrived, NodeSampled
-from sparktui.service.recording import Recorder
+from sparktui.service.recording import Damage, Recorder, read_recording
+from sparktui.service.replay import ReplaySource
 from sparktui.watch.follower import LogLine
 
 GIB = 1024 * 1024
@@ -127,6 +132,23 @@ def main() -> None:
           f"of one core")
     print(f"compressed: {per_poll:.0f} bytes per node poll; a 12-hour night of {args.nodes} "
           f"nodes at 2 s: {night / 1e6:.1f} MB (default max_mb {RecordConfig().max_mb:g})")
+    c0 = time.perf_counter()
+    damage = Damage()
+    back = list(read_recording(path, damage))
+    open_s = time.perf_counter() - c0
+    source = ReplaySource(load_config(Path(__file__).parents[1] / "config.toml"), back)
+    c0 = time.perf_counter()
+    source.seek((source.first + source.last) / 2)
+    fwd_s = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    source.seek(source.first + (source.last - source.first) / 4)
+    back_s = time.perf_counter() - c0
+    scale = (12 * 3600 / 2.0) / args.polls
+    print(f"replay open: {len(back)} events read in {open_s:.2f} s "
+          f"({damage.describe() or 'no damage'}); a 12-hour night: ~{open_s * scale:.1f} s")
+    print(f"replay seek: to the middle {fwd_s * 1000:.0f} ms, back to a quarter "
+          f"{back_s * 1000:.0f} ms (a 12-hour night: ~{fwd_s * scale:.1f} s / "
+          f"~{back_s * scale:.1f} s)")
     path.unlink()
 
 
