@@ -109,3 +109,36 @@ def test_json_has_the_named_keys(shipped_config, recipe):
     for key in ("verdict", "weights_per_rank_gb", "kv_needed_gb", "max_window_tokens", "reasons"):
         assert key in data
     assert data["verdict"] == "refused" and isinstance(data["reasons"], list)
+
+
+def test_an_unknown_kv_size_never_turns_a_refusal_into_a_fit(shipped_config, recipe):
+    """Issue 27: kv_bytes_per_token = 0 made the refused pin8 recipe FITS
+    ("largest window 1,561,806")."""
+    r = recipe("glm53-full-mxfp4-4x-dspark8-pin8")
+    blind = dataclasses.replace(r, model=dataclasses.replace(r.model, kv_bytes_per_token=0))
+    report = fit(shipped_config, blind, "4nodes-switch")
+    assert report.verdict == "unknown"
+    assert report.max_window_tokens is None and report.concurrency is None
+    assert "KV bytes per token is unknown" in report.unknowns[0]
+    from sparktui.ops.guards import fit_verdict
+
+    v = fit_verdict(report)
+    assert not v.passed and "unknown" in v.message
+
+
+def test_a_written_zero_kv_size_is_refused_at_load(shipped_config, tmp_path):
+    import shutil
+
+    from sparktui.core.errors import InputError
+
+    src = shipped_config.recipes_dir / "glm53-full-mxfp4-4x-dspark8-pin8"
+    dst = tmp_path / "recipes" / src.name
+    shutil.copytree(src, dst)
+    text = (dst / "recipe.toml").read_text()
+    import re
+
+    (dst / "recipe.toml").write_text(re.sub(r"(?m)^kv_bytes_per_token = \d+",
+                                            "kv_bytes_per_token = 0", text))
+    cfg = dataclasses.replace(shipped_config, recipes_dir=tmp_path / "recipes")
+    with pytest.raises(InputError, match=r"model.kv_bytes_per_token.*> 0"):
+        load_recipe(cfg, src.name)

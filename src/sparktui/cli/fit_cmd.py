@@ -142,9 +142,11 @@ def render(r: FitReport) -> None:
         t.add_row("longest safe prompt (prefill scratch)", f"{r.longest_safe_prompt_tokens:,}")
     t.add_row("margin", _gib(r.margin_gib))
     out.print(t)
-    verdict = "FITS" if r.verdict == "fits" else "REFUSED"
+    verdict = {"fits": "FITS", "unknown": "UNKNOWN (refused)"}.get(r.verdict, "REFUSED")
     out.print(f"verdict: {verdict}")
     for reason in r.reasons:
         out.print(f"  refused: {reason}")
+    for unknown in r.unknowns:
+        out.print(f"  unknown: {unknown}")
     for note in r.notes:
         out.print(f"  note: {note}")

@@ -38,7 +38,8 @@ class FitReport:
     ranks: int
     tp: int
     verdict: str
-    """``fits`` or ``refused``."""
+    """``fits``, ``refused``, or ``unknown``: nothing refused, but a figure the
+    verdict depends on is unknown (``unknowns``), so it is not a fit either."""
     weights_per_rank_gb: float
     weights_per_rank_gib: float
     weights_measured: bool
@@ -64,6 +65,9 @@ class FitReport:
     reasons: list[str] = field(default_factory=list)
     """Why it is refused, with the numbers and what would make it pass."""
     notes: list[str] = field(default_factory=list)
+    unknowns: list[str] = field(default_factory=list)
+    """Figures the verdict depends on that are unknown (0 or missing), and how to
+    measure them; an unknown figure never turns a refusal into a fit."""
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -163,6 +167,9 @@ def fit(config: Config, recipe: Recipe, cluster: str,
                            f"node memory")
 
     # 3. KV for one max-length request
+    # the model's own KV size, not the drafter's: a drafter-only figure is a window
+    # ~25x too large ("largest window 1,561,806" for a refused pin)
+    kv_known = recipe.model.kv_bytes_per_token > 0 or bool(boot and boot.kv_bytes_per_token)
     bpt = recipe.model.kv_bytes_per_token + (spec.drafter_kv_bytes_per_token if spec else 0)
     if boot is not None and (seen := boot.kv_bytes_per_token):
         if bpt and abs(seen / bpt - 1) > 0.02:
@@ -174,7 +181,7 @@ def fit(config: Config, recipe: Recipe, cluster: str,
     kv_needed_gib = kv_needed_gb = None
     max_window = pool = None
     concurrency = None
-    if bpt > 0 and kv_available > 0:
+    if kv_known and bpt > 0 and kv_available > 0:
         kv_bytes = kv_available * GIB
         kv_needed_b = e.max_model_len * bpt
         kv_needed_gib, kv_needed_gb = kv_needed_b / GIB, kv_needed_b / GB
@@ -194,9 +201,19 @@ def fit(config: Config, recipe: Recipe, cluster: str,
                 f") but {holder} {kv_available:.2f} GiB, short by "
                 f"{kv_needed_gib - kv_available:.2f} GiB -> {fix} or cap max_model_len at "
                 f"{max_window:,}")
-    elif bpt == 0:
-        notes.append("KV bytes per token not measured: the window is not checked "
-                     "(measure: KV pool GiB / pool tokens)")
+    unknowns: list[str] = []
+    if not kv_known and not pinned:
+        notes.append("KV bytes per token not measured: the window is not checked here "
+                     "(the engine sizes its own pool and refuses a window it cannot hold; "
+                     "measure: KV pool GiB / pool tokens)")
+    elif not kv_known:  # a pin's whole point is the window it holds: that is the verdict
+        unknowns.append(f"KV bytes per token is unknown (model.kv_bytes_per_token = "
+                        f"{recipe.model.kv_bytes_per_token}): a {e.max_model_len:,}-token "
+                        f"request cannot be checked -> measure it (KV pool GiB / pool tokens "
+                        f"in the engine's boot log) and `sparktui record`")
+    if weights_gib <= 0:
+        unknowns.append("weights per rank are unknown (model.size_gb and "
+                        "model.weights_per_rank_gib are 0) -> record the measured figure")
 
     # 4. prefill scratch
     longest = None
@@ -228,7 +245,7 @@ def fit(config: Config, recipe: Recipe, cluster: str,
         notes.append(f"weights per rank derived from {recipe.model.size_gb:g} GB / {shards} ranks")
     return FitReport(
         recipe=recipe.name, cluster=cluster, ranks=ranks, tp=tp,
-        verdict="refused" if reasons else "fits",
+        verdict="refused" if reasons else ("unknown" if unknowns else "fits"),
         weights_per_rank_gb=weights_gb, weights_per_rank_gib=weights_gib,
         weights_measured=measured, resident_gib=resident,
         gmu=e.gpu_memory_utilization, gmu_budget_gib=budget,
@@ -237,7 +254,7 @@ def fit(config: Config, recipe: Recipe, cluster: str,
         kv_needed_gib=kv_needed_gib, kv_needed_gb=kv_needed_gb,
         max_window_tokens=max_window, pool_tokens=pool, concurrency=concurrency,
         longest_safe_prompt_tokens=longest, margin_gib=min(slacks),
-        min_ranks_to_fit=min_ranks, reasons=reasons, notes=notes,
+        min_ranks_to_fit=min_ranks, reasons=reasons, notes=notes, unknowns=unknowns,
     )
 
 

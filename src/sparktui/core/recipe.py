@@ -30,8 +30,10 @@ class ModelSpec:
     """Number of safetensors shards (per-shard progress and load-time estimates)."""
     weights_per_rank_gib: GiB | None = None
     """Measured: "Model loading took X GiB" on rank 0. Derived from size_gb / ranks when absent."""
-    kv_bytes_per_token: Annotated[int, Range(0, 1_000_000_000)] = 0
-    """KV cache bytes per token per rank (measured: KV pin / pool tokens)."""
+    kv_bytes_per_token: Annotated[int, Range(0, 1_000_000_000, lo_open=True)] = 0
+    """KV cache bytes per token per rank (measured: KV pin / pool tokens). Leave it
+    out when not measured (0 here means exactly that); a written 0 is refused: it
+    is no measurement, and it would make every window fit."""
     nfs_read_per_rank_gb: GB | None = None
     """What each rank streams from the NAS while loading (decimal GB). Default: the
     whole checkpoint — with TP every shard holds a slice of every tensor, so each

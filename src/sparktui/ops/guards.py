@@ -213,6 +213,10 @@ def fit_verdict(report: FitReport, memory_note: str = "") -> Verdict:
                        f"{report.recipe} fits {report.cluster}: weights "
                        f"{report.weights_per_rank_gib:.2f} GiB/rank, margin "
                        f"{report.margin_gib:.2f} GiB{memory_note}")
+    if report.verdict == "unknown":
+        return Verdict("fit", subject, False,
+                       f"whether {report.recipe} fits {report.cluster} is unknown: "
+                       + "; ".join(report.unknowns) + memory_note, override=Override.FIT)
     return Verdict("fit", subject, False,
                    f"{report.recipe} does not fit {report.cluster} ({report.ranks} ranks): "
                    + "; ".join(report.reasons) + memory_note, override=Override.FIT)
