@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult, Psi, PsiLine
-from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.core.thrash import RETURN_GRACE_S, ThrashLevel, ThrashVerdict
 from sparktui.watch.thrash import ThrashDetector, assess_nodes, node_verdict, sample_of
 
 TOTAL = 127_600_748
@@ -102,6 +102,35 @@ def test_powered_off_starts_fresh() -> None:
     clock.t += 100
     det.on_snapshot(online("dgx6", clock.t))
     assert det.verdict("dgx6").level is ThrashLevel.OK
+
+
+def test_a_node_coming_back_from_a_power_cycle_is_no_thrash_evidence() -> None:
+    """After every plug cycle the node pings before its sshd answers, and the
+    SSH reconnect backs off: that is a boot, not 'thrash suspected' (the
+    night's 3-of-3 false alarm). Its first good probe ends the grace; a node
+    silent long past a boot is starved again."""
+    clock = Clock()
+    changes: list[ThrashVerdict] = []
+    det = ThrashDetector(clock=clock, on_change=changes.append)
+    t0 = clock.t
+
+    def at(dt: float, snap: NodeSnapshot) -> ThrashVerdict:
+        clock.t = t0 + dt
+        det.on_snapshot(snap)
+        return det.verdict("dgx3")
+
+    at(0, online("dgx3", t0))
+    at(5, NodeSnapshot("dgx3", NodeState.POWERED_OFF, t0 + 5, powered=False))
+    for dt in (60, 63, 66, 70, 75):
+        v = at(dt, starved("dgx3", t0 + dt))
+        assert v.level is ThrashLevel.OK, v
+        assert "back from a power cycle" in v.evidence[-1]
+    assert changes == []
+    at(80, online("dgx3", t0 + 80))
+    assert at(90, starved("dgx3", t0 + 90)).level is ThrashLevel.SUSPECTED  # booted
+    at(100, NodeSnapshot("dgx3", NodeState.POWERED_OFF, t0 + 100, powered=False))
+    late = 100 + RETURN_GRACE_S + 10
+    assert at(late, starved("dgx3", t0 + late)).level is ThrashLevel.SUSPECTED  # long silent
 
 
 def test_assess_nodes_for_the_health_command() -> None:

@@ -47,6 +47,11 @@ on the memory of its last good sample and the lines that led up to it."""
 MEM_TREND_S = 30.0
 """MemAvailable's trend is measured over at least this long (evidence only)."""
 GIB_KIB = 1024 * 1024
+RETURN_GRACE_S = 600.0
+"""A node seen powered off is *coming back*, not starved, while it pings and
+its SSH does not answer yet, until its first good probe or this long after it
+was seen off (a GB10 boots in 2-4 min; past this a silent sshd is evidence
+again)."""
 
 
 class ThrashLevel(IntEnum):
@@ -102,11 +107,23 @@ class ThrashRules:
     _first_failed_at: float | None = field(default=None, init=False)
     _last_failed_at: float | None = field(default=None, init=False)
     _engine_stall: tuple[float, str] | None = field(default=None, init=False)
+    _off_at: float | None = field(default=None, init=False)
+
+    def power_cycled(self, at: float) -> None:
+        """The node was seen powered off at ``at`` (its plug said so): what
+        follows until its first good probe is a boot, and an SSH that does
+        not answer yet while ping does (the reconnect backing off) is no
+        thrash evidence."""
+        self._off_at = at
+
+    def _coming_back(self, now: float) -> bool:
+        return self._off_at is not None and now - self._off_at <= RETURN_GRACE_S
 
     def add_sample(self, s: NodeSample) -> None:
         self._samples.append(s)
         if s.probe_ok:
             self._failed_probes, self._first_failed_at, self._last_failed_at = 0, None, None
+            self._off_at = None
         else:
             self._failed_probes += 1
             self._last_failed_at = s.at
@@ -157,7 +174,10 @@ class ThrashRules:
             evidence.append(f"docker/df did not answer ({last.slow_tier_error}); the /proc"
                             " read did, so this is not an SSH stall")
         if last is not None and not last.probe_ok:
-            if last.ping_ok is False:
+            if self._coming_back(now):
+                evidence.append(f"back from a power cycle: SSH not answering yet "
+                                f"({self._failed_probes} probe(s) failed), not thrash")
+            elif last.ping_ok is False:
                 evidence.append(
                     f"no ping and no SSH ({self._failed_probes} probe(s) failed): node down"
                     " or network, not thrash"

@@ -74,6 +74,7 @@ class ThrashDetector:
     def on_snapshot(self, snap: NodeSnapshot) -> ThrashVerdict:
         if snap.state is NodeState.POWERED_OFF:
             self._rules.pop(snap.node, None)  # a power cycle starts a fresh history
+            self.rules(snap.node).power_cycled(snap.taken_at)
         sample = sample_of(snap)
         if sample is not None:
             self.rules(snap.node).add_sample(sample)
