@@ -82,35 +82,37 @@ class _Token:
     __str__ = __repr__
 
 
-def _checked(value: str, where: str) -> _Token:
+def _checked(value: str, where: str, what: str) -> _Token:
     """A token of at least MIN_TOKEN_CHARS (shorter ones cannot be masked in
     every derived form, and no Home Assistant token is that short)."""
     if len(value) < MIN_TOKEN_CHARS:
-        raise TokenError(f"the Home Assistant token in {where} is {len(value)} characters: "
+        raise TokenError(f"the {what} in {where} is {len(value)} characters: "
                          f"too short to be a long-lived access token (they are ~180) or to "
                          f"be kept out of output reliably (at least {MIN_TOKEN_CHARS}) -> "
                          f"create a long-lived access token (profile page, Security tab)")
     return _Token(value)
 
 
-def load_token(env_var: str, token_file: str | Path) -> _Token:
-    """The token from ``env_var``, else from ``token_file`` (mode 0600 or stricter)."""
+def load_token(env_var: str, token_file: str | Path, *,
+               what: str = "Home Assistant token") -> _Token:
+    """The token from ``env_var``, else from ``token_file`` (mode 0600 or stricter).
+    ``what`` names it in errors (the browser view's token is loaded the same way)."""
     value = os.environ.get(env_var, "").strip() if env_var else ""
     if value:
-        return _checked(value, f"${env_var}")
+        return _checked(value, f"${env_var}", what)
     path = Path(token_file).expanduser()
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise TokenError(f"no Home Assistant token: ${env_var} is unset and {path} does not "
+        raise TokenError(f"no {what}: ${env_var} is unset and {path} does not "
                          f"exist -> put a long-lived access token in {path} (chmod 600)") from None
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: a token file must "
                          f"not be readable by group or others -> chmod 600 {path}")
     value = path.read_text().strip()
     if not value:
-        raise TokenError(f"{path} is empty -> put the long-lived access token in it")
-    return _checked(value, str(path))
+        raise TokenError(f"{path} is empty -> put the {what} in it")
+    return _checked(value, str(path), what)
 
 
 @dataclass(frozen=True)

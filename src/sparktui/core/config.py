@@ -192,6 +192,18 @@ class ExportConfig:
 
 
 @dataclass(frozen=True)
+class WebConfig:
+    """The read-only browser view (`sparktui web`)."""
+
+    listen: str = "127.0.0.1:8765"
+    """``host:port``; an address outside loopback needs a token (below)."""
+    token_env: str = "SPARKTUI_WEB_TOKEN"
+    """Environment variable holding the token a browser must present."""
+    token_file: str = "~/.config/sparktui/web_token"
+    """File holding the token; must be mode 0600. Used when the variable is unset."""
+
+
+@dataclass(frozen=True)
 class SimulatorConfig:
     enabled: bool = False
     seed: Annotated[int, Range(0, 2**63 - 1)] = 1
@@ -219,6 +231,7 @@ class Config:
     notify: NotifyConfig = field(default_factory=NotifyConfig)
     record: RecordConfig = field(default_factory=RecordConfig)
     export: ExportConfig = field(default_factory=ExportConfig)
+    web: WebConfig = field(default_factory=WebConfig)
     recipes_dir: Path = Path("recipes")
 
     def state_dir(self) -> Path:

@@ -34,6 +34,7 @@ from .config import (
     SshConfig,
     SwitchConfig,
     ThrashConfig,
+    WebConfig,
 )
 from .errors import InputError, Problem
 from .listen import parse_listen
@@ -51,6 +52,7 @@ _SECTIONS: dict[str, type] = {
     "notify": NotifyConfig,
     "record": RecordConfig,
     "export": ExportConfig,
+    "web": WebConfig,
 }
 _MAPS = ("nodes", "clusters", "switches", "nccl")
 _TOP = ("recipes_dir",)
@@ -279,6 +281,14 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
         src.error(("home_assistant", "token_env"), why)
     _check_night(src, sections.get("notify"))
     _check_export(src, sections.get("export"))
+    web: WebConfig | None = sections.get("web")
+    if web is not None:
+        try:
+            parse_listen(web.listen)
+        except ValueError as exc:
+            src.error(("web", "listen"), str(exc))
+        if (why := plain.check("env_name", web.token_env)) is not None:
+            src.error(("web", "token_env"), why)
 
 
 

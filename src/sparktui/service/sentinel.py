@@ -84,6 +84,23 @@ class PidLock:
         self._fd = None
 
 
+def running_sentinel(state_dir: Path) -> int | None:
+    """The pid of the sentinel that holds ``state_dir``'s lock, or None. Asks
+    the lock itself (a pid file left by a dead sentinel holds no lock)."""
+    try:
+        fd = os.open(state_dir / PID_FILE, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        text = os.read(fd, 32).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else 0
+    finally:
+        os.close(fd)  # also drops the shared lock when it was ours
+    return None
+
+
 class EventLines:
     """Service events -> one human line per change worth a line: node state,
     memory level, staleness, lane phase/health/canary, alerts (again only when

@@ -1,0 +1,86 @@
+"""The read-only browser view: textual-serve runs one console process per
+browser session (a websocket to a ``sparktui console --read-only`` attached to
+the sentinel), and this module adds what textual-serve leaves out.
+
+- **A token** when one is configured: the first request carries ``?token=``;
+  the server answers with an HttpOnly, SameSite=Strict cookie and every later
+  request (the page, its websocket, its static files) must carry either. The
+  comparison is constant-time. Without a token only loopback is served (the
+  CLI refuses anything else: sparkrun-ui and textual-serve have no auth at all).
+- **Nothing from outside**: textual-serve's page links Google Fonts; ours
+  (web_templates/) does not, so a browser on an air-gapped night desk loads
+  every byte from this server.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from aiohttp import web
+from textual_serve.server import Server
+
+from sparktui.core.listen import Listen
+
+COOKIE = "sparktui_web"
+TEMPLATES = Path(__file__).with_name("web_templates")
+
+
+class ConsoleWebServer(Server):
+    """textual-serve's server with an optional token and our page template."""
+
+    def __init__(self, command: str, listen: Listen, *, title: str,
+                 check_token: Callable[[str], bool] | None) -> None:
+        """``check_token(presented)``: True when it is the configured token
+        (None: no token, loopback only)."""
+        super().__init__(command, host=listen.host, port=listen.port, title=title,
+                         public_url=f"http://{listen}")
+        self.templates_path = TEMPLATES
+        self._check = check_token
+
+    def initialize_logging(self) -> None:
+        """Plain lines (textual-serve's rich handler prints tracebacks with
+        their locals: a request's token among them)."""
+        logging.basicConfig(level=logging.INFO, format="sparktui web: %(message)s")
+
+    async def on_startup(self, app: web.Application) -> None:
+        need = "with its token" if self._check is not None else "loopback, no token"
+        print(f"sparktui web: the read-only console at {self.public_url}/ ({need}); "
+              "Ctrl+C stops it", flush=True)
+
+    def serve(self, debug: bool = False) -> None:
+        """Until SIGINT/SIGTERM, without an access log (a first request's URL
+        carries the token)."""
+        self.initialize_logging()
+        web.run_app(self._make_app(), host=self.host, port=self.port, access_log=None,
+                    print=lambda *args: None)
+
+    async def _make_app(self) -> web.Application:
+        app = await super()._make_app()
+        if self._check is not None:
+            app.middlewares.append(self._require_token)
+        return app
+
+    @web.middleware
+    async def _require_token(
+            self, request: web.Request,
+            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) \
+            -> web.StreamResponse:
+        assert self._check is not None
+        presented = request.query.get("token") or request.cookies.get(COOKIE, "")
+        if not presented or not self._check(presented):
+            return web.Response(status=401, text="401: this sparktui view needs its token: "
+                                                 "open the address with ?token=...")
+        response = await handler(request)
+        if "token" in request.query and not response.prepared:
+            response.set_cookie(COOKIE, presented, httponly=True, samesite="Strict")
+        return response
+
+
+def token_checker(header: str) -> Callable[[str], bool]:
+    """A constant-time check of a presented token against ``Bearer <token>``
+    (the loaded token's only view of itself)."""
+    return lambda presented: hmac.compare_digest(f"Bearer {presented}".encode(),
+                                                 header.encode())
