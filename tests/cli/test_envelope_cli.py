@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
 from sparktui.cli.main import main
+from sparktui.core.config import Config
+from sparktui.core.config_load import load_config
 
 _spec = importlib.util.spec_from_file_location(
     "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
@@ -18,12 +21,25 @@ h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
 _spec.loader.exec_module(h)  # type: ignore[union-attr]
 
 B = "4nodes-switch-b"
+
+
+def fleet(tmp_path: Path) -> Config:
+    """The harness's fleet with a copy of the recipes: these commands write into them
+    (never the shipped files)."""
+    shutil.copytree(h.ROOT / "recipes", tmp_path / "recipes")
+    h.fleet(tmp_path)
+    path = tmp_path / "config.toml"
+    path.write_text(path.read_text().replace(f'recipes_dir = "{h.ROOT / "recipes"}"',
+                                             f'recipes_dir = "{tmp_path / "recipes"}"'))
+    config = load_config(path)
+    assert config.recipes_dir == tmp_path / "recipes"
+    return config
 KEYS = ["rungs", "scratch_fit", "ceiling_tokens", "stopped_because"]
 LANE = "glm53-flash-eugr-2x"
 
 
 async def test_envelope_json_has_exactly_the_issue_keys(tmp_path, capsys, monkeypatch):
-    cfg = h.fleet(tmp_path)
+    cfg = fleet(tmp_path)
     async with h.published(cfg, speed=40.0):
         code = await h.sparktui(cfg, "serve", LANE, "--cluster", B, "--yes", "--no-qualify",
                                 monkeypatch=monkeypatch)
@@ -43,7 +59,7 @@ async def test_envelope_json_has_exactly_the_issue_keys(tmp_path, capsys, monkey
 
 
 async def test_envelope_of_a_lane_that_is_not_serving_is_refused(tmp_path, capsys, monkeypatch):
-    cfg = h.fleet(tmp_path)
+    cfg = fleet(tmp_path)
     async with h.published(cfg):
         code = await h.sparktui(cfg, "envelope", LANE, "--json", monkeypatch=monkeypatch)
         out, err = capsys.readouterr()

@@ -7,6 +7,7 @@ the safe 131K lane it completes every rung. Each rung is journaled."""
 from __future__ import annotations
 
 import asyncio
+import re
 
 from sparktui.core.fit import fit
 from sparktui.core.recipe_load import load_recipe
@@ -80,6 +81,9 @@ async def test_the_incident_lane_stops_before_the_rung_that_hung_the_hosts(sim_c
                  "envelope record"]
         assert [e.step for e in entries if e.kind == "intent"] == steps
         assert [e.step for e in entries if e.kind == "outcome" and e.ok] == steps
+        (rung64,) = [e for e in entries if e.kind == "outcome" and e.step == "envelope rung 64K"]
+        hz = float(re.search(r"\(([\d.]+) Hz\)", rung64.message).group(1))
+        assert hz >= 2.0, rung64.message  # every rank's node, through the prefill
         assert result.ok
         assert recipe.fit.prefill_ceiling_tokens == env["ceiling_tokens"]
         report = fit(ctx.config, recipe, recipe.cluster)  # the fit believes the measurement

@@ -55,14 +55,20 @@ class Rung:
     scratch_gib: float
     """Worst node's (MemAvailable before - low water)."""
     ok: bool
+    samples: int = 0
+    """Rounds of memory samples (every rank's node) taken during the prompt."""
+    seconds: float = 0.0
+    """How long the prompt took."""
 
     def to_json(self) -> dict[str, object]:
         return {"tokens": self.tokens, "low_water_gib": round(self.low_water_gib, 3),
                 "scratch_gib": round(self.scratch_gib, 3), "ok": self.ok}
 
     def describe(self) -> str:
+        rate = (f", {self.samples} samples in {self.seconds:.1f} s "
+                f"({self.samples / self.seconds:.1f} Hz)" if self.seconds > 0 else "")
         return (f"{self.tokens:,} tokens: scratch {self.scratch_gib:.2f} GiB, low water "
-                f"{self.low_water_gib:.2f} GiB")
+                f"{self.low_water_gib:.2f} GiB{rate}")
 
 
 @dataclass(frozen=True)

@@ -144,11 +144,15 @@ class _Sampler:
         return out
 
     async def loop(self) -> None:
+        """Sample every SAMPLE_INTERVAL_S from the start of the last round (a slow
+        round does not stretch the interval) until a thrash-risk sign."""
+        clock = self.ctx.clock
         while True:
+            started = clock.monotonic()
             await self.once()
             if self.risk:
                 return
-            await self.ctx.clock.sleep(SAMPLE_INTERVAL_S)
+            await clock.sleep(max(0.0, SAMPLE_INTERVAL_S - (clock.monotonic() - started)))
 
 
 def _window(config: Config, lane: str) -> int | None:
@@ -288,6 +292,7 @@ class Envelope:
     async def _rung(self, ctx: Any, client: EngineClient, model: str, sampler: _Sampler,
                     tokens: int, before: dict[str, int]) -> Rung:
         sampler.low_kib.clear()
+        samples0, t0 = sampler.samples, ctx.clock.monotonic()
         timeout = tokens / PREFILL_TOKENS_PER_S_FLOOR + 120.0
         ask = asyncio.ensure_future(client.chat(model, bench_prompt(tokens),
                                                 max_tokens=RUNG_MAX_TOKENS, timeout=timeout,
@@ -306,9 +311,10 @@ class Envelope:
         answer = ask.result()
         if answer.error:
             raise RuntimeError(answer.error)
+        took, samples = ctx.clock.monotonic() - t0, sampler.samples - samples0
         await sampler.once()  # the prefill's end is the last moment it holds its scratch
         low, scratch = rung_scratch(before, sampler.low_kib)
-        return Rung(answer.prompt_tokens or tokens, low, scratch, True)
+        return Rung(answer.prompt_tokens or tokens, low, scratch, True, samples, took)
 
     def _detail(self, done: Sequence[Rung], stopped: str, reserve: float,
                 recorded: dict[str, object], *, fit: Any = None,
