@@ -13,6 +13,7 @@ from sparktui.ops.shiftlog import render
 
 from .common import load
 
+MAX_AGO_S = 10 * 366 * 86_400.0
 _AGO = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
 
 
@@ -20,8 +21,13 @@ def parse_since(text: str, now: float | None = None) -> float:
     """``12h`` / ``90m`` (ago), ``2026-11-29T22:00`` or ``2026-11-29`` (UTC) -> epoch s."""
     text = text.strip()
     now = time.time() if now is None else now
+    if len(text) > 40:  # 400 digits parse to infinity
+        raise argparse.ArgumentTypeError(f"not a time: {text[:20]!r}... is too long")
     if m := _AGO.match(text):
-        return now - float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        ago = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m.group(2)]
+        if not ago <= MAX_AGO_S:
+            raise argparse.ArgumentTypeError(f"--since {text!r} is more than ten years ago")
+        return now - ago
     try:
         dt = datetime.fromisoformat(text)
     except ValueError:

@@ -32,15 +32,24 @@ EXIT = {Outcome.READY: 0, Outcome.FAILED: 1, Outcome.STALLED: 2, Outcome.STOPPED
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s?)?$")
 
 
+STALL_MIN_S = 1.0
+STALL_MAX_S = 86_400.0
+"""A stall window's bounds (console.stall_after_s has the same upper bound)."""
+
+
 def parse_duration(text: str) -> float:
     """``900``, ``900s``, ``15m``, ``1h30m`` -> seconds (> 0)."""
     m = _DURATION.match(text.strip())
     if m is None or not any(m.groups()):
         raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 900, 15m, 1h30m)")
+    if len(text) > 32:  # 400 digits parse to infinity
+        raise argparse.ArgumentTypeError(f"not a duration: {text[:20]!r}... is too long")
     h, mins, s = (float(g) if g else 0.0 for g in m.groups())
     seconds = h * 3600 + mins * 60 + s
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError("the stall window must be positive")
+    if not STALL_MIN_S <= seconds <= STALL_MAX_S:  # NaN/inf fail too
+        raise argparse.ArgumentTypeError(
+            f"the stall window {text!r} must be {STALL_MIN_S:g} s to {STALL_MAX_S:g} s (a "
+            f"shorter one calls a healthy lane stalled between two log lines)")
     return seconds
 
 

@@ -107,7 +107,9 @@ class LivenessConfig:
 
 @dataclass(frozen=True)
 class PowerConfig:
-    off_seconds: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 35.0
+    off_seconds: Annotated[float, Range(1, 3600, unit="s")] = 35.0
+    """How long a cycle keeps the plug off (the seeds' runbook: 35 s). At least
+    1 s: a shorter cut is no power cycle (the supply rides through it)."""
     boot_timeout_s: Seconds = 600.0
     auto_recover: bool = False
     poweroff_timeout_s: Seconds = 180.0
