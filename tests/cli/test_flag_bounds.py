@@ -45,3 +45,18 @@ def test_off_seconds_of_a_nanosecond_is_refused(capsys) -> None:
     _, err = capsys.readouterr()
     assert info.value.code == 2 and "--off-seconds" in err and ">= 1" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["missing-dir/log.md", "a-dir", "/dev/full", "x" * 300])
+def test_shiftlog_output_that_cannot_be_written_is_a_clear_error(
+        where, tmp_path, capsys, monkeypatch, config_copy) -> None:
+    from sparktui.cli.main import main
+
+    shipped_config_path = config_copy(lambda t: t.replace(
+        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"'))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a-dir").mkdir()
+    code = main(["shiftlog", "--config", str(shipped_config_path), "-o", where])
+    _out, err = capsys.readouterr()
+    assert code != 0 and code != 70, err
+    assert "--output" in err and "Traceback" not in err

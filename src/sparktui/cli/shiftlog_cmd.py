@@ -7,7 +7,10 @@ import re
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TextIO
 
+from sparktui.core.errors import InputError, Problem
 from sparktui.ops.journal import Journal
 from sparktui.ops.shiftlog import render
 
@@ -51,11 +54,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config = load(args)
+    out = _open_output(args.output) if args.output else None  # before any work
     journal = Journal.in_state_dir(config.state_dir())
     text = render(journal.entries(), since=args.since)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
-    else:
+    if out is None:
         sys.stdout.write(text)
+        return 0
+    try:
+        with out:
+            out.write(text)
+    except OSError as exc:
+        raise _output_error(args.output, exc) from None
     return 0
+
+
+def _open_output(path: str) -> TextIO:
+    """``-o PATH`` opened for writing, or InputError saying why it cannot be
+    (a missing folder, a directory, a name too long) before the journal is read."""
+    try:
+        if Path(path).is_dir():
+            raise InputError([Problem(Path(path), None, "--output", "is a directory -> give "
+                                                                    "a file name")])
+        return open(path, "w")  # closed by the caller's with
+    except OSError as exc:
+        raise _output_error(path, exc) from None
+
+
+def _output_error(path: str, exc: OSError) -> InputError:
+    why = exc.strerror or type(exc).__name__
+    return InputError([Problem(Path(path), None, "--output", f"cannot write: {why}")])
