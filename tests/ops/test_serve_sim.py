@@ -66,3 +66,14 @@ async def test_a_node_lost_after_confirmation_refuses_at_run_time(sim_ctx, fleet
         result = await execute(ctx, confirmed)
         assert not result.ok and "dgx6 is" in result.message
         assert not any(sim.nodes[n].docker.containers for n in sim.nodes)
+
+
+async def test_a_serve_whose_gate_says_garbled_fails(sim_ctx, fleet_config):
+    """The r37 lab tree garbles DS4.1: the lane serves, but `serve` must not
+    report a plain success (exit 0) for a lane that is unqualified."""
+    recipe = load_recipe(fleet_config, "dsv41-flash-eugr-0913-4x")
+    async with sim_ctx("r37-garble", speed=SPEED) as (_sim, ctx, _events):
+        result = await run_wf(ctx, Serve(recipe, "4nodes-switch-b", ServeOptions(poll_s=5.0)))
+        assert result.detail.get("qualify", {}).get("state") == "garbled", result.message
+        assert not result.ok
+        assert "serving on" in result.message and "GARBLED" in result.message

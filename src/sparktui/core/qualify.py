@@ -299,6 +299,13 @@ class GateResult:
     comparison: str = ""
 
     @property
+    def passed(self) -> bool:
+        """The lane is qualified. A workflow that ran the gate (``qualify``, or
+        ``serve`` after readiness) succeeds only then: a garbled, slow or
+        failed gate makes it fail (exit non-zero), whatever else went well."""
+        return self.state is GateState.QUALIFIED
+
+    @property
     def cer(self) -> float | None:
         """The worst passage's character error rate."""
         return max((c.cer for c in self.copies), default=None)

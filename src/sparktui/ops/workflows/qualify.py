@@ -251,7 +251,7 @@ class Qualify:
         spec, note = recipe_gate_spec(ctx, lane)
         result = await run_gate(run, lane, ctx.api_host(rank0.node), rank0.port, spec,
                                 depth=self.depth)
-        run.finish(result.state is GateState.QUALIFIED, f"{lane}: {result.describe()}",
+        run.finish(result.passed, f"{lane}: {result.describe()}",
                    {"lane": lane, "qualify": result.detail(),
                     "endpoint": f"{ctx.api_host(rank0.node)}:{rank0.port}",
                     **({"note": note} if note else {})})

@@ -425,12 +425,14 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
         if result.outcome is Outcome.READY:
             took = max(result.stages.values(), default=0.0)
             message = f"{lane} serving on {cluster} after {format_duration(took)}"
+            passed = True
             if options.qualify:
                 gate = await run_gate(run, lane, ctx.api_host(launch.ranks[0].node),
                                       recipe.port, recipe.qualify)
                 detail["qualify"] = gate.detail()
                 message += f"; {gate.describe()}"
-            run.finish(True, message, detail)
+                passed = gate.passed  # serving but unqualified is no success
+            run.finish(passed, message, detail)
             return
         if result.failure is not None:
             f = result.failure
