@@ -99,3 +99,36 @@ async def test_replay_refuses_a_bad_from_before_reading_and_says_what_was_damage
     _, err = capsys.readouterr()
     assert code == 0
     assert "1 damaged piece skipped; 1 line that is not an event" in err
+
+
+async def test_bundle_names_are_bounded_and_path_free_and_a_recipe_is_a_lane(
+        tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+    for bad in ("../config", "a/b", "x" * 300, ".hidden"):
+        code = await h.sparktui(cfg, "bundle", bad, monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 2 and "is not a lane or node name" in err and "Traceback" not in err
+    recipe = "dsv41-flash-sglang-4x"  # never served: only recipes/<name>/recipe.toml knows it
+    assert (cfg.recipes_dir / recipe / "recipe.toml").is_file()
+    async with h.published(cfg):
+        code = await h.sparktui(cfg, "bundle", recipe, monkeypatch=monkeypatch)
+        out, err = capsys.readouterr()
+    assert code == 0, err
+    assert Path(out.strip().splitlines()[-1]).is_file()
+
+
+async def test_a_bundle_dir_that_cannot_be_written_is_said_before_collecting(
+        tmp_path, capsys, monkeypatch):
+    from sparktui.ops import bundle
+
+    cfg = h.fleet(tmp_path)
+    cfg.state_dir().mkdir(parents=True, exist_ok=True)
+    (cfg.state_dir() / "bundles").write_text("not a directory")
+
+    async def collect(*a, **k):
+        raise AssertionError("collected before the output was checked")
+
+    monkeypatch.setattr(bundle, "_run", collect)
+    code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 2 and "cannot write a bundle here" in err and "Traceback" not in err

@@ -10,7 +10,14 @@ import sys
 from sparktui.adapters.endpoints import resolve_endpoints
 from sparktui.core.config import Config
 from sparktui.core.tomlschema import Range, number
-from sparktui.ops.bundle import DEFAULT_LINES, BundleSources, token_values, write_bundle
+from sparktui.ops.bundle import (
+    DEFAULT_LINES,
+    BundleSources,
+    bundle_dir,
+    check_subject,
+    token_values,
+    write_bundle,
+)
 from sparktui.ops.context import open_context
 from sparktui.service.night import held_from_recordings
 from sparktui.service.recording import night_path
@@ -38,6 +45,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 async def bundle(config: Config, args: argparse.Namespace) -> int:
+    check_subject(config, args.subject)  # before the cluster is asked anything
+    bundle_dir(config.state_dir())
     endpoints = resolve_endpoints(config)
     extra = [endpoints.ha_token_file] if endpoints.simulated else []
     async with open_context(config, endpoints=endpoints) as ctx:

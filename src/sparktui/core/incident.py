@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from sparktui.core.advice import fatal_next_step
 from sparktui.core.logsig import Kind, classify, parse_timestamp, split_timestamp
@@ -66,6 +66,22 @@ class HeldAlert:
     subject: str
     evidence: tuple[str, ...]
     next_step: str
+    count: int = 1
+    """Times it was raised with this evidence (a bundle lists a repeat once)."""
+    last_t: float | None = None
+    """When the last of those repeats was raised."""
+
+
+def dedupe_alerts(alerts: Iterable[HeldAlert]) -> list[HeldAlert]:
+    """One entry per (key, level, evidence), at its first time, with the count
+    and the time of the last repeat: an alert re-raised 224 times reads once."""
+    out: dict[tuple[str, str, tuple[str, ...]], HeldAlert] = {}
+    for a in alerts:
+        k = (a.key, a.level, a.evidence)
+        first = out.get(k)
+        out[k] = a if first is None else replace(first, count=first.count + a.count,
+                                                   last_t=a.last_t or a.t)
+    return sorted(out.values(), key=lambda a: a.t)
 
 
 @dataclass
@@ -219,7 +235,9 @@ def render_summary(inc: Incident) -> str:
         where = f" on {inc.failure_node}" if inc.failure_node else ""
         out.append(f"The lane failed on **rank {f.rank}**{where} ({f.kind.value}).")
     for a in inc.alerts:
-        out.append(f"- alert **{a.level}** {a.subject} at {hhmmss(a.t)}: "
+        again = (f" (raised {a.count} times, last at {hhmmss(a.last_t or a.t)})"
+                 if a.count > 1 else "")
+        out.append(f"- alert **{a.level}** {a.subject} at {hhmmss(a.t)}{again}: "
                    f"{a.evidence[0] if a.evidence else ''}")
     counts: dict[tuple[str, Kind], int] = {}
     for k in inc.findings:

@@ -21,6 +21,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -38,6 +39,7 @@ from sparktui.core.incident import (
     TimelineItem,
     bound_members,
     build_timeline,
+    dedupe_alerts,
     findings_timeline,
     first_fatal,
     kernel_findings,
@@ -49,7 +51,7 @@ from sparktui.core.incident import (
 )
 from sparktui.core.logsig import parse_timestamp
 from sparktui.core.recipe import Recipe
-from sparktui.core.recipe_load import load_recipe
+from sparktui.core.recipe_load import load_recipe, recipe_file
 from sparktui.core.render import plan
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.context import NodeLink
@@ -57,6 +59,9 @@ from sparktui.ops.journal import Entry, Journal, fold
 from sparktui.watch.follower import JOURNAL_MATCHES, docker_logs_command
 
 BUNDLE_DIR = "bundles"
+SUBJECT_MAX = 128
+SUBJECT = re.compile(rf"[A-Za-z0-9][A-Za-z0-9._-]{{0,{SUBJECT_MAX - 1}}}")
+"""A lane or node name as a bundle takes it (and puts in a file name)."""
 DEFAULT_LINES = 500
 KERNEL_LINES = 5000
 COLLECT_TIMEOUT_S = 15.0
@@ -126,6 +131,7 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     now = src.clock.time()
     entries = src.journal.entries()
     kind, lanes, nodes = _resolve(config, subject, entries, held)
+    bundle_dir(src.state_dir)  # a state dir it cannot write to is said before collecting
     serves = [w for w in fold(entries) if w.workflow == "serve" and w.target in lanes]
     if since is None:
         starts = [w.began_at for w in serves if w.target in lanes]
@@ -223,7 +229,8 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     members["hashes.txt"] = ("\n".join(hashes) + "\n").encode()
     members["commands.sh"] = _commands(config, recipes, serves, ranks)
     members["journal.jsonl"] = _jsonl(e.to_json() for e in mine)
-    alerts = [a for a in held.alerts if a.t >= since and (a.subject in (*lanes, *nodes))]
+    alerts = dedupe_alerts(a for a in held.alerts
+                           if a.t >= since and (a.subject in (*lanes, *nodes)))
     members["alerts.jsonl"] = _jsonl(vars(a) for a in alerts)
 
     # -- the summary ----------------------------------------------------------
@@ -256,16 +263,27 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
 def _resolve(config: Config, subject: str, entries: list[Entry],
              held: Held) -> tuple[str, list[str], list[str]]:
     """(kind, lanes, nodes) of a lane or node name."""
+    check_subject(config, subject)
     known_lanes = {e.target for e in entries if e.workflow == "serve"} | set(held.lane_nodes)
     if subject in config.nodes:
         lanes = sorted(lane for lane, ranks in held.lane_nodes.items()
                        if subject in ranks.values())
         return "node", lanes, [subject]
-    if subject in known_lanes or (config.recipes_dir / f"{subject}.toml").is_file():
+    if subject in known_lanes or recipe_file(config.recipes_dir, subject).is_file():
         return "lane", [subject], []
     raise InputError([Problem(config.path, None, "LANE|NODE",
                               f"{subject!r} is neither a node of the config nor a lane the "
                               f"journal or the recipes know")])
+
+
+def check_subject(config: Config, subject: str) -> None:
+    """InputError unless ``subject`` can name a lane or node: bounded and
+    path-free (``../config`` is no name; 300 characters are no file name)."""
+    if not SUBJECT.fullmatch(subject):
+        raise InputError([Problem(config.path, None, "LANE|NODE",
+                                  f"{subject[:80]!r}{'…' if len(subject) > 80 else ''} is not "
+                                  f"a lane or node name (letters, digits, . _ -, at most "
+                                  f"{SUBJECT_MAX} characters, no path)")])
 
 
 def _recipe(config: Config, lane: str) -> Recipe | None:
@@ -359,6 +377,22 @@ def _jsonl(items: Iterable[Any]) -> bytes:
     return "".join(json.dumps(i, default=str) + "\n" for i in items).encode()
 
 
+def bundle_dir(state_dir: Path) -> Path:
+    """``<state_dir>/bundles``, made if need be; InputError when it cannot be
+    written (a read-only state dir), so nothing is collected in vain."""
+    folder = state_dir / BUNDLE_DIR
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        writable = os.access(folder, os.W_OK | os.X_OK)
+        why = "not writable"
+    except OSError as exc:
+        writable, why = False, exc.strerror or str(exc)
+    if not writable:
+        raise InputError([Problem(folder, None, "state_dir",
+                                  f"cannot write a bundle here: {why}")])
+    return folder
+
+
 def bundle_name(subject: str, t: float) -> str:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(t))
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in subject)
@@ -368,8 +402,7 @@ def bundle_name(subject: str, t: float) -> str:
 def _write(src: BundleSources, subject: str, now: float, members: dict[str, bytes]) -> Path:
     """One gzip tarball, SUMMARY.md first, written under a temporary name and
     renamed into place (a reader never sees half a bundle)."""
-    folder = src.state_dir / BUNDLE_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = bundle_dir(src.state_dir)
     stem = bundle_name(subject, now)
     path = folder / f"{stem}.tar.gz"
     n = 1
