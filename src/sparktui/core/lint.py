@@ -7,7 +7,18 @@ from dataclasses import dataclass
 from .config import Config
 from .fit import GB, fit
 from .recipe import Recipe
-from .render import metrics_off
+from .render import HF_CACHE_IN_CONTAINER, metrics_off
+
+CLUSTER_OWNED_ENV = {
+    "MASTER_ADDR": "the cluster's rank-0 fabric address (nodes.<rank0>.ib_ip), which the "
+                   "renderer also passes as --master-addr: the two would disagree",
+    "MASTER_PORT": "clusters.<name>.master_port, which the renderer also passes: the two "
+                   "would disagree",
+    "NCCL_IB_GID_INDEX": "detected on each node at serve time; a pinned index turns the "
+                         "detection off (the seeds' gid-drift night: the index moved after a "
+                         "reboot and NCCL hung)",
+}
+"""Environment the cluster owns: a recipe that sets it silently overrides the cluster."""
 
 NFS_BYTES_PER_S = 130e6
 """Per-node NFS read rate seen on the seeds' cold loads (~130 MB/s)."""
@@ -71,6 +82,29 @@ def lint(config: Config, recipe: Recipe) -> list[LintWarning]:
         warn("extra_args", f"{flag} leaves the engine without /metrics: the console cannot "
              "see its decode rate, a throughput collapse, nor tell a busy engine from a "
              "dead one (the canary's split)")
+    cl = config.clusters.get(recipe.cluster)
+    owned = ({"MASTER_ADDR": config.nodes[cl.nodes[0]].ib_ip, "MASTER_PORT": str(cl.master_port)}
+             if cl is not None and cl.nodes and cl.nodes[0] in config.nodes else {})
+    for key, owner in CLUSTER_OWNED_ENV.items():
+        if key in env:
+            theirs = f" ({recipe.cluster}: {owned[key]!r})" if key in owned else ""
+            warn(f"env.{key}", f"{env[key]!r} overrides {owner}{theirs} -> remove it from "
+                               f"the recipe")
+    p = recipe.parallel
+    if recipe.cluster in config.clusters and p.tp:
+        nodes = len(config.clusters[recipe.cluster].nodes)
+        if p.tp * p.pp > nodes:
+            warn("parallel.tp", f"tp {p.tp} x pp {p.pp} = {p.tp * p.pp} ranks, but cluster "
+                                f"{recipe.cluster} has {nodes} nodes (one GPU each): it would "
+                                f"run at tp {max(1, nodes // p.pp)}, not {p.tp}")
+    for mount in recipe.mounts:
+        dst = (mount.split(":") + [""])[1].rstrip("/") or "/"
+        if dst == "/" or dst == HF_CACHE_IN_CONTAINER or \
+                dst.startswith(HF_CACHE_IN_CONTAINER + "/"):
+            what = ("the container's /" if dst == "/" else
+                    f"the HF cache mount {HF_CACHE_IN_CONTAINER} (nodes.<name>.hf_cache)")
+            warn("mounts", f"{mount!r} mounts onto {what}: it would hide what the cluster "
+                           f"mounts there -> mount elsewhere")
     if recipe.parallel.dcp > 1:
         warn("parallel.dcp", "DCP > 1 crashes sparse-MLA decode on our images (the 512K "
              "blocker); only DCP1 is qualified")
