@@ -65,6 +65,9 @@ class Rung:
                 "scratch_gib": round(self.scratch_gib, 3), "ok": self.ok}
 
     def describe(self) -> str:
+        if not self.ok:
+            return (f"{self.tokens:,} tokens: not measured ({self.samples} memory samples in "
+                    f"{self.seconds:.1f} s: the prefill was too short to be seen)")
         rate = (f", {self.samples} samples in {self.seconds:.1f} s "
                 f"({self.samples / self.seconds:.1f} Hz)" if self.seconds > 0 else "")
         return (f"{self.tokens:,} tokens: scratch {self.scratch_gib:.2f} GiB, low water "

@@ -48,6 +48,8 @@ from sparktui.watch.readiness import RankContainer
 
 SAMPLE_INTERVAL_S = 0.4
 """2.5 Hz: the issue asks for >= 2 Hz during each prefill."""
+MIN_SAMPLES = 2
+"""A prefill sampled fewer times (shorter than ~0.8 s) measures nothing."""
 SAMPLE_TIMEOUT_S = 3.0
 """A reader shell that does not answer within this is a thrash-risk sign."""
 RUNG_MAX_TOKENS = 16
@@ -101,6 +103,9 @@ class _Sampler:
     low_kib: dict[str, int] = field(default_factory=dict)
     risk: str = ""
     samples: int = 0
+    active: bool = False
+    """A rung's prompt is in flight: only the samples taken meanwhile count."""
+    in_window: int = 0
 
     async def once(self) -> dict[str, int]:
         """One sample of every node; returns MemAvailable KiB per node that answered."""
@@ -134,8 +139,10 @@ class _Sampler:
         got = await asyncio.gather(*(one(n) for n in self.nodes))
         self.samples += 1
         out = {n: kib for n, kib in got if kib is not None}
-        for n, kib in out.items():
-            self.low_kib[n] = min(kib, self.low_kib.get(n, kib))
+        if self.active:
+            self.in_window += 1
+            for n, kib in out.items():
+                self.low_kib[n] = min(kib, self.low_kib.get(n, kib))
         now = clock.monotonic()
         for n, rules in self.rules.items():
             verdict = rules.verdict(now)
@@ -260,7 +267,12 @@ class Envelope:
         fit = fit_scratch(done)
         room = min(before.values()) / 1024 / 1024 if before else 0.0
         recorded: dict[str, object] = {}
-        if fit is not None and len(done) >= 2 and not failed:
+        measured = [r for r in done if r.ok]
+        if fit is not None and len(measured) >= 2 and fit.b_gib_per_token <= 0 and not failed:
+            stopped = (f"{stopped}; the scratch did not grow with the prompt "
+                       f"({fit.describe()}): nothing recorded, try longer rungs")
+            failed = True
+        if fit is not None and len(measured) >= 2 and not failed:
             values: dict[str, str | int | float | bool] = {
                 "fit.prefill_scratch_base_gib": round(max(0.0, fit.a_gib), 3),
                 "fit.prefill_scratch_gib_per_token": float(f"{fit.b_gib_per_token:.4g}"),
@@ -292,7 +304,9 @@ class Envelope:
     async def _rung(self, ctx: Any, client: EngineClient, model: str, sampler: _Sampler,
                     tokens: int, before: dict[str, int]) -> Rung:
         sampler.low_kib.clear()
-        samples0, t0 = sampler.samples, ctx.clock.monotonic()
+        sampler.in_window = 0
+        t0 = ctx.clock.monotonic()
+        sampler.active = True
         timeout = tokens / PREFILL_TOKENS_PER_S_FLOOR + 120.0
         ask = asyncio.ensure_future(client.chat(model, bench_prompt(tokens),
                                                 max_tokens=RUNG_MAX_TOKENS, timeout=timeout,
@@ -301,6 +315,7 @@ class Envelope:
         try:
             await asyncio.wait({ask, watch}, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            sampler.active = False
             for task in (ask, watch):
                 if not task.done():
                     task.cancel()
@@ -311,8 +326,11 @@ class Envelope:
         answer = ask.result()
         if answer.error:
             raise RuntimeError(answer.error)
-        took, samples = ctx.clock.monotonic() - t0, sampler.samples - samples0
-        await sampler.once()  # the prefill's end is the last moment it holds its scratch
+        took, samples = ctx.clock.monotonic() - t0, sampler.in_window
+        prefill_s = answer.ttft_s if answer.ttft_s is not None else took
+        if samples < MIN_SAMPLES or prefill_s < MIN_SAMPLES * SAMPLE_INTERVAL_S:
+            # too short to be seen: not a measurement (the fit skips it)
+            return Rung(answer.prompt_tokens or tokens, 0.0, 0.0, False, samples, took)
         low, scratch = rung_scratch(before, sampler.low_kib)
         return Rung(answer.prompt_tokens or tokens, low, scratch, True, samples, took)
 
