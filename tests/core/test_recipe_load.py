@@ -77,6 +77,10 @@ def test_minimal_recipe_loads(config_copy):
     ('size_gb = 10.0', 'size_gb = "ten"', "model.size_gb"),
     ('[env]', '[engine_args]\ngpu_memory_utilisation = 0.85\n[env]',
      "engine_args.gpu_memory_utilisation"),
+    # issue 27: a floor above the recorded rate; a written KV size of 0
+    ('[env]', '[qualify]\ndecode_tps_min = 40.0\ndecode_tps = 30.0\n[env]',
+     "qualify.decode_tps_min"),
+    ('size_gb = 10.0', 'size_gb = 10.0\nkv_bytes_per_token = 0', "model.kv_bytes_per_token"),
 ])
 def test_bad_recipe_values(config_copy, old, new, key):
     config, path = _write(config_copy, "bad", GOOD.replace(old, new))

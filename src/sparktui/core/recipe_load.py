@@ -115,6 +115,12 @@ def _check(src: Source, config: Config, r: Recipe) -> None:
             err(("speculative", "method"), why)
         if s.model and (why := plain.check("model_repo", s.model)) is not None:
             err(("speculative", "model"), why)
+    q = r.qualify
+    if q.decode_tps_min is not None and q.decode_tps is not None \
+            and q.decode_tps_min > q.decode_tps:
+        err(("qualify", "decode_tps_min"),
+            f"{q.decode_tps_min:g} tok/s is above qualify.decode_tps ({q.decode_tps:g}, the "
+            f"recorded rate): the gate would call the lane's own measured rate slow")
     f = r.fit
     if (f.prefill_scratch_base_gib is None) != (f.prefill_scratch_gib_per_token is None):
         err(("fit",), "prefill_scratch_base_gib and prefill_scratch_gib_per_token go together")
