@@ -101,6 +101,8 @@ class SparkTUI(App[None]):
                         inline_no_clear: bool = False, mouse: bool = True,
                         size: tuple[int, int] | None = None,
                         auto_pilot: AutopilotCallbackType | None = None) -> None:
+        # returns what Textual's returns (App.run hands it on: the snapshot
+        # tests' screenshot is that value)
         """Textual's, then the error that closed the console, raised: the CLI's
         last line of defence (cli/crash.py) turns it into one line, the
         traceback in ``<state_dir>/debug.log`` and exit 70. (`App.run` runs
@@ -110,6 +112,7 @@ class SparkTUI(App[None]):
                                 auto_pilot=auto_pilot)
         if self.crashed is not None:
             raise self.crashed
+        return self.return_value
 
     def _handle_exception(self, error: Exception) -> None:
         """Textual's one door for an error nobody caught (a Textual internal,

@@ -132,7 +132,7 @@ def plan_text(preview: ActionPreview) -> Text:
     return text
 
 
-DETAILS_HINT = "F2 commands · PgDn"
+DETAILS_HINT = "c commands · PgDn"
 
 
 class MarkedButton(Button):
@@ -153,10 +153,11 @@ class MarkedButton(Button):
 
 class ActionModal(ModalScreen[bool]):
     """What the confirm and the refusal share: a scrollable body whose page
-    keys work wherever the focus is, and the commands behind F2."""
+    keys work wherever the focus is, and the commands behind c (or F2)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f2", "details", "Commands", id="modal-details"),
+        # a letter too: F1-F4 do not reach the console through tmux 3.4 or mosh
+        Binding("f2,c", "details", "Commands", id="modal-details"),
         Binding("pageup", "scroll_body('page_up')", "Page up", show=False),
         Binding("pagedown", "scroll_body('page_down')", "Page down", show=False),
         Binding("up", "scroll_body('scroll_up')", "Up", show=False),
