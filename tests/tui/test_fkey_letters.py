@@ -11,7 +11,7 @@ from sparktui.tui.screens.alerts import AlertsScreen
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import PickerScreen, ResumeScreen, TextScreen
 
-from .scenes import serve_refused, scene_console
+from .scenes import scene_console, serve_refused
 
 
 def test_every_f_key_binding_has_a_letter() -> None:
