@@ -226,7 +226,7 @@ class SentinelHub:
                     ev = decode(msg["e"])
                     if isinstance(ev, WorkflowProgressed):
                         self.on_workflow(ev)
-            except (ValueError, AttributeError, KeyError, TypeError) as exc:
+            except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
                 log.warning("a line from a console skipped: %r", exc)
 
     async def close(self, why: str = "the sentinel stops") -> None:
@@ -325,7 +325,7 @@ class SentinelFeed:
                     before = None
                 elif kind == "bye":
                     return f"stopped ({msg.get('why', '')})"
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 log.warning("a line from the sentinel skipped: %r", exc)
 
     def tell_stopping(self, lane: str) -> None:
