@@ -9,6 +9,8 @@ import json
 import tarfile
 from pathlib import Path
 
+from sparktui.service.events import LogLinesArrived
+
 _spec = importlib.util.spec_from_file_location(
     "cli_harness", Path(__file__).parents[1] / "ops" / "cli_harness.py")
 h = importlib.util.module_from_spec(_spec)  # type: ignore[arg-type]
@@ -81,7 +83,8 @@ async def test_replay_refuses_a_bad_from_before_reading_and_says_what_was_damage
 
     cfg = h.fleet(tmp_path)
     night = tmp_path / "night.jsonl.gz"
-    night.write_bytes(gzip.compress(b'{"t": 1764450000, "e": null}\n')
+    good = {"t": 1764450000, "e": recording.encode(LogLinesArrived("lane", 0, (), 0))}
+    night.write_bytes(gzip.compress(json.dumps(good).encode() + b"\n")
                       + b"\x1f\x8b\x08\0garbage" + gzip.compress(b'{"t": -1e18, "e": null}\n'))
     read = recording.read_recording
 
@@ -132,3 +135,37 @@ async def test_a_bundle_dir_that_cannot_be_written_is_said_before_collecting(
     code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
     _, err = capsys.readouterr()
     assert code == 2 and "cannot write a bundle here" in err and "Traceback" not in err
+
+
+async def test_replay_from_picks_the_session_by_recorded_time(tmp_path, capsys, monkeypatch):
+    from sparktui.service.recording import Recorder, read_sessions
+    from sparktui.service.replay import ReplaySource
+
+    class Clock:
+        t = 1_764_450_000.0
+
+        def time(self) -> float:
+            return self.t
+
+    cfg = h.fleet(tmp_path)
+    night = tmp_path / "night.jsonl.gz"
+    clock = Clock()
+    for first in (clock.t + 3600, clock.t):  # the later run first in the file
+        clock.t = first
+        rec = Recorder(night, max_bytes=10_000_000, clock=clock)  # type: ignore[arg-type]
+        rec.open()
+        for i in range(20):
+            clock.t = first + 60 * i
+            rec.write(LogLinesArrived("lane", 0, (), i))
+        rec.close()
+    assert len(read_sessions(night)) == 2
+    seen = {}
+    monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run",
+                        lambda self: seen.setdefault("src", self.source))
+    asked = 1_764_450_000.0 + 600
+    when = __import__("time").strftime("%Y-%m-%dT%H:%M:%S", __import__("time").gmtime(asked))
+    code = await h.sparktui(cfg, "replay", str(night), "--from", when, monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    src: ReplaySource = seen["src"]
+    assert code == 0 and "holds 2 sessions" in err
+    assert (src.now, src.first, src.last) == (asked, 1_764_450_000.0, 1_764_450_000.0 + 19 * 60)

@@ -197,11 +197,12 @@ def test_lines_that_are_not_events_are_skipped_and_counted(tmp_path: Path) -> No
 
 
 def test_an_overlong_line_is_skipped_without_holding_it(tmp_path: Path) -> None:
-    good = json.dumps({"t": 1_764_450_000.0, "e": None})
+    ev = sampled(1_764_450_000.0)
+    good = json.dumps({"t": 1_764_450_000.0, "e": recording.encode(ev)})
     path = tmp_path / "h.jsonl.gz"
     _hostile(path, ['{"t": 1, "x": "' + "a" * (3 << 20) + '"}', good])
     damage = Damage()
-    assert list(read_recording(path, damage)) == [(1_764_450_000.0, None)]
+    assert list(read_recording(path, damage)) == [(1_764_450_000.0, ev)]
     assert damage.lines == 1
 
 
@@ -254,3 +255,22 @@ def test_a_real_full_disk_leaves_a_night_that_replays_past_the_fill(
     assert any(t <= filled_at for t in times) and any(t > back_at for t in times)
     assert not damage.pieces
     assert not any(r.exc_info for r in caplog.records)
+
+
+def test_each_run_is_its_own_session_even_when_clocks_overlap(tmp_path: Path) -> None:
+    """Two demo runs in one night file, their simulated clocks overlapping:
+    two sessions, each in its own time order, not one interleaved night."""
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    start = clock.t
+    run_night(path, clock, 40)
+    clock.t = start + 10  # the next run's simulated clock starts where the first did
+    run_night(path, clock, 40)
+    sessions = recording.read_sessions(path)
+    assert [len(s) for s in sessions] == [44, 44]
+    assert all(s[0][0] < start + 20 for s in sessions)
+    unmarked = tmp_path / "old.jsonl.gz"  # a file from before runs were marked
+    with gzip.open(path, "rt") as f:
+        lines = [x for x in f if '"session"' not in x]
+    unmarked.write_bytes(gzip.compress("".join(lines).encode()))
+    assert [len(s) for s in recording.read_sessions(unmarked)] == [44, 44]

@@ -7,11 +7,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.tomlschema import Range, number
 from .common import load
 from .shiftlog_cmd import parse_since
+
+if TYPE_CHECKING:
+    from ..service.recording import Session
 
 _OFFSET = re.compile(r"^\+(\d+(?:\.\d+)?)([smh])$")
 
@@ -37,8 +42,28 @@ def start_time(text: str | None, first: float) -> float | None:
     return parse_since(text)
 
 
+def pick_session(sessions: list[Session], text: str | None
+                 ) -> tuple[Session, float | None]:
+    """The session and start a ``--from`` asks for: a time picks the last
+    session that holds it (else the nearest), an offset counts from the last
+    session's start; no ``--from``: the last session from its start."""
+    last = sessions[-1]
+    if text is None or _OFFSET.match(text.strip()):
+        return last, start_time(text, last[0][0])
+    t = start_time(text, last[0][0])
+    assert t is not None
+    holding = [s for s in sessions if s[0][0] <= t <= s[-1][0]]
+    if holding:
+        return holding[-1], t
+    return min(sessions, key=lambda s: min(abs(s[0][0] - t), abs(s[-1][0] - t))), t
+
+
+def _hm(t: float) -> str:
+    return time.strftime("%H:%M:%SZ", time.gmtime(t))
+
+
 def run(args: argparse.Namespace) -> int:
-    from ..service.recording import Damage, read_recording
+    from ..service.recording import Damage, read_sessions
     from ..service.replay import ReplaySource
     from ..tui.replay import ReplayApp
 
@@ -56,16 +81,21 @@ def run(args: argparse.Namespace) -> int:
         return 2
     damage = Damage()
     try:
-        events = list(read_recording(args.file, damage))
+        sessions = read_sessions(args.file, damage)
     except OSError as exc:
         print(f"sparktui replay: {args.file}: not a recording ({exc})", file=sys.stderr)
         return 2
     if damage:
         print(f"sparktui replay: {args.file}: {damage.describe()}", file=sys.stderr)
-    if not events:
+    if not sessions:
         print(f"sparktui replay: {args.file}: holds no event", file=sys.stderr)
         return 2
-    start = start_time(args.start, events[0][0])
+    events, start = pick_session(sessions, args.start)
+    if len(sessions) > 1:
+        spans = ", ".join(f"{_hm(s[0][0])}-{_hm(s[-1][0])}" for s in sessions)
+        print(f"sparktui replay: {args.file} holds {len(sessions)} sessions ({spans}); "
+              f"replaying the one of {_hm(events[0][0])}-{_hm(events[-1][0])} "
+              f"(--from TIME picks by recorded time)", file=sys.stderr)
     source = ReplaySource(config, events, speed=args.speed, start=start)
     ReplayApp(config, source).run()
     return 0

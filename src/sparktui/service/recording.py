@@ -166,6 +166,7 @@ class Recorder:
     def open(self) -> None:
         self._fd = open_private(self.path)
         self._size = os.fstat(self._fd).st_size
+        self._line({"t": self.clock.time(), "session": os.getpid()})  # a run begins
         self._start_writer()
 
     def _start_writer(self) -> None:
@@ -457,6 +458,38 @@ def read_recording(path: Path, damage: Damage | None = None
     gzip member) or a line that is not an event is skipped and counted in
     ``damage``; when the caller passes none, the count is logged as one
     warning at the end."""
+    for t, ev in _entries(path, damage):
+        if ev is not None:
+            yield t, ev
+
+
+SESSION_GAP_S = 60.0
+"""A recorded time this far behind the one before starts a new session (a
+file written before runs were marked: two demo runs' simulated clocks overlap)."""
+
+Session = list[tuple[float, _events.ServiceEvent]]
+
+
+def read_sessions(path: Path, damage: Damage | None = None) -> list[Session]:
+    """The recording's runs (each console or sentinel run), each in time
+    order: a ``session`` line starts one, and so does a time far behind the
+    last (an unmarked file)."""
+    sessions: list[Session] = [[]]
+    last: float | None = None
+    for t, ev in _entries(path, damage):
+        if (ev is None or (last is not None and t < last - SESSION_GAP_S)) and sessions[-1]:
+            sessions.append([])
+        last = t
+        if ev is not None:
+            sessions[-1].append((t, ev))
+    for s in sessions:
+        s.sort(key=lambda p: p[0])  # stable: a run's own jitter only
+    return [s for s in sessions if s]
+
+
+def _entries(path: Path, damage: Damage | None
+             ) -> Iterator[tuple[float, _events.ServiceEvent | None]]:
+    """Events, and None where a run began."""
     own = damage is None
     seen = Damage() if damage is None else damage
     with open(path, "rb") as f:
@@ -467,7 +500,12 @@ def read_recording(path: Path, damage: Damage | None = None
                     raise TypeError("not an object")
                 t = _time(data.get("t"))
                 if "e" in data:
-                    yield t, decode(data["e"])
+                    ev = decode(data["e"])
+                    if not dataclasses.is_dataclass(ev) or isinstance(ev, type):
+                        raise TypeError(f"not an event: {type(ev).__name__}")
+                    yield t, ev
+                elif "session" in data:
+                    yield t, None
             except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 seen.lines += 1
                 log.debug("recording line skipped: %r", exc)
