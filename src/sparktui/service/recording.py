@@ -463,6 +463,8 @@ def read_recording(path: Path, damage: Damage | None = None
             yield t, ev
 
 
+EVENTS = typing.get_args(_events.ServiceEvent)
+"""What a line's ``e`` may hold (a state or a log line alone is no event)."""
 SESSION_GAP_S = 60.0
 """A recorded time this far behind the one before starts a new session (a
 file written before runs were marked: two demo runs' simulated clocks overlap)."""
@@ -501,8 +503,8 @@ def _entries(path: Path, damage: Damage | None
                 t = _time(data.get("t"))
                 if "e" in data:
                     ev = decode(data["e"])
-                    if not dataclasses.is_dataclass(ev) or isinstance(ev, type):
-                        raise TypeError(f"not an event: {type(ev).__name__}")
+                    if not isinstance(ev, EVENTS):
+                        raise TypeError(f"not a service event: {type(ev).__name__}")
                     yield t, ev
                 elif "session" in data:
                     yield t, None
