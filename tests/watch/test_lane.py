@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -20,13 +21,12 @@ from test_readiness import (
     FastClock,
     P,
     engine,
-    stamp,
     two_node_lane,
     until,
 )
 
 from sparktui.core.errors import RemoteError
-from sparktui.core.logsig import Kind, Phase, parse_timestamp
+from sparktui.core.logsig import Kind, Phase
 from sparktui.watch.lane import (
     FatalDecided,
     LaneEvent,
@@ -208,19 +208,19 @@ async def test_the_reader_shells_open_as_the_watch_starts(engine: FakeEngine) ->
 
 async def test_a_stop_journaled_by_another_process_ends_the_lane_stopped(engine: FakeEngine
                                                                         ) -> None:
-    """The stop's intent (after this boot began) makes a fatal line stamped
-    after it and the exits the stop's doing; an earlier boot's stop of the same
-    containers does not."""
-    t0 = parse_timestamp(stamp(0))
-    assert t0 is not None
-    for intent_at, outcome in ((t0 + 5, Outcome.STOPPED), (t0 - 600, Outcome.FAILED)):
+    """A live stop of this boot (ops/stop_intents.py decides which boot, by
+    journal order) makes the fatal line read after it and the exits the stop's
+    doing; no such stop leaves them the lane's failure."""
+    for stopped, outcome in ((True, Outcome.STOPPED), (False, Outcome.FAILED)):
         nodes, ranks = await two_node_lane(engine)
-        asked: list[float] = []
+        asked: list[list[str]] = []
+        delivered = asyncio.Event()
 
-        def stop_intent(containers: object, after: float, at: float = intent_at,
-                        asked: list[float] = asked) -> float | None:
-            asked.append(after)
-            return at if at >= after else None
+        def stop_intent(containers: Sequence[str], stopped: bool = stopped,
+                        asked: list[list[str]] = asked, delivered: asyncio.Event = delivered
+                        ) -> bool:
+            asked.append(list(containers))
+            return stopped and delivered.is_set()
 
         watch = watcher(nodes, ranks, probe_endpoint=False, stop_intent=stop_intent)
         events: list[LaneEvent] = []
@@ -229,13 +229,15 @@ async def test_a_stop_journaled_by_another_process_ends_the_lane_stopped(engine:
         await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...", at=0)
         await nodes["dgx2"].log("sparktui-m-r1", P + "Starting to load model m...", at=0)
         await until(lambda w=watch: w.delivered.get(1) == 1)  # type: ignore[misc]
+        assert watch.stopping_since is None
+        delivered.set()  # the stop is journaled now
         await nodes["dgx2"].log("sparktui-m-r1", "huggingface_hub.errors.LocalEntryNotFoundError"
                                 ": Cannot find an appropriate cached snapshot folder", at=10)
         await nodes["dgx2"].exit("sparktui-m-r1", 143)
         await nodes["dgx1"].exit("sparktui-m-r0", 1)
         result = await asyncio.wait_for(task, 10)
         assert result.outcome is outcome, result.summary
-        assert min(asked) == t0  # asked since the boot's start, not since the watch's
+        assert ["sparktui-m-r0", "sparktui-m-r1"] in asked
         assert any(isinstance(e, FatalDecided) for e in events) is (outcome is Outcome.FAILED)
 
 

@@ -8,6 +8,16 @@ the time a console's watcher sees a container go down, the intent is on
 disk, whichever process wrote it; the in-process path
 (``LaneWatchers.stopping``) needs no journal. The journal is read
 incrementally: one ``stat`` per question, only the new bytes when it grew.
+
+Which boot a stop is about is decided by container identity and journal
+order, never by time: the journal is stamped on this host's clock, the
+containers on their node's (the simulator's, in a demo), and comparing the
+two made an earlier boot's stop of the same names re-label a new serve
+``stopping`` for good. A stop counts when it was journaled after the last
+journaled start (``docker run --name C``) of one of the containers, and its
+workflow either ended or is still running: a stop whose process died
+(``kill -9``, the pid in its ``begin``) before its end stops nothing and is
+stale.
 """
 
 from __future__ import annotations
@@ -15,13 +25,28 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
+
+import psutil
 
 from sparktui.ops.journal import Entry, Journal
 from sparktui.ops.workflows.stop import stop_command
 
 log = logging.getLogger(__name__)
+
+
+def started_container(action: str) -> str | None:
+    """The container a journaled ``docker run ... --name C ...`` starts."""
+    if not action.startswith("docker run "):
+        return None
+    try:
+        words = shlex.split(action)
+    except ValueError:
+        return None
+    at = words.index("--name") + 1 if "--name" in words else 0
+    return words[at] if 0 < at < len(words) else None
 
 
 class StopIntents:
@@ -32,29 +57,38 @@ class StopIntents:
         self._file: tuple[int, int] | None = None
         """(device, inode) of the file read so far: a new journal is read anew."""
         self._offset = 0
-        self._intents: dict[str, list[float]] = {}
+        self._seq = 0
+        self._intents: dict[str, list[tuple[int, str]]] = {}
+        """By stop command: (journal position, workflow id) of each intent."""
+        self._started: dict[str, int] = {}
+        """By container: the journal position of its latest journaled start."""
+        self._pids: dict[str, int] = {}
+        self._ended: set[str] = set()
 
-    def since(self, containers: Iterable[str], after: float) -> float | None:
-        """When a stop of one of ``containers`` was first journaled at or after
-        ``after`` (epoch seconds: the boot's start, so an earlier boot's stop
-        of the same container names does not count); None when none was."""
+    def __call__(self, containers: Iterable[str]) -> bool:
+        """Is a stop of one of ``containers`` journaled after its last journaled
+        start, by a workflow that ended or whose process is alive?"""
         self._refresh()
-        times = [t for c in containers for t in self._intents.get(stop_command(c), ())
-                 if t >= after]
-        return min(times, default=None)
+        return any(seq > self._started.get(c, -1) and self._alive(wf)
+                   for c in containers for seq, wf in self._intents.get(stop_command(c), ()))
+
+    def _alive(self, wf: str) -> bool:
+        if wf in self._ended or wf not in self._pids:
+            return True  # ended (its stop happened), or of a writer that names no pid
+        return psutil.pid_exists(self._pids[wf])
 
     def _refresh(self) -> None:
         try:
             st = os.stat(self.path)
         except FileNotFoundError:
-            self._file, self._offset, self._intents = None, 0, {}
+            self._reset(None)
             return
         except OSError as exc:  # unreadable now: what was read still holds
             log.warning("journal %s: cannot stat: %s", self.path, exc)
             return
         ident = (st.st_dev, st.st_ino)
         if ident != self._file or st.st_size < self._offset:
-            self._file, self._offset, self._intents = ident, 0, {}
+            self._reset(ident)
         if st.st_size == self._offset:
             return
         try:
@@ -71,5 +105,17 @@ class StopIntents:
                 entry = Entry.from_json(json.loads(raw))
             except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # a torn or foreign line (Journal.entries names it)
-            if entry.kind == "intent" and entry.action:
-                self._intents.setdefault(entry.action, []).append(entry.t)
+            self._seq += 1
+            if entry.kind == "begin" and isinstance(pid := entry.detail.get("pid"), int):
+                self._pids[entry.wf] = pid
+            elif entry.kind == "end":
+                self._ended.add(entry.wf)
+            elif entry.kind == "intent" and entry.action:
+                if (started := started_container(entry.action)) is not None:
+                    self._started[started] = self._seq
+                else:
+                    self._intents.setdefault(entry.action, []).append((self._seq, entry.wf))
+
+    def _reset(self, ident: tuple[int, int] | None) -> None:
+        self._file, self._offset, self._seq = ident, 0, 0
+        self._intents, self._started, self._pids, self._ended = {}, {}, {}, set()

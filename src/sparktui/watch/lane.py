@@ -178,7 +178,7 @@ class WatchEnded(LaneEvent):
 
 
 Subscriber = Callable[[LaneEvent], None]
-StopIntent = Callable[[Sequence[str], float], float | None]
+StopIntent = Callable[[Sequence[str]], bool]
 """(the lane's containers, the boot's start) -> when a stop of one of them
 was journaled since, by any process; None when none was."""
 
@@ -250,8 +250,10 @@ class LaneWatcher:
         self.follow = follow
         self.probe_endpoint = probe_endpoint
         self.stop_intent = stop_intent
-        self._boot_start: float | None = None
-        """Epoch seconds: the earliest line or container start seen of this boot."""
+        self._latest_seen: float | None = None
+        """The latest line or container time read of this boot, on the
+        containers' own clock (a stop learnt from the journal starts there:
+        the journal's clock is never compared with the containers')."""
         self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
         self.created_at = clock.time()
         self.stages: dict[str, float] = {}
@@ -366,17 +368,19 @@ class LaneWatcher:
         self._stop_seen()
 
     def _learn_stop(self, seen: float | None = None) -> None:
-        """Is another process stopping the lane? Its journaled stop intent
-        (after this boot began: ``seen`` is a time of this boot just read)
-        makes the lane stopping from the intent's time."""
+        """Is another process stopping the lane? A live stop intent journaled
+        after this boot's containers were started (ops/stop_intents.py: matched
+        by container and journal order, not by time) makes the lane stopping
+        from the latest moment read of this boot (``seen``: a time of this boot
+        just read, on the containers' clock): what was read before still counts."""
+        if seen is not None:
+            self._latest_seen = seen if self._latest_seen is None else max(self._latest_seen,
+                                                                           seen)
         if self.stop_intent is None or self.stopping_since is not None or self._stopped:
             return
-        if seen is not None:
-            self._boot_start = seen if self._boot_start is None else min(self._boot_start, seen)
-        after = self._boot_start if self._boot_start is not None else self.created_at
-        since = self.stop_intent([r.container for r in self.ranks], after)
-        if since is not None:
-            self.stopping(since)
+        if self.stop_intent([r.container for r in self.ranks]):
+            self.stopping(self._latest_seen if self._latest_seen is not None
+                          else float("-inf"))
 
     def _ours(self, timestamp: str | None) -> bool:
         """Did this (a line's or an exit's time) happen after our stop began?"""

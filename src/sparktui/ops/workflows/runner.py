@@ -15,6 +15,7 @@ offered at the next start, exactly like one killed by a crash.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -89,7 +90,7 @@ class WorkflowRun:
 
     # -- lifecycle --------------------------------------------------------------
     async def __aenter__(self) -> WorkflowRun:
-        detail = {**self.detail, "plan": [p.to_json() for p in self.plan]}
+        detail = {**self.detail, "plan": [p.to_json() for p in self.plan], "pid": os.getpid()}
         self.ctx.journal.append(self.wf, "begin", workflow=self.kind, target=self.target,
                                 detail=detail)
         self.ctx.emit(WorkflowStarted(self.wf, self.ctx.clock.time(), self.kind, self.target,

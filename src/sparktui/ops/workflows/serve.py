@@ -334,7 +334,7 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                            ctx.api_host(launch.ranks[0].node), stall_after_s=stall,
                            clock=ctx.clock, poll_s=options.poll_s,
                            first_token=options.first_token and recipe.readiness.first_token,
-                           stop_intent=StopIntents(ctx.journal).since)
+                           stop_intent=StopIntents(ctx.journal))
 
     shared = ctx.lane_watchers
     if shared is not None:
