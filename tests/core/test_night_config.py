@@ -21,6 +21,7 @@ def test_shipped_defaults(shipped_config) -> None:  # type: ignore[no-untyped-de
      "unknown event 'fatl'"),
     ("max_per_hour = 12 ", "max_per_hour = 0 ", "notify.max_per_hour", "out of range"),
     ("max_mb = 64.0 ", "max_mb = 0.0 ", "record.max_mb", "out of range"),
+    ("max_mb = 64.0 ", "max_mb = 1e-9 ", "record.max_mb", "must be >= 1"),
     ("max_mb = 64.0 ", "max_md = 64.0 ", "record.max_md", "unknown key"),
 ])
 def test_bad_values_are_named(config_copy, old, new, key, words) -> None:  # type: ignore[no-untyped-def]

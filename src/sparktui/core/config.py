@@ -176,9 +176,9 @@ class RecordConfig:
     """The console's recording of the night (``sparktui replay``)."""
 
     enabled: bool = True
-    max_mb: Annotated[float, Range(0, 100_000, lo_open=True, unit="MB")] = 64.0
+    max_mb: Annotated[float, Range(1, 100_000, unit="MB")] = 64.0
     """Compressed size of one night's file; past it only alerts, lanes and
-    workflows are kept, then nothing."""
+    workflows are kept, then nothing. At least 1 MB (1e-9 kept nothing at all)."""
 
 
 @dataclass(frozen=True)
