@@ -34,6 +34,7 @@ from sparktui.core.config import Config
 from sparktui.core.errors import InputError, Problem
 from sparktui.core.incident import (
     Held,
+    HeldAlert,
     Incident,
     SnapshotRow,
     TimelineItem,
@@ -134,8 +135,7 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     bundle_dir(src.state_dir)  # a state dir it cannot write to is said before collecting
     serves = [w for w in fold(entries) if w.workflow == "serve" and w.target in lanes]
     if since is None:
-        starts = [w.began_at for w in serves if w.target in lanes]
-        since = (max(starts) - 60.0) if starts else now - DEFAULT_WINDOW_S
+        since = default_since(serves, held.alerts, (*lanes, *nodes), now)
     recipes = {lane: _recipe(config, lane) for lane in lanes}
     ranks = {lane: _ranks(config, lane, recipes[lane], serves, held) for lane in lanes}
     if kind == "node":
@@ -274,6 +274,24 @@ def _resolve(config: Config, subject: str, entries: list[Entry],
     raise InputError([Problem(config.path, None, "LANE|NODE",
                               f"{subject!r} is neither a node of the config nor a lane the "
                               f"journal or the recipes know")])
+
+
+def default_since(serves: Sequence[Any], alerts: Iterable[HeldAlert],
+                  subjects: Sequence[str], now: float) -> float:
+    """The window a bundle covers when not told: from a minute before the last
+    serve, reaching back to the serve before the latest incident of its
+    subjects (an alert about them, or a serve that failed) when that came
+    earlier: a lane re-served after its failure still bundles the failure.
+    Without a serve: the last hour, or back to the latest incident."""
+    starts = sorted(w.began_at for w in serves)
+    incidents = [a.t for a in alerts if a.subject in subjects]
+    incidents += [w.ended_at for w in serves if w.ok is False and w.ended_at is not None]
+    since = (starts[-1] - 60.0) if starts else now - DEFAULT_WINDOW_S
+    if incidents:
+        latest = max(incidents)
+        before = [s for s in starts if s <= latest]
+        since = min(since, (before[-1] if before else latest) - 60.0)
+    return since
 
 
 def check_subject(config: Config, subject: str) -> None:
