@@ -169,3 +169,30 @@ async def test_replay_from_picks_the_session_by_recorded_time(tmp_path, capsys, 
     src: ReplaySource = seen["src"]
     assert code == 0 and "holds 2 sessions" in err
     assert (src.now, src.first, src.last) == (asked, 1_764_450_000.0, 1_764_450_000.0 + 19 * 60)
+
+
+async def test_bundle_from_the_record_with_the_cluster_unreachable(tmp_path, capsys, monkeypatch):
+    import time
+
+    from sparktui.service.events import Alert, AlertRaised
+    from sparktui.service.recording import Recorder, night_path
+
+    class Clock:
+        def time(self) -> float:
+            return time.time()
+
+    cfg = h.fleet(tmp_path)  # the simulator is not running: nothing answers
+    rec = Recorder(night_path(cfg.state_dir(), time.time()), max_bytes=10_000_000,
+                   clock=Clock())  # type: ignore[arg-type]
+    rec.open()
+    for _ in range(3):
+        rec.write(AlertRaised(Alert(f"fatal:{LANE}", "fatal", LANE, ("CUDA out of memory",),
+                                    "look")))
+    rec.close()
+    code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "the cluster is not reachable" in err and "Traceback" not in err
+    with tarfile.open(out.strip().splitlines()[-1]) as tar:
+        summary = tar.extractfile(tar.getmembers()[0]).read().decode()  # type: ignore[union-attr]
+    assert "CUDA out of memory" in summary and "raised 3 times" in summary

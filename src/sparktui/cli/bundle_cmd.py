@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import AsyncIterator
 
-from sparktui.adapters.endpoints import resolve_endpoints
+from sparktui.adapters.endpoints import EndpointError, resolve_endpoints
+from sparktui.adapters.ssh import CommandResult
+from sparktui.core.clock import SystemClock
 from sparktui.core.config import Config
 from sparktui.core.tomlschema import Range, number
 from sparktui.ops.bundle import (
     DEFAULT_LINES,
+    BundleResult,
     BundleSources,
     bundle_dir,
     check_subject,
@@ -19,6 +23,7 @@ from sparktui.ops.bundle import (
     write_bundle,
 )
 from sparktui.ops.context import open_context
+from sparktui.ops.journal import Journal
 from sparktui.service.night import held_from_recordings
 from sparktui.service.recording import night_path
 
@@ -47,17 +52,52 @@ def register(sub: argparse._SubParsersAction) -> None:
 async def bundle(config: Config, args: argparse.Namespace) -> int:
     check_subject(config, args.subject)  # before the cluster is asked anything
     bundle_dir(config.state_dir())
-    endpoints = resolve_endpoints(config)
+    try:
+        endpoints = resolve_endpoints(config)
+    except EndpointError as exc:  # nothing to ask: the record alone
+        print(f"sparktui bundle: the cluster is not reachable ({exc}); bundling from the "
+              f"recording and the journal", file=sys.stderr)
+        clock, dark = SystemClock(), _Unreachable(str(exc))
+        src = BundleSources(config=config, link=lambda node: dark,
+                            journal=Journal.in_state_dir(config.state_dir(), clock),
+                            clock=clock, state_dir=config.state_dir(),
+                            secrets=token_values(config))
+        return _report(await _write(src, args))
     extra = [endpoints.ha_token_file] if endpoints.simulated else []
     async with open_context(config, endpoints=endpoints) as ctx:
         src = BundleSources(config=config, link=ctx.link, journal=ctx.journal, clock=ctx.clock,
                             state_dir=config.state_dir(), secrets=token_values(config, extra),
                             snapshot=ctx.snapshot)
-        now = ctx.clock.time()
-        nights = sorted({night_path(config.state_dir(), t) for t in (now - 86400, now)})
-        held = held_from_recordings([p for p in nights if p.is_file()], ctx.clock)
-        result = await write_bundle(src, args.subject, held=held, since=args.since,
-                                    lines=max(1, args.lines))
+        result = await _write(src, args)
+    return _report(result)
+
+
+class _Unreachable:
+    """A node link when no node can be asked: every command fails with why."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    async def run(self, cmd: str, timeout: float) -> CommandResult:
+        raise ConnectionError(self.why)
+
+    async def read(self, cmd: str, timeout: float) -> CommandResult:
+        raise ConnectionError(self.why)
+
+    async def stream(self, cmd: str) -> AsyncIterator[bytes]:
+        raise ConnectionError(self.why)
+        yield b""  # an async generator, as NodeLink's stream is
+
+
+async def _write(src: BundleSources, args: argparse.Namespace) -> BundleResult:
+    now = src.clock.time()
+    nights = sorted({night_path(src.state_dir, t) for t in (now - 86400, now)})
+    held = held_from_recordings([p for p in nights if p.is_file()], src.clock)
+    return await write_bundle(src, args.subject, held=held, since=args.since,
+                              lines=max(1, args.lines))
+
+
+def _report(result: BundleResult) -> int:
     inc = result.incident
     print(result.path)
     if inc.failure is not None:
