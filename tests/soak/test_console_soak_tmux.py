@@ -136,7 +136,7 @@ def _run(t: Terminal, step: Step) -> None:
         time.sleep(0.3)
     t.wait("back on the main screen", lambda s: "Serve which" not in s
            and "on which cluster?" not in s and "Search for commands" not in s
-           and "escape: close" not in s and "escape cancels" not in s
+           and "esc close" not in s and "escape cancels" not in s
            and "esc ·" not in s, timeout=30)
 
 
