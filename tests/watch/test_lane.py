@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -239,6 +240,28 @@ async def test_a_stop_journaled_by_another_process_ends_the_lane_stopped(engine:
         assert result.outcome is outcome, result.summary
         assert ["sparktui-m-r0", "sparktui-m-r1"] in asked
         assert any(isinstance(e, FatalDecided) for e in events) is (outcome is Outcome.FAILED)
+
+
+async def test_a_boot_that_ended_is_over_when_its_names_run_again(engine: FakeEngine
+                                                                 ) -> None:
+    """Stopped and served again between two console polls, under the same
+    container names: the old watch (its stop, its verdict) is not the new
+    boot's (service/cluster.py replaces it)."""
+    nodes, ranks = await two_node_lane(engine)
+    watch = watcher(nodes, ranks, probe_endpoint=False)
+    task = asyncio.create_task(watch.run())
+    await nodes["dgx1"].log("sparktui-m-r0", P + "Starting to load model m...", at=0)
+    await until(lambda: watch.delivered.get(0) == 1)
+    assert not watch.ended_before(ranks, 1e12)  # running: the same boot
+    watch.stopping()
+    await nodes["dgx2"].exit("sparktui-m-r1", 0)
+    await nodes["dgx1"].exit("sparktui-m-r0", 0)
+    assert (await asyncio.wait_for(task, 10)).outcome is Outcome.STOPPED
+    assert watch.ended_at is not None
+    assert watch.ended_before(ranks, watch.ended_at + 1)  # the ranks run again: a new boot
+    assert not watch.ended_before(ranks, watch.ended_at)  # a snapshot from before the exit
+    assert not watch.ended_before([replace(r, running=False) for r in ranks],
+                                  watch.ended_at + 1)
 
 
 def test_served_models_from_engine_argv() -> None:

@@ -454,6 +454,9 @@ class ClusterService:
                 # found before rank 0's node was polled: the watch has no API
                 # host, so no endpoint check (and no canary verdict) ever came
                 await self._watchers.replace(name, make)
+            elif watch.ended_before(ranks, min(s.taken_at for s in snapshot.nodes)):
+                # stopped and served again between two polls, under the same names
+                await self._watchers.replace(name, make)
             elif watch.ranks != ranks:
                 watch.update_ranks(ranks)
                 self._lanes[name].publish()

@@ -256,6 +256,8 @@ class LaneWatcher:
         the journal's clock is never compared with the containers')."""
         self.tracker = PhaseTracker(lane, stall_after_s, clock.monotonic())
         self.created_at = clock.time()
+        self.ended_at: float | None = None
+        """When (this process's clock) the last rank exit was taken."""
         self.stages: dict[str, float] = {}
         self.buffers: dict[int, deque[LogLine]] = {}
         self.delivered: dict[int, int] = {}
@@ -382,6 +384,14 @@ class LaneWatcher:
             self.stopping(self._latest_seen if self._latest_seen is not None
                           else float("-inf"))
 
+    def ended_before(self, ranks: Sequence[RankContainer], taken_at: float) -> bool:
+        """Every rank of this watch's boot exited and ``ranks``, of a snapshot
+        taken after that (``taken_at``, this process's clock), run again under
+        the same names: a new boot, which must start from a clean watcher (this
+        one's stop and verdict are the old boot's)."""
+        return self.ended_at is not None and taken_at > self.ended_at \
+            and all(st.ended for st in self._ranks.values()) and any(r.running for r in ranks)
+
     def _ours(self, timestamp: str | None) -> bool:
         """Did this (a line's or an exit's time) happen after our stop began?"""
         if self.stopping_since is None:
@@ -495,6 +505,7 @@ class LaneWatcher:
         oom = facts.oom_killed if facts else False
         self._learn_stop(facts.started if facts else None)
         st.ended = True
+        self.ended_at = self.clock.time()
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
         if self._ours(facts.finished if facts else None):
             self._stop_seen()
