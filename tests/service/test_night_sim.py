@@ -21,7 +21,7 @@ from sparktui.sim.testing import connect
 from ..tui.simconsole import PACE, POLL_S, run_for, sim_console, until
 
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
-PHONE = "notify.mobile_app_pixel"
+PHONE = "notify.mobile_app_pixel_8"  # the simulated Home Assistant's phone (sim/ha.py)
 BOOT_STEP_S = 120.0
 """Steps through the lane's boot (nothing here looks at it)."""
 

@@ -18,7 +18,7 @@ from sparktui.sim.testing import connect
 from ..tui.simconsole import POLL_S, run_for, sim_console, until
 
 LANE = "dsv41-flash-r37-4x-eager"
-PHONE = "notify.mobile_app_pixel"
+PHONE = "notify.mobile_app_pixel_8"  # the simulated Home Assistant's phone (sim/ha.py)
 
 
 async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Path) -> None:
