@@ -77,6 +77,24 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
             await run_for(c, 5 * POLL_S)  # later polls re-raise the same incidents
             sent = list(c.sim.ha.notifications)
             token = c.sim.ha.token
+            # the runbook's last step: plug-cycle the dark nodes; each thrash incident
+            # ends, and its recovery message follows once it stayed over
+            dark = sorted(t.split()[-1] for t in thrashed())
+            for node in dark:
+                c.sim.ha.switch(c.config.nodes[node].switch, False)
+            await run_for(c, 40.0)
+            for node in dark:
+                c.sim.ha.switch(c.config.nodes[node].switch, True)
+
+            def recovered() -> set[str]:
+                return {str(body["title"]) for _, body in c.sim.ha.notifications
+                        if str(body["title"]).startswith("sparktui RECOVERED THRASH ")}
+
+            await until(c, lambda: recovered() >= {f"sparktui RECOVERED THRASH {n}"
+                                                   for n in dark},
+                        step=10.0, max_sim_s=3600, pace=PACE,
+                        why=lambda: f"{recovered()} {[e for e in events[-5:]]}")
+            after = [str(body["title"]) for _, body in c.sim.ha.notifications]
         finally:
             await c.service.stop()
     bundle = both_dark()[0]
@@ -106,6 +124,10 @@ async def test_long_prompt_thrash_bundle_with_two_nodes_dark(tmp_path: Path) -> 
     for name in ("plan.json", "hashes.txt", "commands.sh", "journal.jsonl", "kernel/dgx5.log"):
         assert name in parts
 
+    # one alert and one recovery message per thrash incident
+    for node in dark:
+        assert after.count(f"sparktui THRASH {node}") == 1, after
+        assert after.count(f"sparktui RECOVERED THRASH {node}") == 1, after
     # phone alerts: one per incident per node/lane, with the next step, no token
     titles = [body["title"] for _, body in sent]
     assert all(service == PHONE for service, _ in sent)
