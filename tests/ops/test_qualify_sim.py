@@ -68,8 +68,10 @@ def with_floor(config_copy: Callable[..., Path], tmp_path: Path, floor: float) -
     path = config_copy(lambda t: t.replace('state_dir = "~/.local/state/sparktui"',
                                            f'state_dir = "{state}"'))
     recipe = tmp_path / "recipes" / FLASH_2X / "recipe.toml"
+    # a recorded rate below the floor is a contradiction the recipe loader refuses
     recipe.write_text(recipe.read_text() + f"\n[qualify]\ndecode_tps_min = {floor}\n"
-                                           "decode_tps = 28.1\nprefill_tps = 1326\n")
+                                           f"decode_tps = {max(floor, 28.1):g}\n"
+                                           "prefill_tps = 1326\n")
     return load_config(path)
 
 

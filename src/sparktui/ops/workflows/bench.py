@@ -28,10 +28,9 @@ from sparktui.core.errors import InputError
 from sparktui.core.qualify import BENCH_MAX_TOKENS, Bench, bench_from, bench_prompt
 from sparktui.core.recipe_load import recipe_file
 from sparktui.ops.guards import Override, evaluate, prompt_length
-from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import _recipe_port, qualify_guards, recipe_ceiling
+from sparktui.ops.workflows.qualify import lane_needs, recipe_ceiling, serving_lane
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -71,20 +70,14 @@ class LaneBench:
         return self.lane
 
     def needs(self, config: Config) -> Needs:
-        port = _recipe_port(config, self.lane)
-        return Needs(nodes=tuple(config.nodes),
-                     ports=tuple((n, port) for n in config.nodes) if port else ())
+        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
-        ranks = discover_lanes(state.snapshot).get(self.lane, ())
-        port = _recipe_port(state.config, self.lane)
-        verdicts = qualify_guards(state, self.lane, ranks, port)
+        _, verdicts, rank0 = serving_lane(state, self.lane)
         if self.depths[-1] > 0:
             verdicts.append(prompt_length(self.lane, self.depths[-1],
                                           recipe_ceiling(state.config, self.lane),
                                           DEFAULT_RUNGS[0], f"the d{self.depths[-1]} prompt"))
-        rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
-                     None)
         steps = [cell_step(self.lane, d, c) for d in self.depths for c in self.concurrency]
         steps.append(PlannedStep("bench report", self.lane,
                                  f"write recipes/{self.lane}/reports/<UTC time>{REPORT_SUFFIX}"

@@ -39,10 +39,9 @@ from sparktui.core.qualify import bench_prompt
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules
 from sparktui.ops.guards import Override, evaluate, prompt_length
-from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import _recipe_port, qualify_guards, recipe_ceiling
+from sparktui.ops.workflows.qualify import lane_needs, recipe_ceiling, serving_lane
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -184,14 +183,10 @@ class Envelope:
         return self.lane
 
     def needs(self, config: Config) -> Needs:
-        port = _recipe_port(config, self.lane)
-        return Needs(nodes=tuple(config.nodes),
-                     ports=tuple((n, port) for n in config.nodes) if port else ())
+        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
-        ranks = discover_lanes(state.snapshot).get(self.lane, ())
-        port = _recipe_port(state.config, self.lane)
-        verdicts = qualify_guards(state, self.lane, ranks, port)
+        ranks, verdicts, rank0 = serving_lane(state, self.lane)
         ceiling = recipe_ceiling(state.config, self.lane)
         # measured: no rung beyond the ceiling; unmeasured: the ladder starts low
         # (each later rung is then checked on the prediction, before it is sent)
@@ -200,8 +195,6 @@ class Envelope:
                                       "the last rung" if ceiling is not None else
                                       "the first rung"))
         report = evaluate(verdicts, self.overrides)
-        rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
-                     None)
         nodes = tuple(sorted({r.node for r in ranks}))
         window = _window(state.config, self.lane)
         steps = [rung_step(self.lane, t, nodes, window) for t in self.rungs] + [

@@ -172,6 +172,23 @@ def recipe_ceiling(config: Config, lane: str) -> int | None:
         return None
 
 
+def lane_needs(config: Config, lane: str) -> Needs:
+    """What a workflow on a serving lane reads: every node, and the lane's port."""
+    port = _recipe_port(config, lane)
+    return Needs(nodes=tuple(config.nodes),
+                 ports=tuple((n, port) for n in config.nodes) if port else ())
+
+
+def serving_lane(state: OpsState, lane: str
+                 ) -> tuple[tuple[RankContainer, ...], list[Verdict], RankContainer | None]:
+    """A serving lane's ranks, its guards (`qualify_guards`) and rank 0 when it
+    carries the API port: where the gate, the ladder and the bench send prompts."""
+    ranks = tuple(discover_lanes(state.snapshot).get(lane, ()))
+    verdicts = qualify_guards(state, lane, ranks, _recipe_port(state.config, lane))
+    rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None), None)
+    return ranks, verdicts, rank0
+
+
 def qualify_guards(state: OpsState, lane: str, ranks: Sequence[RankContainer],
                    port: int | None) -> list[Verdict]:
     """The lane exists, every rank runs, rank 0 carries its API port, and that
@@ -224,21 +241,15 @@ class Qualify:
         return self.lane
 
     def needs(self, config: Config) -> Needs:
-        port = _recipe_port(config, self.lane)
-        return Needs(nodes=tuple(config.nodes),
-                     ports=tuple((n, port) for n in config.nodes) if port else ())
+        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
-        ranks = discover_lanes(state.snapshot).get(self.lane, ())
-        port = _recipe_port(state.config, self.lane)
-        verdicts = qualify_guards(state, self.lane, ranks, port)
+        _, verdicts, rank0 = serving_lane(state, self.lane)
         if self.depth > 0:
             verdicts.append(prompt_length(self.lane, self.depth,
                                           recipe_ceiling(state.config, self.lane),
                                           DEFAULT_RUNGS[0], f"the d{self.depth} bench prompt"))
         report = evaluate(verdicts, self.overrides)
-        rank0 = next((r for r in ranks if r.rank == 0 and r.running and r.port is not None),
-                     None)
         return Plan(self.kind, self.lane, report, tuple(plan_gate(self.lane, self.depth)), self,
                     detail={"lane": self.lane, "depth": self.depth,
                             "rank0": f"{rank0.node}:{rank0.port}" if rank0 else ""},
