@@ -101,3 +101,11 @@ def test_news_has_no_recovery_and_a_recovery_counts_toward_the_limit() -> None:
     assert p.due(3.0 + RECOVERY_HOLD_S) == []  # the hour's two messages are spent
     later = p.consider(thrash("dgx7"), 3700.0)
     assert later is not None and "(+1 held back by the rate limit)" in later.message
+
+
+def test_no_escape_byte_reaches_the_phone() -> None:
+    colored = Happening("fatal", "lane", "rank 0: \x1b[1;36m(APIServer pid=1)\x1b[0;0m ERROR "
+                        "EngineDeadError\r\n", "stop the lane (x)")
+    m = NotifyPolicy(NotifyConfig(service="notify.x", events=("fatal",))).consider(colored, 0.0)
+    assert m is not None and "\x1b" not in m.message + m.title and "\r" not in m.message
+    assert m.message.startswith("lane: rank 0: (APIServer pid=1) ERROR EngineDeadError")

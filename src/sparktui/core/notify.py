@@ -9,6 +9,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from sparktui.core.config import NotifyConfig
+from sparktui.core.terminal import strip_controls
 
 MESSAGE_MAX = 400
 """Phones cut long notifications; the evidence is one line."""
@@ -75,12 +76,13 @@ class NotifyPolicy:
             return None
         self._last[key] = now
         self._open[key] = now
-        evidence = " ".join(h.evidence.split())
+        evidence = " ".join(strip_controls(h.evidence).split())
         text = f"{h.subject}: {evidence}"
         if len(text) > MESSAGE_MAX - 120:
             text = text[:MESSAGE_MAX - 121] + "…"
         text += f" Next: {h.next_step}" if h.next_step else ""
-        return Message(f"sparktui {h.event.upper()} {h.subject}", self._held_note(text))
+        return Message(strip_controls(f"sparktui {h.event.upper()} {h.subject}"),
+                       self._held_note(strip_controls(text)))
 
     def _within_limit(self, now: float) -> bool:
         """Room under the hourly limit (taken when there is; counted when not)."""
