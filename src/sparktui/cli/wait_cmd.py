@@ -109,7 +109,7 @@ async def wait_lane(
             lane, ranks, links, endpoints.node(rank0.node).api_host,
             stall_after_s=stall_after_s, clock=clock or SystemClock(), poll_s=poll_s,
             first_token=first_token,
-            stop_intent=StopIntents(Journal.in_state_dir(config.state_dir())),
+            stop_intent=StopIntents(Journal.in_state_dir(config.state_dir())).from_now(),
         )
         if not quiet:
             watch.subscribe(_phase_printer(watch))

@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import psutil
@@ -63,14 +63,26 @@ class StopIntents:
         self._started: dict[str, int] = {}
         """By container: the journal position of its latest journaled start."""
         self._pids: dict[str, int] = {}
-        self._ended: set[str] = set()
+        self._ended: dict[str, int] = {}
+        """By workflow: the journal position of its end."""
 
-    def __call__(self, containers: Iterable[str]) -> bool:
+    def __call__(self, containers: Iterable[str], since: int = -1) -> bool:
         """Is a stop of one of ``containers`` journaled after its last journaled
-        start, by a workflow that ended or whose process is alive?"""
+        start, by a workflow that ended or whose process is alive, and not one
+        that was over already at journal position ``since`` (see `from_now`)?"""
         self._refresh()
         return any(seq > self._started.get(c, -1) and self._alive(wf)
+                   and not (seq <= since and self._ended.get(wf, since + 1) <= since)
                    for c in containers for seq, wf in self._intents.get(stop_command(c), ()))
+
+    def from_now(self) -> Callable[[Sequence[str]], bool]:
+        """The same question for a watch that begins now: a stop that had ended
+        before it began is an earlier boot's, even when this boot's containers
+        were started without a journaled ``docker run`` (by hand, or by another
+        tool) under the same names. A stop still running now counts."""
+        self._refresh()
+        since = self._seq
+        return lambda containers: self(containers, since)
 
     def _alive(self, wf: str) -> bool:
         if wf in self._ended or wf not in self._pids:
@@ -109,7 +121,7 @@ class StopIntents:
             if entry.kind == "begin" and isinstance(pid := entry.detail.get("pid"), int):
                 self._pids[entry.wf] = pid
             elif entry.kind == "end":
-                self._ended.add(entry.wf)
+                self._ended[entry.wf] = self._seq
             elif entry.kind == "intent" and entry.action:
                 if (started := started_container(entry.action)) is not None:
                     self._started[started] = self._seq
@@ -118,4 +130,4 @@ class StopIntents:
 
     def _reset(self, ident: tuple[int, int] | None) -> None:
         self._file, self._offset, self._seq = ident, 0, 0
-        self._intents, self._started, self._pids, self._ended = {}, {}, {}, set()
+        self._intents, self._started, self._pids, self._ended = {}, {}, {}, {}

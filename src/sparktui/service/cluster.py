@@ -478,7 +478,7 @@ class ClusterService:
         return LaneWatcher(name, ranks, links, self._api_host(ranks[0].node),
                            stall_after_s=self.config.console.stall_after_s, clock=self.clock,
                            first_token=False, resource_poll_s=None,
-                           stop_intent=self._stops)
+                           stop_intent=self._stops.from_now() if self._stops else None)
 
     def _api_host(self, node: str) -> str:
         assert self._endpoints is not None

@@ -251,6 +251,8 @@ class LaneWatcher:
         self.probe_endpoint = probe_endpoint
         self.stop_intent = stop_intent
         self._latest_seen: float | None = None
+        self._stop_journaled = False
+        """The stop was learnt from the journal (another process's `stop`)."""
         """The latest line or container time read of this boot, on the
         containers' own clock (a stop learnt from the journal starts there:
         the journal's clock is never compared with the containers')."""
@@ -381,6 +383,7 @@ class LaneWatcher:
         if self.stop_intent is None or self.stopping_since is not None or self._stopped:
             return
         if self.stop_intent([r.container for r in self.ranks]):
+            self._stop_journaled = True
             self.stopping(self._latest_seen if self._latest_seen is not None
                           else float("-inf"))
 
@@ -391,6 +394,13 @@ class LaneWatcher:
         one's stop and verdict are the old boot's)."""
         return self.ended_at is not None and taken_at > self.ended_at \
             and all(st.ended for st in self._ranks.values()) and any(r.running for r in ranks)
+
+    def _exit_ours(self, finished: str | None) -> bool:
+        """Is a rank's exit our stop's? Any exit once a journaled stop of this
+        boot's containers is known: that stop takes workers first, so a worker
+        can exit before the latest line read of the head (the moment the stop
+        was learnt from), and times on two nodes' logs do not order it."""
+        return self._stop_journaled or self._ours(finished)
 
     def _ours(self, timestamp: str | None) -> bool:
         """Did this (a line's or an exit's time) happen after our stop began?"""
@@ -507,7 +517,7 @@ class LaneWatcher:
         st.ended = True
         self.ended_at = self.clock.time()
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
-        if self._ours(facts.finished if facts else None):
+        if self._exit_ours(facts.finished if facts else None):
             self._stop_seen()
             return
         self.tracker.feed_event(rc.rank, container_exit(code if code is not None else -1, oom),
@@ -640,7 +650,9 @@ class LaneWatcher:
             # remote rank SIGKILLed, the head's NCCL error after): its exit says so
             # before its follower has noticed the end of its stream
             facts = await inspect_container(self.links[st.rc.node], st.rc.container)
-            if facts is not None and not facts.running and not self._ours(facts.finished):
+            if facts is not None and not facts.running:
+                self._learn_stop(facts.started)  # a stop's exit is the stop's, not a death
+            if facts is not None and not facts.running and not self._exit_ours(facts.finished):
                 code = facts.exit_code if facts.exit_code is not None else -1
                 self.tracker.feed_event(st.rc.rank, container_exit(code, facts.oom_killed),
                                         self.clock.monotonic(), facts.finished)
