@@ -35,7 +35,9 @@ async def test_a_missing_notify_service_fails_check_with_the_existing_ones(
     async with h.published(cfg) as sim:
         assert await h.sparktui(cfg, "check", "--json", monkeypatch=monkeypatch) == 1
         out = json.loads(capsys.readouterr().out)
-        [error] = [e for e in out["errors"] if "notify.service" in e]
+        found = [e for e in out["errors"] if "notify.service" in e]
+        assert len(found) == 1, out  # (a "could not check" warning instead says why)
+        error = found[0]
         assert "notify.mobile_app_pixel does not exist in Home Assistant" in error
         assert "notify.mobile_app_pixel_8, notify.persistent_notification" in error
         assert not sim.ha.notifications  # looked up, nothing sent
