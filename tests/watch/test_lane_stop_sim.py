@@ -48,11 +48,6 @@ async def stop_from_the_cli(n: Night, run: int) -> None:
     assert "failed" not in phases, (run, phases)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open (issue 25): since stop intents are matched by journal order (216abd3) and the "
-    "dialects' exit handling (640fc81), one of ten boots stopped from another process "
-    "still raises a fatal exit-137 alert now and then; the watcher learns the stop late on "
-    "some path not yet found"))
 async def test_a_stop_from_another_process_is_stopped_never_fatal(tmp_path: Path) -> None:
     """Ten boots, each stopped from the CLI at a different point of its load."""
     async with night(tmp_path, "normal", "4nodes-switch-b") as n:

@@ -491,3 +491,31 @@ async def test_a_poll_asked_for_after_a_workflow_step_reads_the_node_again() -> 
         await w.clock.advance(0.25)
     assert first.result().state is NodeState.POWERED_OFF
     assert second.result().state is NodeState.ONLINE
+
+
+async def test_a_carried_container_list_keeps_the_time_it_was_asked_for() -> None:
+    """A fast tick carries the slow tier's containers, and with them the time
+    that list was asked for, not its own: a lane another process stopped is
+    listed running until the next slow read, and a list from before a rank's
+    exit must not read as one taken after it (a stopped lane then looked
+    served again, and its new watcher took the stop's exits for deaths)."""
+    w = World(["dgx1"])
+    w.fleet.nodes["dgx1"].duration = 0.5
+    w.poller.start()
+    queue = w.poller.subscribe()
+    try:
+        await w.clock.advance(20.0, step=0.25)
+    finally:
+        await w.poller.stop()
+    snaps = []
+    while not queue.empty():
+        snaps.append(queue.get_nowait())
+    full = [s for s in snaps if s.probe and s.probe.tier is ProbeTier.FULL]
+    fast = [s for s in snaps if s.probe and s.probe.tier is ProbeTier.FAST]
+    assert len(full) >= 2 and fast
+    for s in full:  # asked after the fast script answered, before its own answer came
+        assert s.containers_at is not None
+        assert s.taken_at - 0.5 - 1e-6 <= s.containers_at < s.taken_at
+    for s in fast:
+        carried = max(f.containers_at for f in full if f.taken_at <= s.taken_at)  # type: ignore[type-var]
+        assert s.containers_at == carried and s.listed_since() < s.taken_at - 1.0

@@ -251,6 +251,17 @@ class NodeSnapshot:
     """Polls in a row, ending with this one, where the probe did not come back."""
     last_ok_at: float | None = None
     """When the probe last came back (epoch s), carried across failures."""
+    containers_at: float | None = None
+    """When (epoch s) the container list in ``probe`` was asked for. The slow
+    tier is read every ``slow_probe_interval_s`` and carried into the fast
+    ticks between, so the list can be older than ``taken_at``: a lane that
+    another process stopped is still listed running for up to that long.
+    None: no list (or a recording made before this was kept)."""
+
+    def listed_since(self) -> float:
+        """The time this snapshot's containers are known as of (``taken_at``
+        where the list's own time is not known)."""
+        return self.containers_at if self.containers_at is not None else self.taken_at
 
     @property
     def online(self) -> bool:

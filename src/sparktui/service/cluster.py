@@ -454,7 +454,7 @@ class ClusterService:
                 # found before rank 0's node was polled: the watch has no API
                 # host, so no endpoint check (and no canary verdict) ever came
                 await self._watchers.replace(name, make)
-            elif watch.ended_before(ranks, min(s.taken_at for s in snapshot.nodes)):
+            elif watch.ended_before(ranks, listed_since(snapshot, ranks)):
                 # stopped and served again between two polls, under the same names
                 await self._watchers.replace(name, make)
             elif watch.ranks != ranks:
@@ -462,7 +462,7 @@ class ClusterService:
                 self._lanes[name].publish()
         if all(s.probe is not None for s in snapshot.nodes):
             for name in [n for n in self._lanes if n not in found]:
-                if any(s.taken_at <= self._lanes[name].watcher.created_at
+                if any(s.listed_since() <= self._lanes[name].watcher.created_at
                        for s in snapshot.nodes):
                     continue  # a serve's new lane: its containers are not polled yet
                 feed = self._lanes.pop(name)
@@ -531,3 +531,12 @@ class ClusterService:
 
 def _drop(event: ServiceEvent) -> None:
     """The sink before `start()`: nothing listens yet."""
+
+
+def listed_since(snapshot: ClusterSnapshot, ranks: tuple[RankContainer, ...]) -> float:
+    """The time the lane's ranks are known to run as of: the oldest container
+    list among their nodes (a list carried from an earlier slow tick says
+    nothing of a stop since)."""
+    nodes = {r.node for r in ranks}
+    return min((s.listed_since() for s in snapshot.nodes if s.node in nodes),
+               default=snapshot.taken_at)

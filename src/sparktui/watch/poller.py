@@ -107,6 +107,8 @@ class Poller:
                               for n in self.names}
         self._slow: dict[str, ProbeResult] = {}
         """Each node's last slow-tier read, carried into its fast ticks."""
+        self._slow_at: dict[str, float] = {}
+        """When (epoch s) each node's last slow-tier read was asked for."""
         self._slow_due: dict[str, float] = dict.fromkeys(self.names, 0.0)
         """Monotonic time at which each node's loop next reads the slow tier."""
         self._latest: dict[str, NodeSnapshot] = {}
@@ -291,12 +293,14 @@ class Poller:
         ``docker`` that hangs costs this tick's slow fields (the last ones are
         kept, with the reason), never a false "starved"."""
         self._slow_due[name] = self._clock.monotonic() + self.slow_interval_s
+        asked = self._clock.time()
         try:
             text = await self._fleet.get(name).probe(self._slow_scripts[name],
                                                      self.probe_timeout_s)
         except RemoteError as exc:
             return with_slow(fast, self._slow.get(name), fresh=False, problem=exc.message)
         slow = self._slow[name] = parse_probe(text, SLOW_SECTIONS)
+        self._slow_at[name] = asked
         return with_slow(fast, slow, fresh=True)
 
     async def _probe(self, name: str) -> tuple[str | None, RemoteError | None, float]:
@@ -369,6 +373,7 @@ class Poller:
             stalled=stalled,
             consecutive_failures=failures,
             last_ok_at=now if ok else (previous.last_ok_at if previous else None),
+            containers_at=self._slow_at.get(name) if ok else None,
         )
 
     def _record(self, snap: NodeSnapshot) -> None:
