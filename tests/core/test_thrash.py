@@ -4,6 +4,8 @@ never alarm alone; a normal heavy load never alarms; the seed's signature
 
 from __future__ import annotations
 
+import math
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,8 +26,12 @@ STALL_STATS = ("(APIServer pid=1) INFO 11-29 01:02:03 [loggers.py:1] Engine 000:
 
 
 def sample(at: float, *, ok: bool = True, ping: bool | None = True, some: float = 0.0,
-           full: float = 0.0, total_us: int = 0, avail_gib: float = 60.0) -> NodeSample:
-    return NodeSample(at, ok, ping, some, full, total_us, int(avail_gib * GIB), TOTAL)
+           full: float = 0.0, total_us: int = 0, avail_gib: float = 60.0,
+           uptime: float | None = None) -> NodeSample:
+    """A sample taken at ``at``; the node's uptime is ``at`` too unless told
+    (the watcher and the node on one clock)."""
+    return NodeSample(at, ok, ping, some, full, total_us, int(avail_gib * GIB), TOTAL,
+                      uptime_s=at if uptime is None else uptime)
 
 
 def add(rules: ThrashRules, at: float, line: str) -> None:
@@ -110,6 +116,50 @@ def test_psi_full_suspect_and_sustained_thrash() -> None:
     v = r.verdict(30)
     assert v.level is ThrashLevel.THRASH
     assert any("systemd-oomd" in e for e in v.evidence)
+
+
+@settings(max_examples=200, deadline=None)
+@given(stall=st.floats(0.0, 1.0), speed=st.floats(0.3, 100.0),
+       poll=st.floats(0.5, 5.0), boot=st.floats(0.0, 1e6))
+def test_psi_full_rate_is_taken_on_the_nodes_clock(stall: float, speed: float, poll: float,
+                                                   boot: float) -> None:
+    """PSI's full total is microseconds of the node's time: its share is taken
+    over the node's uptime, whatever clock the watcher stamps samples on (a
+    sentinel on wall time beside a simulator at 60x read "1419 % of wall
+    time"; a 60x console on a loaded host the other way round)."""
+    r = ThrashRules("dgx1")
+    n = max(3, math.ceil(32 / (poll * speed)) + 1)  # over 30 s of the node's time
+    for i in range(n):
+        node_t = i * poll * speed  # the node's seconds pass `speed` times the watcher's
+        r.add_sample(sample(i * poll, full=stall * 100, total_us=int(node_t * stall * 1e6),
+                            uptime=boot + node_t))
+    v = r.verdict((n - 1) * poll)
+    sustained = [e for e in v.evidence if "PSI full total grew" in e]
+    if stall >= 0.61:
+        assert v.level is ThrashLevel.THRASH
+        assert sustained == [f"PSI full total grew {stall:.0%} of the node's time over 30 s of "
+                             "its uptime (>= 60%, systemd-oomd)"]
+    elif stall <= 0.59:
+        assert sustained == [] and v.level < ThrashLevel.THRASH, v
+
+
+def test_psi_and_memory_rates_do_not_span_a_reboot() -> None:
+    """Uptime that went back is a new boot: its counters start again, and
+    the samples before it are not the same clock's."""
+    r = ThrashRules("dgx1")
+    for i in range(16):
+        r.add_sample(sample(i * 2.0, total_us=int(i * 2.0 * 0.9e6), avail_gib=60 - i * 3,
+                            uptime=5000 + i * 2.0))
+    assert r._full_stall_fraction() is not None and r._mem_fall_gib_per_min() is not None
+    r.add_sample(sample(34.0, total_us=0, avail_gib=100, uptime=1.0))
+    assert r._full_stall_fraction() is None and r._mem_fall_gib_per_min() is None
+
+
+def test_memory_fall_rate_is_per_minute_of_the_nodes_time() -> None:
+    r = ThrashRules("dgx1")
+    for i in range(16):  # 1 GiB per node minute; the watcher sees 60 node s per 1 s
+        r.add_sample(sample(i * 0.5, avail_gib=3.0 - i * 0.5, some=20.0, uptime=i * 30.0))
+    assert r._mem_fall_gib_per_min() == 1.0
 
 
 def test_short_psi_spike_is_not_sustained_thrash() -> None:

@@ -38,7 +38,7 @@ def online(node: str, t: float, *, avail_gib: float = 60, some: float = 0.0, ful
     probe = ProbeResult(
         meminfo=MemInfo(TOTAL, int(avail_gib * GIB)),
         psi=Psi(PsiLine(some, some, some, total_us * 2), PsiLine(full, full, full, total_us)),
-        docker_ok=True,
+        docker_ok=True, uptime_s=1000.0 + t,
     )
     return NodeSnapshot(node, NodeState.ONLINE, t, probe=probe, liveness=True)
 
@@ -53,6 +53,7 @@ def test_sample_of_reads_meminfo_and_psi() -> None:
     assert s is not None and s.probe_ok and s.ping_ok
     assert (s.mem_available_kib, s.mem_total_kib) == (2 * GIB, TOTAL)
     assert (s.psi_some_avg10, s.psi_full_avg10, s.psi_full_total_us) == (30, 12, 999)
+    assert s.uptime_s == 1005.0
     s2 = sample_of(starved("dgx1", 7.0))
     assert s2 is not None and not s2.probe_ok and s2.ping_ok
     assert sample_of(NodeSnapshot("dgx1", NodeState.UNKNOWN, 1.0, error="auth")) is None

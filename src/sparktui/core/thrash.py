@@ -10,7 +10,11 @@ whose defaults follow the daemons operators already run (REFERENCE.md §7):
   idling with 4 GiB free is tight, not thrashing).
 - ``psi_full_suspect`` 20 %, ``psi_full_thrash`` 60 %: systemd-oomd acts on
   full avg10 > 60 % sustained for 30 s (:data:`PSI_SUSTAIN_S`), measured
-  here from the growth of the cumulative ``full total``.
+  here from the growth of the cumulative ``full total`` over the node's own
+  time (its ``/proc/uptime``, read by the same fork-free script): the stall
+  microseconds and the seconds they are a share of come from one clock, the
+  node's, whatever clock the watcher runs on (a sentinel on wall time beside
+  a simulator at 60x once read "1419 % of wall time").
 - ``mem_available_low_gib`` / ``_frac``: the GB10 community runs earlyoom at
   512 MiB..2 GiB; nohang's soft threshold is 6 %.
 
@@ -26,6 +30,7 @@ timeouts, no throughput with requests running) escalate existing pressure.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -70,7 +75,8 @@ class NodeSample:
     """What one poll tick saw of a node (None = not known this tick)."""
 
     at: float
-    """Seconds on the caller's clock (the detector uses wall-clock time)."""
+    """When the watcher took it, on the watcher's clock (the one its log lines
+    and probe failures are stamped on): evidence windows and SSH retries."""
     probe_ok: bool
     """The SSH probe answered within its timeout."""
     ping_ok: bool | None = None
@@ -83,6 +89,10 @@ class NodeSample:
     """The probe's fast tier (/proc, no fork) answered but its slow tier
     (docker, df) did not: evidence, never an SSH stall (a failed sample is
     always a failed fast tier, which runs first)."""
+    uptime_s: float | None = None
+    """The node's /proc/uptime when PSI and meminfo were read (same script):
+    the node's clock, on which PSI's total and MemAvailable move. Their rates
+    are taken over its deltas, never over ``at``'s."""
 
 
 @dataclass(frozen=True)
@@ -157,7 +167,7 @@ class ThrashRules:
         good = self._last_good()
         memory_bad = False
         if good is not None:
-            memory_bad, level = self._memory(good, now, evidence)
+            memory_bad, level = self._memory(good, evidence)
         since = min(now, good.at if good is not None else now) - EVIDENCE_WINDOW_S
         kernel = self._counts(since, _KERNEL)
         engine = self._counts(since, _ENGINE) + self._stalled_stats_count(since)
@@ -197,9 +207,7 @@ class ThrashRules:
     def _last_good(self) -> NodeSample | None:
         return next((s for s in reversed(self._samples) if s.probe_ok), None)
 
-    def _memory(
-        self, s: NodeSample, now: float, evidence: list[str]
-    ) -> tuple[bool, ThrashLevel]:
+    def _memory(self, s: NodeSample, evidence: list[str]) -> tuple[bool, ThrashLevel]:
         cfg = self.config
         level = ThrashLevel.OK
         bad = False
@@ -225,50 +233,59 @@ class ThrashRules:
             bad = True
             evidence.append(f"PSI full avg10 {full:.1f}% >= {cfg.psi_full_suspect:g}%")
             level = max(level, ThrashLevel.SUSPECTED)
-        sustained = self._full_stall_fraction(now)
+        sustained = self._full_stall_fraction()
         if sustained is not None and sustained * 100 >= cfg.psi_full_thrash:
             bad = True
             evidence.append(
-                f"PSI full total grew {sustained:.0%} of wall time over"
-                f" {PSI_SUSTAIN_S:.0f} s (>= {cfg.psi_full_thrash:g}%, systemd-oomd)"
+                f"PSI full total grew {sustained:.0%} of the node's time over"
+                f" {PSI_SUSTAIN_S:.0f} s of its uptime (>= {cfg.psi_full_thrash:g}%,"
+                " systemd-oomd)"
             )
             level = ThrashLevel.THRASH
         if level >= ThrashLevel.PRESSURE and (rate := self._mem_fall_gib_per_min()):
             evidence.append(f"MemAvailable falling {rate:.1f} GiB/min")
         return bad, level
 
-    def _mem_fall_gib_per_min(self) -> float | None:
-        """How fast MemAvailable fell over the last ≥ MEM_TREND_S (None if not falling)."""
-        newest = None
+    def _node_span(self, has: Callable[[NodeSample], bool], at_least: float
+                   ) -> tuple[NodeSample, NodeSample, float] | None:
+        """(older, newest, node seconds between them): the newest good sample
+        with ``has`` and the latest one at least ``at_least`` seconds before it
+        on the node's clock (its uptime), within the same boot."""
+        newest: NodeSample | None = None
         for s in reversed(self._samples):
-            if s.mem_available_kib is None or not s.probe_ok:
+            if not s.probe_ok or s.uptime_s is None or not has(s):
                 continue
             if newest is None:
                 newest = s
                 continue
-            span = newest.at - s.at
-            if span >= MEM_TREND_S:
-                fell = (s.mem_available_kib - (newest.mem_available_kib or 0)) / GIB_KIB
-                rate = fell / span * 60
-                return rate if rate >= 0.1 else None
+            assert newest.uptime_s is not None
+            span = newest.uptime_s - s.uptime_s
+            if span < 0:
+                return None  # the node rebooted in between: another boot's counters
+            if span >= at_least:
+                return s, newest, span
         return None
 
-    def _full_stall_fraction(self, now: float) -> float | None:
-        """Share of the last ≥ PSI_SUSTAIN_S in which all tasks were stalled."""
-        newest = None
-        for s in reversed(self._samples):
-            if s.psi_full_total_us is None or not s.probe_ok:
-                continue
-            if newest is None:
-                newest = s
-                continue
-            span = newest.at - s.at
-            if span >= PSI_SUSTAIN_S:
-                grown = (newest.psi_full_total_us or 0) - s.psi_full_total_us
-                if grown < 0:
-                    return None
-                return grown / (span * 1e6)
-        return None
+    def _mem_fall_gib_per_min(self) -> float | None:
+        """How fast MemAvailable fell over the node's last ≥ MEM_TREND_S (None
+        if not falling)."""
+        got = self._node_span(lambda s: s.mem_available_kib is not None, MEM_TREND_S)
+        if got is None:
+            return None
+        old, new, span = got
+        fell = ((old.mem_available_kib or 0) - (new.mem_available_kib or 0)) / GIB_KIB
+        rate = fell / span * 60
+        return rate if rate >= 0.1 else None
+
+    def _full_stall_fraction(self) -> float | None:
+        """Share of the node's last ≥ PSI_SUSTAIN_S in which all tasks were
+        stalled: PSI's full total grown over the node's uptime grown."""
+        got = self._node_span(lambda s: s.psi_full_total_us is not None, PSI_SUSTAIN_S)
+        if got is None:
+            return None
+        old, new, span = got
+        grown = (new.psi_full_total_us or 0) - (old.psi_full_total_us or 0)
+        return grown / (span * 1e6) if grown >= 0 else None
 
     def _counts(self, since: float, kinds: dict[Kind, str]) -> list[tuple[str, int]]:
         counts: dict[str, int] = {}

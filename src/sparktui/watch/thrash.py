@@ -27,7 +27,8 @@ JOURNAL_TAIL_LINES = 2000
 def sample_of(snap: NodeSnapshot) -> NodeSample | None:
     """What the rules need from a snapshot; None when the snapshot says
     nothing about memory health (auth or host-key failure, powered off).
-    Memory and PSI are the probe's fast tier, read fresh on every tick."""
+    Memory, PSI and the node's uptime (the clock their rates are taken on)
+    are the probe's fast tier, read fresh on every tick."""
     if snap.state in (NodeState.UNKNOWN, NodeState.POWERED_OFF):
         return None
     probe = snap.probe if snap.state is NodeState.ONLINE else None
@@ -43,6 +44,7 @@ def sample_of(snap: NodeSnapshot) -> NodeSample | None:
         mem_available_kib=mem.available_kib if mem else None,
         mem_total_kib=mem.total_kib if mem else None,
         slow_tier_error=probe.slow_error if probe else "",
+        uptime_s=probe.uptime_s if probe else None,
     )
 
 

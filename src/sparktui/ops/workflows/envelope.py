@@ -132,7 +132,7 @@ class _Sampler:
                 psi_full_avg10=psi.full.avg10 if psi and psi.full else None,
                 psi_full_total_us=psi.full.total_us if psi and psi.full else None,
                 mem_available_kib=mem.available_kib if mem else None,
-                mem_total_kib=mem.total_kib if mem else None))
+                mem_total_kib=mem.total_kib if mem else None, uptime_s=probe.uptime_s))
             return name, mem.available_kib if mem else None
 
         got = await asyncio.gather(*(one(n) for n in self.nodes))
