@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from sparktui.core.logsig import Phase
 from sparktui.ops.context import open_runtime
 from sparktui.ops.workflows.execute import execute, prepare
