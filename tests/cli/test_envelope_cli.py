@@ -74,7 +74,7 @@ async def test_envelope_of_a_lane_that_is_not_serving_is_refused(tmp_path, capsy
 
 
 @pytest.mark.parametrize("rungs,words", [("32K,8K", "strictly increasing"),
-                                         ("8Q", "not a token count")])
+                                         ("8Q", "not a whole number")])
 def test_bad_rungs_are_a_usage_error(rungs, words, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["envelope", LANE, "--rungs", rungs])

@@ -1,38 +1,16 @@
-"""The bench table's arithmetic: lists parse strictly, a cell is the mean of its
-requests with each figure's spread, and only a drop beyond the larger spread
-(at least 8 %) is flagged, in the direction that is worse."""
+"""The bench table's arithmetic (its lists parse with core/envelope.py's one
+parser, tested there): a cell is the mean of its requests with each figure's
+spread, and only a drop beyond the larger spread (at least 8 %) is flagged, in
+the direction that is worse."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given
-from hypothesis import strategies as st
-
-from sparktui.core.benchrun import cell_of, markdown, parse_ints, regressions
+from sparktui.core.benchrun import cell_of, markdown, regressions
 from sparktui.core.qualify import Bench
 
 
 def bench(pp: float, tg: float, ttft: float) -> Bench:
     return Bench(0, 100, 64, ttft, tg, pp)
-
-
-def test_lists_parse_and_bad_items_are_named():
-    assert parse_ints("0,4096,8192", "--depths", 0, 10**6) == (0, 4096, 8192)
-    with pytest.raises(ValueError, match="--depths: not a whole number: 'x'"):
-        parse_ints("0,x", "--depths", 0, 10**6)
-    with pytest.raises(ValueError, match="strictly increasing"):
-        parse_ints("2,1", "--concurrency", 1, 64)
-    with pytest.raises(ValueError, match=r"outside 1\.\.64"):
-        parse_ints("0", "--concurrency", 1, 64)
-
-
-@given(st.text(max_size=20))
-def test_parse_only_raises_value_error(text):
-    try:
-        out = parse_ints(text, "--depths", 0, 10**6)
-    except ValueError:
-        return
-    assert list(out) == sorted(set(out))
 
 
 def test_a_cell_is_the_mean_with_each_figures_spread():

@@ -1,7 +1,7 @@
-"""The ladder's arithmetic: rung lists parse strictly (increasing, K = 1024),
-the least-squares line recovers a and b, the next rung is refused when its
-predicted scratch leaves less than the reserve, and the ceiling is the longest
-prompt that leaves it."""
+"""The ladder's arithmetic: count lists (rungs, bench depths) parse strictly
+(increasing, K = 1024), the least-squares line recovers a and b, the next rung
+is refused when its predicted scratch leaves less than the reserve, and the
+ceiling is the longest prompt that leaves it."""
 
 from __future__ import annotations
 
@@ -11,44 +11,60 @@ from hypothesis import strategies as st
 
 from sparktui.core.envelope import (
     DEFAULT_RUNGS,
+    MAX_RUNG_TOKENS,
     Rung,
     check_rung,
     fit_scratch,
-    parse_rungs,
+    parse_counts,
     rung_scratch,
 )
 
 KIB_PER_GIB = 1024 * 1024
 
 
+def rungs(text: str) -> tuple[int, ...]:
+    return parse_counts(text, "--rungs", 1, MAX_RUNG_TOKENS)
+
+
 def test_rungs_parse_with_k_as_1024():
-    assert parse_rungs("8K,32K,64K,128K") == DEFAULT_RUNGS
-    assert parse_rungs("1000, 2k") == (1000, 2048)
+    assert rungs("8K,32K,64K,128K") == DEFAULT_RUNGS
+    assert rungs("1000, 2k") == (1000, 2048)
 
 
 @pytest.mark.parametrize("text,words", [
     ("8K,8K", "strictly increasing"), ("32K,8K", "strictly increasing"),
-    ("8M", "not a token count"), ("", "not a token count"), ("0", "outside"),
-    ("8K,,16K", "not a token count"),
+    ("8M", "not a whole number: '8M'"), ("", "not a whole number"), ("0", r"0 is outside"),
+    ("8K,,16K", "not a whole number"),
 ])
-def test_bad_rungs_are_refused_with_the_item(text, words):
-    with pytest.raises(ValueError, match=words):
-        parse_rungs(text)
+def test_bad_rungs_are_refused_with_the_flag_and_the_item(text, words):
+    with pytest.raises(ValueError, match=f"^--rungs: .*{words}"):
+        rungs(text)
+
+
+def test_the_same_parser_reads_bench_lists():
+    """One parser for every comma list of counts (bench's depths and concurrency too)."""
+    assert parse_counts("0,4096,8K", "--depths", 0, 10**6) == (0, 4096, 8192)
+    with pytest.raises(ValueError, match="--depths: not a whole number: 'x'"):
+        parse_counts("0,x", "--depths", 0, 10**6)
+    with pytest.raises(ValueError, match=r"--concurrency: .*strictly increasing \(1 after 2\)"):
+        parse_counts("2,1", "--concurrency", 1, 64)
+    with pytest.raises(ValueError, match=r"outside 1\.\.64"):
+        parse_counts("0", "--concurrency", 1, 64)
 
 
 @given(st.lists(st.integers(1, 4096), min_size=1, max_size=6, unique=True))
 def test_any_increasing_list_round_trips(ks):
     ks = sorted(ks)
-    assert parse_rungs(",".join(f"{k}K" for k in ks)) == tuple(k * 1024 for k in ks)
+    assert rungs(",".join(f"{k}K" for k in ks)) == tuple(k * 1024 for k in ks)
 
 
-@given(st.text(max_size=30))
-def test_the_parser_only_raises_value_error(text):
+@given(st.text(max_size=30), st.integers(0, 10), st.integers(10, 10**6))
+def test_the_parser_only_raises_value_error(text, lo, hi):
     try:
-        out = parse_rungs(text)
+        out = parse_counts(text, "--x", lo, hi)
     except ValueError:
         return
-    assert list(out) == sorted(set(out)) and all(n > 0 for n in out)
+    assert list(out) == sorted(set(out)) and all(lo <= n <= hi for n in out)
 
 
 @given(st.floats(0, 4), st.floats(1e-6, 1e-4))

@@ -13,27 +13,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 
-from ..core.benchrun import parse_ints
 from ..core.config import Config
-from ..ops.context import open_context
 from ..ops.workflows.bench import LaneBench
-from ..ops.workflows.execute import execute, prepare
-from .ops_common import (
-    EXIT_DECLINED,
-    EXIT_FAILED,
-    EXIT_INPUT,
-    EXIT_OK,
-    EXIT_REFUSED,
-    add_prompt_override,
-    confirm_overrides,
-    dry_run,
-    prompt_overrides,
-    run_async,
-    show_plan,
-    stderr_printer,
-)
+from ..ops.workflows.runner import WorkflowResult
+from .ops_common import add_prompt_override, count_list, drive_lane, run_async
 
 KEYS = ("runs", "report")
 
@@ -48,9 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "report, and record the headline figures in the recipe's "
                                    "[qualify].")
     p.add_argument("lane")
-    p.add_argument("--depths", type=_list("--depths", 0, 1_000_000), default=(0, 4096, 8192),
+    p.add_argument("--depths", type=count_list("--depths", 0, 1_000_000), default=(0, 4096, 8192),
                    metavar="LIST", help="context tokens before the prompt (default 0,4096,8192)")
-    p.add_argument("--concurrency", type=_list("--concurrency", 1, 64), default=(1, 2),
+    p.add_argument("--concurrency", type=count_list("--concurrency", 1, 64), default=(1, 2),
                    metavar="LIST", help="requests at once (default 1,2)")
     p.add_argument("--json", action="store_true", help="print one JSON object: runs, report")
     add_prompt_override(p)
@@ -60,38 +44,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: run_async("bench", _main, args))
 
 
-def _list(flag: str, lo: int, hi: int) -> Callable[[str], tuple[int, ...]]:
-    def parse(text: str) -> tuple[int, ...]:
-        try:
-            return parse_ints(text, flag, lo, hi)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-    return parse
-
-
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    overrides = prompt_overrides("bench", args)
-    if overrides is None:
-        return EXIT_INPUT
-    async with open_context(config, emit=stderr_printer()) as ctx:
-        plan = await prepare(ctx, LaneBench(args.lane, args.depths, args.concurrency,
-                                            overrides))
-        if args.dry_run:
-            return dry_run(plan, args.json)
-        if not args.json or not plan.allowed:
-            show_plan(plan)
-        if plan.allowed and not confirm_overrides(plan):
-            return EXIT_DECLINED
-        result = await execute(ctx, plan)
-    refused = result.report is not None and not result.report.allowed
-    if args.json:
+    return await drive_lane(config, "bench", args,
+                            lambda overrides: LaneBench(args.lane, args.depths,
+                                                        args.concurrency, overrides),
+                            lambda result: _show(result, args.json))
+
+
+def _show(result: WorkflowResult, as_json: bool) -> None:
+    if as_json:
         json.dump({"runs": result.detail.get("runs", []),
                    "report": result.detail.get("report")}, sys.stdout)
         sys.stdout.write("\n")
-    else:
-        print(result.message)
-        if result.detail.get("report"):
-            print(f"report: {result.detail['report']}")
-    if result.ok:
-        return EXIT_OK
-    return EXIT_REFUSED if refused else EXIT_FAILED
+        return
+    print(result.message)
+    if result.detail.get("report"):
+        print(f"report: {result.detail['report']}")

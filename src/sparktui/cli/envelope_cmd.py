@@ -18,24 +18,10 @@ import json
 import sys
 
 from ..core.config import Config
-from ..core.envelope import DEFAULT_RUNGS, parse_rungs
-from ..ops.context import open_context
+from ..core.envelope import DEFAULT_RUNGS, MAX_RUNG_TOKENS
 from ..ops.workflows.envelope import Envelope
-from ..ops.workflows.execute import execute, prepare
-from .ops_common import (
-    EXIT_DECLINED,
-    EXIT_FAILED,
-    EXIT_INPUT,
-    EXIT_OK,
-    EXIT_REFUSED,
-    add_prompt_override,
-    confirm_overrides,
-    dry_run,
-    prompt_overrides,
-    run_async,
-    show_plan,
-    stderr_printer,
-)
+from ..ops.workflows.runner import WorkflowResult
+from .ops_common import add_prompt_override, count_list, drive_lane, run_async
 
 KEYS = ("rungs", "scratch_fit", "ceiling_tokens", "stopped_because")
 
@@ -50,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                                    "[fit] prefill_reserve_gib; stop at the first thrash-risk "
                                    "sign; write [fit] prefill_scratch_* into the recipe.")
     p.add_argument("lane")
-    p.add_argument("--rungs", type=_rungs, default=DEFAULT_RUNGS, metavar="LIST",
+    p.add_argument("--rungs", type=count_list("--rungs", 1, MAX_RUNG_TOKENS),
+                   default=DEFAULT_RUNGS, metavar="LIST",
                    help="strictly increasing token counts, e.g. 8K,32K,64K,128K")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object: rungs, scratch_fit, ceiling_tokens, "
@@ -62,40 +49,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: run_async("envelope", _main, args))
 
 
-def _rungs(text: str) -> tuple[int, ...]:
-    try:
-        return parse_rungs(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--rungs: {exc}") from None
-
-
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    overrides = prompt_overrides("envelope", args)
-    if overrides is None:
-        return EXIT_INPUT
-    async with open_context(config, emit=stderr_printer()) as ctx:
-        plan = await prepare(ctx, Envelope(args.lane, args.rungs, overrides))
-        if args.dry_run:
-            return dry_run(plan, args.json)
-        if not args.json or not plan.allowed:
-            show_plan(plan)
-        if plan.allowed and not confirm_overrides(plan):
-            return EXIT_DECLINED
-        result = await execute(ctx, plan)
-    refused = result.report is not None and not result.report.allowed
+    return await drive_lane(config, "envelope", args,
+                            lambda overrides: Envelope(args.lane, args.rungs, overrides),
+                            lambda result: _show(result, args.json))
+
+
+def _show(result: WorkflowResult, as_json: bool) -> None:
     env = result.detail.get("envelope") or {"rungs": [], "scratch_fit": None,
                                             "ceiling_tokens": None,
                                             "stopped_because": result.message}
-    if args.json:
+    if as_json:
         json.dump({k: env.get(k) for k in KEYS}, sys.stdout)
         sys.stdout.write("\n")
-    else:
-        for r in env.get("rungs", []):
-            print(f"  {r['tokens']:>8,} tokens: scratch {r['scratch_gib']:.2f} GiB, "
-                  f"low water {r['low_water_gib']:.2f} GiB")
-        print(result.message)
-        if env.get("ceiling_tokens") is not None:
-            print(f"longest safe prompt: {env['ceiling_tokens']:,} tokens")
-    if result.ok:
-        return EXIT_OK
-    return EXIT_REFUSED if refused else EXIT_FAILED
+        return
+    for r in env.get("rungs", []):
+        print(f"  {r['tokens']:>8,} tokens: scratch {r['scratch_gib']:.2f} GiB, "
+              f"low water {r['low_water_gib']:.2f} GiB")
+    print(result.message)
+    if env.get("ceiling_tokens") is not None:
+        print(f"longest safe prompt: {env['ceiling_tokens']:,} tokens")

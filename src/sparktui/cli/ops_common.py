@@ -1,8 +1,9 @@
 """What the workflow commands (serve, stop, power, recover, runlock) share:
 the one route into a workflow (`drive`: plan, show, confirm, execute the same
-plan), ``--dry-run [--json]``, progress on stderr, the confirmation rule of
-ops/confirm.py read from stdin, unfinished workflows offered at start, and
-the exit codes.
+plan; `drive_lane` for the commands that prompt a serving lane: qualify,
+envelope, bench), ``--dry-run [--json]``, progress on stderr, the confirmation
+rule of ops/confirm.py read from stdin, unfinished workflows offered at start,
+and the exit codes.
 
 Exit codes: 0 done (``--dry-run``: allowed), 1 failed, 2 bad input, 3 refused
 by a guard, 4 not confirmed (nothing was done).
@@ -21,8 +22,9 @@ from typing import Any, TextIO
 
 from sparktui.adapters.endpoints import EndpointError
 from sparktui.core.config import Config
+from sparktui.core.envelope import parse_counts
 from sparktui.ops.confirm import Confirmation, confirmation_for
-from sparktui.ops.context import OpsContext
+from sparktui.ops.context import OpsContext, open_context
 from sparktui.ops.events import Emit, WorkflowEvent, WorkflowFinished, format_event
 from sparktui.ops.guards import Override, parse_overrides
 from sparktui.ops.plan import Plan, Workflow, outcome
@@ -92,6 +94,17 @@ def add_prompt_override(p: argparse.ArgumentParser) -> None:
                         "the lane's measured ceiling); the lane's name is typed to confirm")
 
 
+def count_list(flag: str, lo: int, hi: int) -> Callable[[str], tuple[int, ...]]:
+    """The argparse type of a comma list of counts (core/envelope.py `parse_counts`):
+    a bad item is a usage error naming the flag."""
+    def parse(text: str) -> tuple[int, ...]:
+        try:
+            return parse_counts(text, flag, lo, hi)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
 def prompt_overrides(command: str, args: argparse.Namespace) -> frozenset[Override] | None:
     """The parsed ``--override`` names; None (after saying why) when one is unknown."""
     try:
@@ -99,6 +112,34 @@ def prompt_overrides(command: str, args: argparse.Namespace) -> frozenset[Overri
     except ValueError as exc:
         print(f"sparktui {command}: {exc}", file=sys.stderr)
         return None
+
+
+async def drive_lane(config: Config, command: str, args: argparse.Namespace,
+                     workflow: Callable[[frozenset[Override]], Workflow],
+                     show: Callable[[WorkflowResult], None]) -> int:
+    """The one route of the commands that prompt a serving lane (qualify,
+    envelope, bench): ``--override`` parsed, the plan from a fresh observation
+    (``--dry-run``: printed, nothing sent), shown unless ``--json`` of an allowed
+    plan, an overridden refusal confirmed by the typed name (`confirm_overrides`),
+    that plan executed, and ``show`` given the result. Exit 0 done, 1 failed,
+    2 a bad ``--override``, 3 refused, 4 not confirmed."""
+    overrides = prompt_overrides(command, args)
+    if overrides is None:
+        return EXIT_INPUT
+    async with open_context(config, emit=stderr_printer()) as ctx:
+        plan = await prepare(ctx, workflow(overrides))
+        if args.dry_run:
+            return dry_run(plan, args.json)
+        if not args.json or not plan.allowed:
+            show_plan(plan)
+        if plan.allowed and not confirm_overrides(plan):
+            return EXIT_DECLINED
+        result = await execute(ctx, plan)
+    show(result)
+    if result.ok:
+        return EXIT_OK
+    refused = result.report is not None and not result.report.allowed
+    return EXIT_REFUSED if refused else EXIT_FAILED
 
 
 def confirm_overrides(plan: Plan, stdin: TextIO | None = None) -> bool:

@@ -14,23 +14,9 @@ import json
 import sys
 
 from ..core.config import Config
-from ..ops.context import open_context
-from ..ops.workflows.execute import execute, prepare
 from ..ops.workflows.qualify import Qualify
-from .ops_common import (
-    EXIT_DECLINED,
-    EXIT_FAILED,
-    EXIT_INPUT,
-    EXIT_OK,
-    EXIT_REFUSED,
-    add_prompt_override,
-    confirm_overrides,
-    dry_run,
-    prompt_overrides,
-    run_async,
-    show_plan,
-    stderr_printer,
-)
+from ..ops.workflows.runner import WorkflowResult
+from .ops_common import add_prompt_override, drive_lane, run_async
 
 KEYS = ("lane", "state", "cer", "identifiers_ok", "identifiers_total", "ttft_ms", "decode_tps",
         "prefill_tps")
@@ -68,31 +54,21 @@ def _depth(text: str) -> int:
 
 
 async def _main(config: Config, args: argparse.Namespace) -> int:
-    """The one route (prepare, then execute that plan); the gate changes nothing,
-    so nothing is confirmed."""
-    overrides = prompt_overrides("qualify", args)
-    if overrides is None:
-        return EXIT_INPUT
-    async with open_context(config, emit=stderr_printer()) as ctx:
-        plan = await prepare(ctx, Qualify(args.lane, args.depth, overrides))
-        if args.dry_run:
-            return dry_run(plan, args.json)
-        if not args.json or not plan.allowed:
-            show_plan(plan)
-        if plan.allowed and not confirm_overrides(plan):
-            return EXIT_DECLINED
-        result = await execute(ctx, plan)
-    refused = result.report is not None and not result.report.allowed
-    gate = result.detail.get("qualify") or {"lane": args.lane, "state": "failed"}
-    if args.json:
+    """The one route (`drive_lane`); the gate changes nothing, so nothing is
+    confirmed but an overridden refusal."""
+    return await drive_lane(config, "qualify", args,
+                            lambda overrides: Qualify(args.lane, args.depth, overrides),
+                            lambda result: _show(result, args.lane, args.json))
+
+
+def _show(result: WorkflowResult, lane: str, as_json: bool) -> None:
+    gate = result.detail.get("qualify") or {"lane": lane, "state": "failed"}
+    if as_json:
         json.dump({k: gate.get(k) for k in KEYS}, sys.stdout)
         sys.stdout.write("\n")
-    else:
-        print(result.message)
-        for reason in gate.get("reasons", []):
-            print(f"  {reason}")
-        if gate.get("comparison"):
-            print(f"  {gate['comparison']}")
-    if result.ok:
-        return EXIT_OK
-    return EXIT_REFUSED if refused else EXIT_FAILED
+        return
+    print(result.message)
+    for reason in gate.get("reasons", []):
+        print(f"  {reason}")
+    if gate.get("comparison"):
+        print(f"  {gate['comparison']}")

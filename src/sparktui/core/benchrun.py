@@ -25,24 +25,6 @@ FIGURES = (("prefill_tps", "prefill", True), ("decode_tps", "decode", True),
 """(key, word, higher is better)."""
 
 
-def parse_ints(text: str, flag: str, lo: int, hi: int) -> tuple[int, ...]:
-    """``0,4096,8192`` -> ints, strictly increasing within [lo, hi]; ValueError naming
-    the flag and the item."""
-    out: list[int] = []
-    for item in text.split(","):
-        try:
-            n = int(item.strip())
-        except ValueError:
-            raise ValueError(f"{flag}: not a whole number: {item.strip()!r}") from None
-        if not lo <= n <= hi:
-            raise ValueError(f"{flag}: {n} is outside {lo}..{hi}")
-        if out and n <= out[-1]:
-            raise ValueError(f"{flag}: values must be strictly increasing ({n} after "
-                             f"{out[-1]})")
-        out.append(n)
-    return tuple(out)
-
-
 @dataclass(frozen=True)
 class Cell:
     depth: int

@@ -23,24 +23,25 @@ from dataclasses import dataclass
 
 DEFAULT_RUNGS = (8192, 32768, 65536, 131072)
 """8K, 32K, 64K, 128K (K = 1024 tokens)."""
-_RUNG = re.compile(r"^\s*(\d+)\s*([kK]?)\s*$")
+_COUNT = re.compile(r"^\s*(\d+)\s*([kK]?)\s*$")
 MAX_RUNG_TOKENS = 4_194_304
 
 
-def parse_rungs(text: str) -> tuple[int, ...]:
-    """``8K,32K,64K,128K`` -> token counts (K = 1024). Raises ValueError naming the
-    bad item; rungs must be strictly increasing and positive."""
+def parse_counts(text: str, flag: str, lo: int, hi: int) -> tuple[int, ...]:
+    """A flag's comma list of whole numbers, K = 1024 (``8K,32K`` or ``0,4096,8192``:
+    ``envelope --rungs``, ``bench --depths`` and ``--concurrency``), strictly
+    increasing within [lo, hi]. Raises ValueError naming the flag and the item."""
     out: list[int] = []
     for item in text.split(","):
-        m = _RUNG.match(item)
+        m = _COUNT.match(item)
         if not m:
-            raise ValueError(f"not a token count: {item.strip()!r} (write 8K or 8192)")
+            raise ValueError(f"{flag}: not a whole number: {item.strip()!r} (write 8K or 8192)")
         n = int(m.group(1)) * (1024 if m.group(2) else 1)
-        if not 0 < n <= MAX_RUNG_TOKENS:
-            raise ValueError(f"rung {item.strip()} is outside 1..{MAX_RUNG_TOKENS} tokens")
+        if not lo <= n <= hi:
+            raise ValueError(f"{flag}: {item.strip()} is outside {lo}..{hi}")
         if out and n <= out[-1]:
-            raise ValueError(f"rungs must be strictly increasing: {item.strip()} after "
-                             f"{out[-1]:,} tokens")
+            raise ValueError(f"{flag}: values must be strictly increasing ({item.strip()} "
+                             f"after {out[-1]})")
         out.append(n)
     return tuple(out)
 
