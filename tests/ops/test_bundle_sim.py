@@ -70,6 +70,9 @@ async def test_cache_not_symlink_bundle(sim_ctx, fleet_config, monkeypatch, tmp_
         assert f"kernel/{n}.log" in parts and f"snapshots/{n}.jsonl" in parts
         assert '"MemAvailable' not in parts[f"snapshots/{n}.jsonl"]
         assert '"mem_available_gib"' in parts[f"snapshots/{n}.jsonl"]
+    # why, in words: what the node said, never the collector's internal exception class
+    assert "its log could not be read (the command exited 1: " in summary, summary
+    assert "_Refused" not in summary and "Error(" not in summary
     for name in ("plan.json", f"recipe/{r.path.name}", f"config/{fleet_config.path.name}",
                  "hashes.txt", "commands.sh", "journal.jsonl", "alerts.jsonl"):
         assert name in parts, sorted(parts)

@@ -332,7 +332,8 @@ async def _run(src: BundleSources, node: str, cmd: str) -> str:
     async with asyncio.timeout(src.timeout_s + 2.0):
         res = await src.link(node).run(cmd, src.timeout_s)
     if res.exit_status not in (0, None):
-        raise _Refused(f"exit {res.exit_status}: {(res.stderr or res.stdout).strip()[:200]}")
+        said = (res.stderr or res.stdout).strip()[:200]
+        raise _Refused(f"the command exited {res.exit_status}" + (f": {said}" if said else ""))
     return str(res.stdout)
 
 
@@ -343,7 +344,12 @@ class _Refused(RuntimeError):
 def _why(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "no answer in time"
-    return f"{type(exc).__name__}: {exc}"[:200]
+    if isinstance(exc, _Refused):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror.lower()[:200]
+    # the operator reads why, not which class said it: the type only when it says nothing else
+    return (str(exc) or type(exc).__name__)[:200]
 
 
 def _plan(serves: list[Any], mine: list[Entry], held: Held, wfs: set[str]) -> dict[str, Any]:
