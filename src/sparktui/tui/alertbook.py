@@ -29,6 +29,8 @@ class Entry:
     updated_at: float
     acked: bool = False
     cleared_at: float | None = None
+    why_cleared: str = ""
+    """Why it left the active list when the service did not clear it (``lane gone``)."""
 
     @property
     def rank(self) -> tuple[int, float, str]:
@@ -39,6 +41,8 @@ class AlertBook:
     def __init__(self) -> None:
         self.active: dict[str, Entry] = {}
         self.cleared: deque[Entry] = deque(maxlen=HISTORY)
+        self.gone: set[str] = set()
+        """Lanes that no longer run: their alerts clear once acknowledged."""
 
     def raised(self, alert: Alert, now: float) -> None:
         old = self.active.get(alert.key)
@@ -49,10 +53,24 @@ class AlertBook:
         self.active[alert.key] = replace(old, alert=alert, updated_at=now,
                                          acked=old.acked and not worse)
 
-    def cleared_key(self, key: str, now: float) -> None:
+    def cleared_key(self, key: str, now: float, why: str = "") -> None:
         entry = self.active.pop(key, None)
         if entry is not None:
-            self.cleared.appendleft(replace(entry, cleared_at=now))
+            self.cleared.appendleft(replace(entry, cleared_at=now, why_cleared=why))
+
+    def lane_gone(self, lane: str, now: float) -> None:
+        """A lane's containers are gone: its alerts (a FATAL, a garbled or slow
+        gate) are about something that no longer runs. The acknowledged ones
+        clear now; one the operator has not acknowledged stays until it is
+        (nobody misses a FATAL because its ranks were removed at once)."""
+        self.gone.add(lane)
+        for key, e in list(self.active.items()):
+            if e.alert.subject == lane and e.acked:
+                self.cleared_key(key, now, "lane gone")
+
+    def lane_seen(self, lane: str) -> None:
+        """The lane runs (again): its alerts are live ones."""
+        self.gone.discard(lane)
 
     def ranked(self) -> list[Entry]:
         """Active alerts, unacknowledged first, most severe first, newest first."""
@@ -65,8 +83,9 @@ class AlertBook:
         pending = self.unacked()
         return pending[0] if pending else None
 
-    def acknowledge(self, key: str | None = None) -> list[str]:
-        """Acknowledge one alert, or (no key) every active one; the keys acknowledged."""
+    def acknowledge(self, now: float, key: str | None = None) -> list[str]:
+        """Acknowledge one alert, or (no key) every active one; the keys
+        acknowledged. An acknowledged alert of a lane that is gone clears."""
         keys = [key] if key is not None else [e.alert.key for e in self.unacked()]
         done = []
         for k in keys:
@@ -74,6 +93,8 @@ class AlertBook:
             if entry is not None and not entry.acked:
                 self.active[k] = replace(entry, acked=True)
                 done.append(k)
+                if entry.alert.subject in self.gone:
+                    self.cleared_key(k, now, "lane gone")
         return done
 
 

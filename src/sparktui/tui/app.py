@@ -227,7 +227,7 @@ class SparkTUI(App[None]):
                 line.say(message, title, severity)
 
     def acknowledge(self, key: str) -> None:
-        if self.alerts.acknowledge(key):
+        if self.alerts.acknowledge(self.now(), key):
             self.main_screen.show_alerts()
 
     def show_alert_list(self) -> None:

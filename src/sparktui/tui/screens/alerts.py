@@ -46,7 +46,8 @@ def folded(lines: Sequence[str]) -> list[tuple[str, int]]:
 
 
 def entry_state(e: Entry) -> str:
-    return ("cleared " + clock_time(e.cleared_at) if e.cleared_at is not None
+    return ("cleared " + clock_time(e.cleared_at) + (f", {e.why_cleared}" if e.why_cleared else "")
+            if e.cleared_at is not None
             else "acknowledged" if e.acked else "NEW")
 
 

@@ -189,6 +189,8 @@ class MainScreen(Screen[None]):
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
             self._predictions_changed()
+            self.alerts.lane_gone(ev.name, self.spark.now())
+            self.show_alerts()
         elif isinstance(ev, AlertRaised):
             self.alerts.raised(ev.alert, self.spark.now() if ev.at is None else ev.at)
             self.show_alerts()
@@ -335,6 +337,7 @@ class MainScreen(Screen[None]):
     def _lane_changed(self, lane: LaneView) -> None:
         old = self._lanes.get(lane.name)
         self._lanes[lane.name] = lane
+        self.alerts.lane_seen(lane.name)
         self.query_one("#lanes-empty").display = False
         if old is None or (old.load is None) != (lane.load is None):
             self._predictions_changed()
