@@ -127,7 +127,9 @@ class MainScreen(Screen[None]):
                 yield NodesTable(config, id="nodes")
             with Pane(id="lanes-pane", classes="pane"):
                 yield LanesTable(id="lanes")
-                yield Static("no lane yet: s serves a recipe", id="lanes-empty")
+                yield Static("no lane yet" + (" (read-only: a writable console serves one)"
+                                              if self.spark.read_only else
+                                              ": s serves a recipe"), id="lanes-empty")
                 yield Static("", id="activity")
             with Pane(id="bootlog-pane", classes="pane"):
                 yield Static("", id="phase-banner")
