@@ -104,36 +104,74 @@ async def test_a_nan_journal_line_does_not_brick_power_or_the_shift_log(tmp_path
         assert code == 0 and "no unfinished workflow" in out
 
 
-@pytest.mark.parametrize(("kind", "step"), [("outcome", "plug off"), ("intent", "wait off")])
-async def test_a_disk_full_after_the_plug_went_off_restores_power(tmp_path, capsys,
-                                                                  monkeypatch, kind, step):
-    cfg = h.fleet(tmp_path)
-    real = journal_mod._write
-
-    def full_from_the_off_wait(fd, data):  # type: ignore[no-untyped-def]
+def _disk_full_from(kind: str, step: str, real):  # type: ignore[no-untyped-def]
+    """A `_write` for a disk that fills at the `kind` entry of `step`: every write
+    from then on finds no space until the journal's reserve is released."""
+    def write(fd, data):  # type: ignore[no-untyped-def]
         line = bytes(data)
-        if (f'"kind":"{kind}"'.encode() in line and f'"step":"{step}"'.encode() in line) \
-                or full_from_the_off_wait.full:
-            full_from_the_off_wait.full = True
+        if not write.full and f'"kind":"{kind}"'.encode() in line \
+                and f'"step":"{step}"'.encode() in line:
+            write.full, write.had_reserve = True, write.reserve.exists()
+        if write.full and (write.reserve.exists() or not write.had_reserve):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real(fd, data)
 
-    full_from_the_off_wait.full = False
+    write.full = write.had_reserve = False
+    return write
+
+
+@pytest.mark.parametrize(("kind", "step"), [("outcome", "plug off"), ("intent", "wait off"),
+                                            ("intent", "plug on")])
+async def test_a_disk_full_after_the_plug_went_off_restores_power_and_journals_it(
+        tmp_path, capsys, monkeypatch, kind, step):
+    """Disk full after the plug went off: the plug was turned back on without a
+    journal line, so the journal and the shift log said it was left off. The
+    reserve released at the full disk holds the way out."""
+    cfg = h.fleet(tmp_path)
+    real = journal_mod._write
+    full = _disk_full_from(kind, step, real)
+    full.reserve = cfg.state_dir() / journal_mod.RESERVE_FILE
     async with h.published(cfg) as sim:
-        monkeypatch.setattr(journal_mod, "_write", full_from_the_off_wait)
+        monkeypatch.setattr(journal_mod, "_write", full)
         code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
                                 "--hard", monkeypatch=monkeypatch)
         _, err = capsys.readouterr()
         assert code == 1 and "Traceback" not in err
-        assert "cannot write the journal" in err and "the disk is full" in err
-        assert "switch.dgx7 reads on (re-read now): power is back" in err
+        assert full.full and full.had_reserve and not full.reserve.exists()
+        assert "the disk is full" in err, err
         assert sim.ha.calls == [("turn_off", "switch.dgx7"), ("turn_on", "switch.dgx7")]
         assert sim.spec.entities["switch.dgx7"].state == "on"
-        # nothing lost: the journal holds everything up to the plug going off
-        monkeypatch.setattr(journal_mod, "_write", real)
-        (rec,) = journal_mod.Journal.in_state_dir(cfg.state_dir()).unfinished()
-        # the plug off is on disk, as done or in doubt: its resume finds the plug on
-        assert [s.step for s in rec.steps] == ["plug off"]
+        journal = journal_mod.Journal.in_state_dir(cfg.state_dir())
+        (rec,) = journal.workflows()
+        # every plug change is on disk, confirmed, and the workflow went no further
+        assert [(s.step, s.ok) for s in rec.steps if s.step.startswith("plug")] == \
+            [("plug off", True), ("plug on", True)]
+        assert rec.finished and not rec.ok and not journal.unfinished()
+        assert "liveness" not in [s.step for s in rec.steps]  # no step past the way out
+        code = await h.sparktui(cfg, "shiftlog", monkeypatch=monkeypatch)
+        out, _ = capsys.readouterr()
+        assert code == 0 and "still OFF" not in out and "Unfinished" not in out
+        assert "power-cycle dgx7 **FAILED** via HA (off " in out, out
+
+
+async def test_no_room_for_the_journal_reserve_refuses_before_anything_is_switched(
+        tmp_path, capsys, monkeypatch):
+    cfg = h.fleet(tmp_path)
+
+    def nearly_full(fd, offset, length):  # type: ignore[no-untyped-def]
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    async with h.published(cfg) as sim:
+        monkeypatch.setattr(journal_mod, "_allocate", nearly_full)
+        code = await h.sparktui(cfg, "power", "cycle", "dgx7", "--yes", "--off-seconds", "1",
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 1 and "Traceback" not in err
+        assert "cannot reserve 256 KiB for the journal" in err and "the disk is full" in err
+        assert sim.ha.calls == [] and sim.nodes["dgx7"].power == "on"
+        assert not (cfg.state_dir() / journal_mod.RESERVE_FILE).exists()
+        (rec,) = journal_mod.Journal.in_state_dir(cfg.state_dir()).workflows()
+        assert rec.finished and not rec.ok and not rec.steps
 
 
 async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_path, capsys,

@@ -160,3 +160,100 @@ def test_the_token_never_reaches_the_journal(tmp_path):
     text = j.path.read_text()
     assert "tok-abcdef-123456" not in text and "Bearer" not in text
     assert j.entries()[0].detail["n"] == "nan"
+
+
+def _full_until_released(monkeypatch, j: Journal):  # type: ignore[no-untyped-def]
+    """From now on the disk is full: only the space the reserve frees is writable."""
+    from sparktui.ops import journal as journal_mod
+
+    real = journal_mod._write
+
+    def write(fd, data):  # type: ignore[no-untyped-def]
+        if j.reserve_path.exists():
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data)
+
+    monkeypatch.setattr(journal_mod, "_write", write)
+
+
+def test_the_reserve_is_held_once_and_private(tmp_path):
+    from sparktui.ops.journal import RESERVE_BYTES
+
+    j = Journal(tmp_path / "state" / "journal.jsonl", Tick())
+    j.reserve()
+    st = j.reserve_path.stat()
+    assert st.st_blocks * 512 >= RESERVE_BYTES and st.st_mode & 0o777 == 0o600
+    j.reserve()  # held already: not made again
+    assert j.reserve_path.stat().st_mtime_ns == st.st_mtime_ns
+
+
+def test_a_full_disk_releases_the_reserve_for_the_way_out_only(tmp_path, monkeypatch):
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="power-cycle", target="dgx6")
+    j.append("w1", "intent", step="plug off", target="switch.dgx6")
+    j.reserve()
+    _full_until_released(monkeypatch, j)
+    # the plug went off: its confirmation is written from the reserve
+    j.append("w1", "outcome", step="plug off", target="switch.dgx6", ok=True)
+    assert not j.reserve_path.exists()
+    # the workflow goes no further ...
+    with pytest.raises(JournalError, match=r"the disk is full.*reserve.*released during w1.*"
+                                           r"wait off is not done"):
+        j.append("w1", "intent", step="wait off", target="dgx6")
+    # ... but its way out is journaled
+    with j.way_out():
+        j.append("w1", "intent", step="plug on", target="switch.dgx6")
+    j.append("w1", "outcome", step="plug on", target="switch.dgx6", ok=True)
+    j.append("w1", "end", workflow="power-cycle", target="dgx6", ok=False, message="disk full")
+    (w,) = j.workflows()
+    assert [(s.step, s.ok) for s in w.steps] == [("plug off", True), ("plug on", True)]
+    assert w.finished and not j.unfinished()
+
+
+def test_a_forward_intent_at_the_full_disk_is_not_written(tmp_path, monkeypatch):
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="power-cycle", target="dgx6")
+    j.reserve()
+    _full_until_released(monkeypatch, j)
+    with pytest.raises(JournalError, match="the disk is full"):
+        j.append("w1", "intent", step="wait off", target="dgx6")
+    assert not j.reserve_path.exists()
+    assert [e.kind for e in j.entries()] == ["begin"]
+
+
+def test_without_a_reserve_a_full_disk_refuses_everything(tmp_path, monkeypatch):
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.append("w1", "begin", workflow="power-cycle", target="dgx6")
+    from sparktui.ops import journal as journal_mod
+
+    monkeypatch.setattr(journal_mod, "_write", lambda fd, data: (_ for _ in ()).throw(
+        OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))))
+    for kind in ("outcome", "end"):
+        with pytest.raises(JournalError, match="the disk is full"):
+            j.append("w1", kind, step="plug off", target="switch.dgx6", ok=True)
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EDQUOT])
+def test_no_room_for_the_reserve_refuses_with_the_reason(tmp_path, monkeypatch, err):
+    from sparktui.ops import journal as journal_mod
+
+    def nearly_full(fd, offset, length):  # type: ignore[no-untyped-def]
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(journal_mod, "_allocate", nearly_full)
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    with pytest.raises(JournalError, match=r"cannot reserve 256 KiB.*refusing to start"):
+        j.reserve()
+    assert not j.reserve_path.exists()
+
+
+def test_a_filesystem_without_fallocate_gets_written_blocks(tmp_path, monkeypatch):
+    from sparktui.ops import journal as journal_mod
+
+    def unsupported(fd, offset, length):  # type: ignore[no-untyped-def]
+        raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+
+    monkeypatch.setattr(journal_mod, "_allocate", unsupported)
+    j = Journal(tmp_path / "journal.jsonl", Tick())
+    j.reserve()
+    assert j.reserve_path.stat().st_size == journal_mod.RESERVE_BYTES

@@ -21,11 +21,22 @@ no permission) after cutting off what it wrote, so a workflow refuses to act
 without its intent on disk. Reading, a line that parses but carries a
 non-finite or absurd value (``"t": NaN``, ``1e300``) is skipped like a torn
 line and counted in `Journal.skipped`.
+
+The way out of a full disk: a workflow that switches plugs first makes
+`Journal.reserve` (``journal.reserve``, `RESERVE_BYTES` allocated in the state
+dir) or refuses to start. When a write then finds the disk full, the reserve
+is released and that workflow goes only its way out: an outcome, a note or an
+end is written from the freed space (a plug change is never left out of the
+journal), an intent only inside `Journal.way_out` (the plug turned back on);
+any other intent of that workflow refuses, so it acts no further. Another
+writer on the same filesystem can take the freed space first; then the write
+refuses as without a reserve.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import json
@@ -47,12 +58,24 @@ log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.jsonl"
 LATEST_T = 4_102_444_800.0
 """2100-01-01: a journal time after this (or before 0) is absurd, not a record."""
+RESERVE_FILE = "journal.reserve"
+RESERVE_BYTES = 256 * 1024
+"""Space held for a workflow's way out of a full disk: a resume-sized tail of
+entries (intents, outcomes, notes, end) for every plug of a cluster is a few KiB."""
 _write = os.write
 """The one call that writes journal bytes (a seam for disk-full fault tests)."""
+_allocate = os.posix_fallocate
+"""The one call that allocates the reserve (a seam for nearly-full-disk tests)."""
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+_way_out: contextvars.ContextVar[bool] = contextvars.ContextVar("journal_way_out",
+                                                                default=False)
 
 
 class JournalError(OperatorError):
     """The journal cannot be written: nothing that needed the entry was done."""
+
+    errno: int | None = None
+    """The OSError's errno, when one caused it."""
 
 
 _FIXES = {
@@ -170,6 +193,68 @@ class Journal:
         self.skipped: list[str] = []
         """Why each unreadable line of the last read was skipped ("line N: reason")."""
         self._warned: set[str] = set()
+        self._on_reserve: set[str] = set()
+        """Workflows during which the disk filled: they go only their way out."""
+
+    @property
+    def reserve_path(self) -> Path:
+        return self.path.with_name(RESERVE_FILE)
+
+    def reserve(self) -> None:
+        """Hold `RESERVE_BYTES` allocated beside the journal (kept while it is
+        there), or raise `JournalError`: a workflow that could not journal its
+        way out of a full disk (a plug turned back on) must not start."""
+        path = self.reserve_path
+        with contextlib.suppress(OSError):
+            if path.stat().st_blocks * 512 >= RESERVE_BYTES:
+                return
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError as exc:
+            raise self._error(exc) from None
+        try:
+            try:
+                _allocate(fd, 0, RESERVE_BYTES)
+            except OSError as exc:  # a filesystem without fallocate: write the blocks
+                if exc.errno not in (errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                os.ftruncate(fd, 0)
+                _write_all(fd, bytes(RESERVE_BYTES))
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            fix = _FIXES.get(exc.errno or 0, "check the file and its filesystem")
+            raise JournalError(
+                f"cannot reserve {RESERVE_BYTES // 1024} KiB for the journal in "
+                f"{path.parent} ({exc.strerror or exc}): {fix}; refusing to start: a plug "
+                f"switched now could not be journaled back on if the disk filled") from None
+        os.close(fd)
+        _fsync_dir(path.parent)
+
+    def _release(self) -> bool:
+        """Free the reserve for the way out; False when there was none."""
+        try:
+            self.reserve_path.unlink()
+        except OSError:
+            return False
+        _fsync_dir(self.path.parent)
+        log.warning("journal %s: the disk is full: the reserve was released to journal "
+                    "the way out", self.path)
+        return True
+
+    @staticmethod
+    @contextlib.contextmanager
+    def way_out() -> Iterator[None]:
+        """Intents written inside are a workflow's way out (turning a plug back
+        on): they are written from the reserve after the disk filled."""
+        token = _way_out.set(True)
+        try:
+            yield
+        finally:
+            _way_out.reset(token)
 
     @classmethod
     def in_state_dir(cls, state_dir: Path, clock: Clock | None = None) -> Journal:
@@ -182,6 +267,23 @@ class Journal:
                       **{k: redact_value(v) for k, v in fields.items()})
         line = (json.dumps(_finite(entry.to_json()), separators=(",", ":"), default=str)
                 + "\n").encode()
+        onward = kind == "intent" and not _way_out.get()
+        if onward and wf in self._on_reserve:
+            raise JournalError(f"the disk is full: the journal's reserve, released during "
+                               f"{wf}, holds only its way out: {fields.get('step') or kind} "
+                               f"is not done -> free space on {self.path.parent}")
+        try:
+            self._write_entry(line)
+        except JournalError as exc:
+            if exc.errno not in _FULL or not self._release():
+                raise
+            self._on_reserve.add(wf)
+            if onward:
+                raise
+            self._write_entry(line)  # from the space the reserve freed
+        return entry
+
+    def _write_entry(self, line: bytes) -> None:
         created = not self.path.exists()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -205,12 +307,13 @@ class Journal:
             os.close(fd)
         if created:
             _fsync_dir(self.path.parent)
-        return entry
 
     def _error(self, exc: OSError) -> JournalError:
         fix = _FIXES.get(exc.errno or 0, "check the file and its filesystem")
-        return JournalError(f"cannot write the journal {self.path} ({exc.strerror or exc}): "
-                            f"{fix}; refusing to act without a durable record")
+        error = JournalError(f"cannot write the journal {self.path} ({exc.strerror or exc}): "
+                             f"{fix}; refusing to act without a durable record")
+        error.errno = exc.errno
+        return error
 
     def entries(self, since: float | None = None) -> list[Entry]:
         """Every readable entry in file order; a torn, foreign or absurd line is

@@ -32,6 +32,7 @@ from sparktui.ops.workflows.power import (
     OffPlan,
     _power,
     graceful_off_steps,
+    hold_way_out,
     off_plan,
     plug_action,
     plug_check,
@@ -113,6 +114,7 @@ class ClusterPower:
         off: OffPlan = plan.data[1]
         modes: dict[str, str] = dict(off.modes)
         report = plan.report
+        hold_way_out(run)
         run.lock(*off.lock_containers(p.nodes))
         power = _power(ctx)
         graceful = [n for n in p.nodes if not on and modes.get(n) == GRACEFUL]

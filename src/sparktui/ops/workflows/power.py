@@ -237,11 +237,21 @@ async def _still_on(ctx: OpsContext, entity: str) -> bool:
 
 
 async def plug_on(run: WorkflowRun, node: str, entity: str) -> None:
+    """Turn the plug back on: the way out of every plug off (journaled from the
+    reserve when the disk filled)."""
     ctx = run.ctx
-    await run.step("plug on", entity, plug_action(entity, True),
-                   lambda: _power(ctx).turn(entity, True),
-                   describe=lambda s: f"{entity} confirmed {s.state}")
+    with ctx.journal.way_out():
+        await run.step("plug on", entity, plug_action(entity, True),
+                       lambda: _power(ctx).turn(entity, True),
+                       describe=lambda s: f"{entity} confirmed {s.state}")
     run.settle(entity)
+
+
+def hold_way_out(run: WorkflowRun) -> None:
+    """Before a power workflow switches anything: the journal's reserve is held
+    (a plug turned off can be journaled back on if the disk fills), or the
+    workflow refuses to start (`Journal.reserve`)."""
+    run.ctx.journal.reserve()
 
 
 async def wait_off(run: WorkflowRun, node: str, seconds: float, more: bool = False) -> None:
@@ -342,6 +352,7 @@ async def cycle_in(run: WorkflowRun, node: str, off_seconds: float,
     interruption says what the plug reads and how to resume (`_plug_left`).
     A node shut down whose plug was never cut stays off: the operator is told."""
     entity = run.ctx.config.nodes[node].switch
+    hold_way_out(run)
     shutdown_sent = False
     try:
         if modes is not None and modes.get(node) == GRACEFUL:
@@ -383,9 +394,10 @@ async def _plug_left(run: WorkflowRun, node: str, entity: str, exc: BaseExceptio
     if not isinstance(exc, asyncio.CancelledError | KeyboardInterrupt) and ctx.power is not None:
         restore = plug_action(entity, True)
         try:
-            await run.step("plug on", entity, f"restore power after the failure: {restore}",
-                           lambda: _power(ctx).turn(entity, True),
-                           describe=lambda st: f"{entity} confirmed {st.state}")
+            with ctx.journal.way_out():
+                await run.step("plug on", entity, f"restore power after the failure: {restore}",
+                               lambda: _power(ctx).turn(entity, True),
+                               describe=lambda st: f"{entity} confirmed {st.state}")
         except JournalError:
             with contextlib.suppress(HomeAssistantError):
                 async with asyncio.timeout(ctx.config.home_assistant.timeout_s * 3):
@@ -623,12 +635,14 @@ class PowerSwitch:
         ctx, node = run.ctx, self.node
         entity = ctx.config.nodes[node].switch
         if self.on:
+            hold_way_out(run)
             run.lock([node])
             await plug_on(run, node, entity)
             found = await wait_back(run, node)
             run.finish(True, str(found["summary"]), found)
             return
         off: OffPlan = plan.data
+        hold_way_out(run)
         run.lock(*off.lock_containers([node]))
         stopped = await stop_lanes_first(run, off)
         modes = dict(off.modes)
@@ -700,6 +714,7 @@ class Resume:
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         ctx = run.ctx
         record, stale = plan.data
+        hold_way_out(run)
         for node in stale:
             ctx.locks.close(node)
         run.lock(list(plan.nodes))
