@@ -1,5 +1,5 @@
-"""`sparktui runlock list|close`: a stale lock (owner gone, containers gone) is
-found and closed; a live one is not closed by accident."""
+"""`sparktui runlock list|close`: a stale lock (owner gone) is found and closed;
+a live one is not closed by accident."""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ async def test_a_crashed_serve_lock_is_stale_and_closed(tmp_path, capsys, monkey
         assert any("runlock on dgx6 closed by the operator (stale)" in n for n in notes)
 
 
-async def test_a_lock_whose_containers_still_run_is_not_stale(tmp_path, capsys, monkeypatch):
+async def test_a_dead_owners_lock_is_stale_though_its_containers_run(tmp_path, capsys,
+                                                                     monkeypatch):
     cfg = h.fleet(tmp_path)
     async with h.published(cfg):
         assert await h.sparktui(cfg, "serve", "glm53-flash-eugr-2x", "--cluster",
@@ -82,4 +83,8 @@ async def test_a_lock_whose_containers_still_run_is_not_stale(tmp_path, capsys, 
         capsys.readouterr()
         assert await h.sparktui(cfg, "runlock", "list", "--json", monkeypatch=monkeypatch) == 0
         (row,) = json.loads(capsys.readouterr().out)
-        assert row["stale"] is False
+        assert row["stale"] is True and row["running"] == ["sparktui-glm53-flash-eugr-2x-r0"]
+        assert await h.sparktui(cfg, "runlock", "close", "dgx5", "--dry-run", "--json",
+                                monkeypatch=monkeypatch) == 0
+        (verdict,) = json.loads(capsys.readouterr().out)["verdicts"]
+        assert "still run(s) -> `sparktui stop glm53-flash-eugr-2x`" in verdict["message"]

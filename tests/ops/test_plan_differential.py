@@ -124,11 +124,11 @@ class FakeLocks:
     def list(self) -> list[RunLock]:
         return [self._locks[n] for n in sorted(self._locks)]
 
-    def holders(self, exclude_wf: str | None = None) -> dict[str, str]:
-        return {n: lk.describe() for n, lk in self._locks.items() if lk.wf != exclude_wf}
-
     def get(self, node: str) -> RunLock | None:
         return self._locks.get(node)
+
+    def age(self, node: str, now: float) -> float | None:
+        return 60.0 if node in self._locks else None
 
     def acquire(self, nodes: Sequence[str], **kw: Any) -> list[RunLock]:
         return []

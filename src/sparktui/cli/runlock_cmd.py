@@ -1,5 +1,6 @@
-"""`sparktui runlock list|close`: the per-node workflow locks, with stale
-detection (owner process gone and none of its containers running)."""
+"""`sparktui runlock list|close`: the per-node workflow locks; a stale one (its
+owner process gone: it holds nothing) with its pid, its age and the containers
+it started that still run."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ from sparktui.core.config import Config
 from sparktui.ops.context import open_context
 from sparktui.ops.observe import observe
 from sparktui.ops.plan import Needs
-from sparktui.ops.runlocks import RunLocks
-from sparktui.ops.workflows.runlock_close import RunlockClose, staleness
+from sparktui.ops.runlocks import RunLocks, lock_line
+from sparktui.ops.workflows.runlock_close import RunlockClose, staleness, still_running
 
 from .ops_common import add_common, drive, run_async, stderr_printer
 
@@ -21,8 +22,9 @@ from .ops_common import add_common, drive, run_async, stderr_printer
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("runlock", help="list or close the per-node workflow locks",
                        description="One workflow per node at a time. A lock whose owner "
-                                   "process is gone and whose containers no longer run is "
-                                   "reported stale and may be closed.")
+                                   "process is gone is reported stale: it holds nothing (the "
+                                   "next workflow on its node takes it over) and may be "
+                                   "closed.")
     acts = p.add_subparsers(dest="runlock_action", metavar="ACTION", required=True)
     ls = acts.add_parser("list", help="every lock, with its owner and whether it is stale")
     ls.add_argument("--json", action="store_true")
@@ -50,14 +52,15 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
         locks = ctx.locks.list()
         state = await observe(ctx, Needs(nodes=tuple(sorted(
             {lock.node for lock in locks if lock.node in config.nodes}))))
-        stale = {lock.node: staleness(state, lock) for lock in state.locks}
         if args.json:
-            print(json.dumps([{**lock.to_json(), "stale": stale[lock.node]}
+            print(json.dumps([{**lock.to_json(), "stale": staleness(state, lock),
+                               "age_s": state.lock_ages.get(lock.node),
+                               "running": still_running(state, lock)}
                               for lock in state.locks], indent=2))
             return 0
         for lock in state.locks:
-            mark = {True: "STALE", False: "held", None: "unknown"}[stale[lock.node]]
+            line = lock_line(lock, state.owner_alive.get(lock.node),
+                             state.lock_ages.get(lock.node))
             since = time.strftime("%H:%M", time.gmtime(lock.started_at))
-            print(f"{lock.node}: {mark}: {lock.workflow} {lock.target} ({lock.wf}, pid "
-                  f"{lock.pid} on {lock.host}, since {since} UTC)")
+            print(f"{line} (since {since} UTC)")
         return 0

@@ -15,6 +15,7 @@ from sparktui.core.config import Config
 from sparktui.core.nodehealth import Finding
 from sparktui.ops import guards
 from sparktui.ops.plan import Needs, OpsState
+from sparktui.ops.resume import stale_note
 
 
 def _clusters(config: Config, names: Sequence[str]) -> list[str]:
@@ -49,9 +50,14 @@ def fleet_findings(state: OpsState, names: Sequence[str]) -> list[Finding]:
         if node in holders:
             v = guards.runlock(node, holders)
             out.append(Finding("runlock", node, f"locked by {holders[node]}", v.message, True))
+    stale = state.stale_locks()
+    out += [Finding("runlock", node, "stale lock (holds nothing)", stale[node], False)
+            for node in names if node in stale]
     for record in state.unfinished:
+        note = stale_note(record, state.snapshot.taken_at)
         out.append(Finding("unfinished", record.wf,
-                           f"unfinished {record.workflow} {record.target}",
-                           f"{record.describe()} -> `sparktui power resume` completes or "
-                           f"closes it", False))
+                           f"unfinished {record.workflow} {record.target}"
+                           + (" (stale)" if note else ""),
+                           f"{record.describe()}{f' ({note})' if note else ''} -> "
+                           f"`sparktui power resume` completes or closes it", False))
     return out

@@ -10,6 +10,7 @@ pure function.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from sparktui.adapters.homeassistant import HomeAssistantError
 from sparktui.core.state import ClusterSnapshot
@@ -57,4 +58,5 @@ async def observe(ctx: OpsContext, needs: Needs) -> OpsState:
         config=ctx.config, snapshot=snap, switch_states=switches,
         power_error=None if ctx.power is not None else (ctx.power_error or "not configured"),
         locks=locks, owner_alive={lock.node: owner_alive(lock) for lock in locks},
+        lock_ages={lock.node: ctx.locks.age(lock.node, time.time()) for lock in locks},
         fingerprints=fps, ports=ports, unfinished=tuple(ctx.journal.unfinished()))

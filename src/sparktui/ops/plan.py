@@ -70,14 +70,24 @@ class OpsState:
     locks: tuple[RunLock, ...] = ()
     owner_alive: Mapping[str, bool | None] = field(default_factory=dict)
     """node -> is the process holding its lock alive (None: another host)."""
+    lock_ages: Mapping[str, float | None] = field(default_factory=dict)
+    """node -> seconds since its lock was taken (wall clock; None: unknown)."""
     fingerprints: Mapping[str, str] = field(default_factory=dict)
     ports: Mapping[tuple[str, int], bool] = field(default_factory=dict)
     """(node, port) -> did it answer."""
     unfinished: tuple[WorkflowRecord, ...] = ()
 
     def holders(self) -> dict[str, str]:
-        """node -> who holds its run lock (the runlock guard)."""
-        return {lock.node: lock.describe() for lock in self.locks}
+        """node -> who holds its run lock (the runlock guard). A stale lock (its
+        owner gone) holds nothing: the workflow takes it over."""
+        return {lock.node: lock.describe() for lock in self.locks
+                if self.owner_alive.get(lock.node) is not False}
+
+    def stale_locks(self) -> dict[str, str]:
+        """node -> its lock whose owner process is gone, as the operator reads it
+        (ops/runlocks.py: it holds nothing)."""
+        return {lk.node: lk.stale_note(self.lock_ages.get(lk.node)) for lk in self.locks
+                if self.owner_alive.get(lk.node) is False}
 
     def lock(self, node: str) -> RunLock | None:
         return next((lock for lock in self.locks if lock.node == node), None)

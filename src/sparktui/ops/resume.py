@@ -2,7 +2,9 @@
 
 A workflow that began and never ended was killed, crashed, or failed with an
 obligation open (a plug left off). Each one is offered to the operator with
-what would complete it; nothing is resumed without being asked.
+what would complete it; nothing is resumed without being asked. One whose
+process is gone (the pid and its start time journaled with its ``begin``) is
+said to be stale, with that pid and its age: nothing runs it any more.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
+from sparktui.ops.runlocks import format_age, process_alive
 from sparktui.ops.workflows.power import (
     KEEP_OFF,
     cycle_off_seconds,
@@ -28,6 +31,24 @@ class Offer:
     action: str
     """What completing it does (empty when it can only be closed)."""
     plugs_off: tuple[str, ...] = ()
+
+
+def owner_gone(record: WorkflowRecord) -> int | None:
+    """The pid of a workflow's process when that process is gone (killed,
+    crashed; a reused pid is not it); None while it runs, or no pid was journaled."""
+    pid, started = record.detail.get("pid"), record.detail.get("pid_started")
+    if not isinstance(pid, int):
+        return None
+    return None if process_alive(pid, started if isinstance(started, float) else None) else pid
+
+
+def stale_note(record: WorkflowRecord, now: float) -> str:
+    """"stale: pid N is gone, began X ago" for an unfinished workflow whose
+    process is gone (``now`` on the journal's clock); "" otherwise."""
+    pid = owner_gone(record)
+    if pid is None:
+        return ""
+    return f"stale: its process (pid {pid}) is gone, began {format_age(now - record.began_at)} ago"
 
 
 def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
@@ -51,7 +72,8 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
                       + f" (`sparktui power resume {rec.wf}`)")
         else:
             action = ""
-        out.append(Offer(rec, rec.describe(), action, plugs))
+        stale = stale_note(rec, ctx.clock.time())
+        out.append(Offer(rec, rec.describe() + (f" ({stale})" if stale else ""), action, plugs))
     return out
 
 

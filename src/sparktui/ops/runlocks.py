@@ -3,24 +3,66 @@
 A lock is one JSON file per node (``<state>/runlocks/<node>.json``) created
 with ``O_CREAT | O_EXCL``, so two processes cannot both take a node; a
 workflow takes all its nodes or none. A lock names its owner (workflow id,
-pid, host) and the containers it starts, so ``runlock list`` can report it
-*stale* when the owner process is gone and none of its containers runs (a
-crashed serve), and ``runlock close`` can remove it.
+pid and the pid's start time, host) and the containers it starts.
+
+A lock whose owner process is gone (``kill -9``, a crash) is *stale*: it
+holds nothing. ``runlock list`` and the console show it with its pid and age,
+no guard refuses on it, and the next workflow on its node takes it over
+(`RunLocks.acquire`). The containers it started may still run: that is the
+node's state, read and guarded from the node (the stale-container and
+node-busy guards), not from the lock. A pid is "the owner" only while the
+process with that pid is the one that took the lock: its start time
+(``pid_started``, psutil's ``create_time``) must match, so a pid reused by a
+later process does not keep a dead workflow's lock alive. Locks written
+before ``pid_started`` existed are judged by the pid alone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import fcntl
 import json
 import os
 import socket
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psutil
 
 RUNLOCK_DIR = "runlocks"
+TAKEOVER_FILE = ".takeover"
+"""flock'd while a stale lock is replaced, so two workflows cannot both take it."""
+PID_START_TOLERANCE_S = 1.0
+"""How far a pid's start time may read from the recorded one and still be the
+same process (psutil derives it from boot time and clock ticks: stable to the
+tick; a reused pid starts later by far more)."""
+
+
+def process_started(pid: int) -> float | None:
+    """When process ``pid`` started (psutil ``create_time``), None if it is gone."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def process_alive(pid: int, started: float | None) -> bool:
+    """Is the process that had ``pid`` and started at ``started`` still running?
+    A zombie is gone; a pid now held by a process that started at another time
+    is a reused pid, not the owner (``started`` None: not recorded, the pid alone)."""
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        now = proc.create_time()
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:  # access denied: it exists, its start time unknown
+        return psutil.pid_exists(pid)
+    return started is None or abs(now - started) <= PID_START_TOLERANCE_S
 
 
 class LockHeld(Exception):
@@ -39,23 +81,21 @@ class RunLock:
     host: str
     started_at: float
     containers: tuple[str, ...] = ()
+    pid_started: float | None = None
+    """The owner process's start time (psutil ``create_time``): tells the owner
+    from a later process given the same pid. None in locks written before it."""
 
     def describe(self) -> str:
         return f"{self.workflow} {self.target} ({self.wf}, pid {self.pid} on {self.host})"
 
-    def advice(self, alive: bool | None) -> str:
-        """What the operator should do about this lock, given whether its owner
-        process is alive (`owner_alive`): wait only for a live owner; a dead
-        owner's lock is stale, closed after stopping the containers it started."""
-        close = f"`sparktui runlock close {self.node}`"
-        if alive is not False:
-            where = "" if alive else f" (taken on {self.host}: check there)"
-            return f"-> wait for it{where}, or {close} if it is stale"
-        gone = f"its process (pid {self.pid}) is gone: the lock is stale"
-        if self.containers:
-            return (f"{gone}, but it started {', '.join(self.containers)} (may still run) -> "
-                    f"`sparktui stop {self.target}`, then {close}")
-        return f"{gone} -> {close}"
+    def stale_note(self, age_s: float | None) -> str:
+        """A stale lock as the operator reads it: whose, its pid, its age, and
+        that it holds nothing."""
+        age = "" if age_s is None else f", taken {format_age(age_s)} ago"
+        started = (f"; it started {', '.join(self.containers)} (may still run: "
+                   f"`sparktui stop {self.target}` stops it)" if self.containers else "")
+        return (f"STALE: {self.describe()}: pid {self.pid} is gone{age}; it holds nothing "
+                f"(the next workflow on {self.node} takes it over){started}")
 
     def to_json(self) -> dict[str, object]:
         out = asdict(self)
@@ -63,25 +103,20 @@ class RunLock:
         return out
 
 
+def format_age(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60} min"
+
+
 def owner_alive(lock: RunLock, host: str | None = None) -> bool | None:
     """True/False for a lock taken on this host; None when taken elsewhere."""
     if lock.host != (host or socket.gethostname()):
         return None
-    return psutil.pid_exists(lock.pid)
-
-
-def is_stale(lock: RunLock, alive: bool | None, running: set[str] | None) -> bool | None:
-    """Stale when the owner is gone and none of its containers runs; None when
-    either is unknown (another host's lock, the node did not answer)."""
-    if alive is None:
-        return None
-    if alive:
-        return False
-    if not lock.containers:
-        return True
-    if running is None:
-        return None
-    return not any(c in running for c in lock.containers)
+    return process_alive(lock.pid, lock.pid_started)
 
 
 class RunLocks:
@@ -99,30 +134,65 @@ class RunLocks:
 
     def acquire(self, nodes: Sequence[str], *, wf: str, workflow: str, target: str,
                 started_at: float, containers: Mapping[str, Sequence[str]] | None = None,
-                pid: int | None = None) -> list[RunLock]:
-        """Lock every node or none; LockHeld names the first node already taken."""
+                pid: int | None = None,
+                on_stale: Callable[[RunLock, float | None], None] | None = None
+                ) -> list[RunLock]:
+        """Lock every node or none; LockHeld names the first node held by a live
+        owner (or one on another host, or an unreadable lock). A stale lock (its
+        owner on this host gone) is taken over; ``on_stale`` is told each one, with
+        its age in seconds."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        owner = pid or os.getpid()
         taken: list[RunLock] = []
         try:
             for node in nodes:
-                lock = RunLock(node, wf, workflow, target, pid or os.getpid(),
-                               socket.gethostname(), started_at,
-                               tuple((containers or {}).get(node, ())))
-                try:
-                    fd = os.open(self._path(node), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                except FileExistsError:
+                lock = RunLock(node, wf, workflow, target, owner, socket.gethostname(),
+                               started_at, tuple((containers or {}).get(node, ())),
+                               process_started(owner))
+                if not self._create(lock):
                     held = self.get(node)
-                    raise LockHeld(held or lock) from None
-                with os.fdopen(fd, "w") as f:
-                    json.dump(lock.to_json(), f)
-                    f.flush()
-                    os.fsync(f.fileno())
+                    age = self.age(node, time.time())
+                    if held is None or owner_alive(held) is not False \
+                            or not self._take_over(held, lock):
+                        raise LockHeld(held or lock)
+                    if on_stale is not None:
+                        on_stale(held, age)
                 taken.append(lock)
         except BaseException:
             for lock in taken:
                 self._remove(lock.node, wf)
             raise
         return taken
+
+    def _create(self, lock: RunLock) -> bool:
+        try:
+            fd = os.open(self._path(lock.node), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            json.dump(lock.to_json(), f)
+            f.flush()
+            os.fsync(f.fileno())
+        return True
+
+    def _take_over(self, stale: RunLock, lock: RunLock) -> bool:
+        """Replace ``stale`` by ``lock``, unless the file changed meanwhile (another
+        workflow took it over first): under the take-over flock, so one wins."""
+        with self._takeover():
+            if self.get(lock.node) != stale:
+                return False
+            with contextlib.suppress(FileNotFoundError):
+                self._path(lock.node).unlink()
+            return self._create(lock)
+
+    @contextlib.contextmanager
+    def _takeover(self) -> Iterator[None]:
+        fd = os.open(self.dir / TAKEOVER_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # drops the flock
 
     def release(self, wf: str, nodes: Sequence[str] | None = None) -> list[str]:
         """Remove the locks ``wf`` holds (on ``nodes``, or all); returns the nodes freed."""
@@ -153,12 +223,29 @@ class RunLocks:
         try:
             data = json.loads(self._path(node).read_text())
             data["containers"] = tuple(data.get("containers", ()))
-            return RunLock(**data)
+            known = {f.name for f in dataclasses.fields(RunLock)}
+            # a later version's extra field does not make the lock unreadable
+            return RunLock(**{k: v for k, v in data.items() if k in known})
         except FileNotFoundError:
             return None
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, AttributeError):
             # an unreadable lock still holds the node: report it as held by "?"
             return RunLock(node, "?", "unreadable", str(self._path(node)), 0, "?", 0.0)
+
+    def age(self, node: str, now: float) -> float | None:
+        """Seconds since ``node``'s lock was written, on the wall clock ``now``
+        (its file's mtime: a lock's ``started_at`` is on its workflow's clock,
+        the simulator's in a demo)."""
+        try:
+            return now - self._path(node).stat().st_mtime
+        except OSError:
+            return None
+
+    def lines(self, now: float) -> list[str]:
+        """Every lock in one line each, as `runlock list` and the console show them:
+        a stale one with its pid and age (``now``: the wall clock)."""
+        return [lock_line(lock, owner_alive(lock), self.age(lock.node, now))
+                for lock in self.list()]
 
     def list(self) -> list[RunLock]:
         if not self.dir.is_dir():
@@ -170,7 +257,10 @@ class RunLocks:
                 out.append(lock)
         return out
 
-    def holders(self, exclude_wf: str | None = None) -> dict[str, str]:
-        """node -> who holds it and what to do about it, for the runlock guard."""
-        return {lock.node: f"{lock.describe()}; {lock.advice(owner_alive(lock))}"
-                for lock in self.list() if lock.wf != exclude_wf}
+
+def lock_line(lock: RunLock, alive: bool | None, age_s: float | None) -> str:
+    if alive is False:
+        return f"{lock.node}: {lock.stale_note(age_s)}"
+    mark = "held" if alive else f"unknown (taken on {lock.host}: check there)"
+    age = "" if age_s is None else f", taken {format_age(age_s)} ago"
+    return f"{lock.node}: {mark}: {lock.describe()}{age}"

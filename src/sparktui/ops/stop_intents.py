@@ -16,8 +16,8 @@ two made an earlier boot's stop of the same names re-label a new serve
 ``stopping`` for good. A stop counts when it was journaled after the last
 journaled start (``docker run --name C``) of one of the containers, and its
 workflow either ended or is still running: a stop whose process died
-(``kill -9``, the pid in its ``begin``) before its end stops nothing and is
-stale.
+(``kill -9``, the pid and its start time in its ``begin``: a reused pid is not
+it) before its end stops nothing and is stale.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-import psutil
-
 from sparktui.ops.journal import Entry, Journal
+from sparktui.ops.runlocks import process_alive
 from sparktui.ops.workflows.stop import stop_command
 
 log = logging.getLogger(__name__)
@@ -62,7 +61,8 @@ class StopIntents:
         """By stop command: (journal position, workflow id) of each intent."""
         self._started: dict[str, int] = {}
         """By container: the journal position of its latest journaled start."""
-        self._pids: dict[str, int] = {}
+        self._pids: dict[str, tuple[int, float | None]] = {}
+        """By workflow: the pid (and its start time) that ran it."""
         self._ended: dict[str, int] = {}
         """By workflow: the journal position of its end."""
 
@@ -87,7 +87,7 @@ class StopIntents:
     def _alive(self, wf: str) -> bool:
         if wf in self._ended or wf not in self._pids:
             return True  # ended (its stop happened), or of a writer that names no pid
-        return psutil.pid_exists(self._pids[wf])
+        return process_alive(*self._pids[wf])
 
     def _refresh(self) -> None:
         try:
@@ -119,7 +119,8 @@ class StopIntents:
                 continue  # a torn or foreign line (Journal.entries names it)
             self._seq += 1
             if entry.kind == "begin" and isinstance(pid := entry.detail.get("pid"), int):
-                self._pids[entry.wf] = pid
+                started = entry.detail.get("pid_started")
+                self._pids[entry.wf] = (pid, started if isinstance(started, float) else None)
             elif entry.kind == "end":
                 self._ended[entry.wf] = self._seq
             elif entry.kind == "intent" and entry.action:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -366,6 +367,10 @@ class ClusterService:
 
     def runlocks(self) -> list[RunLock]:
         return self._ctx().locks.list()
+
+    def runlock_lines(self) -> list[str]:
+        """Each lock in one line, a stale one (its owner gone) with its pid and age."""
+        return self._ctx().locks.lines(time.time())
 
     async def preview_runlock_close(self, node: str) -> ActionPreview:
         return await self._preview(RunlockClose(node), f"Close the run lock of {node}")

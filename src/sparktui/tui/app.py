@@ -415,8 +415,7 @@ class SparkTUI(App[None]):
         self.push_screen(TextScreen(f"fit {recipe} on {r.cluster}", text))
 
     def show_runlocks(self) -> None:
-        locks = self.service.runlocks()
-        body = "\n".join(f"{lock.node}: {lock.describe()}" for lock in locks) or "no run locks"
+        body = "\n".join(self.service.runlock_lines()) or "no run locks"
         self.push_screen(TextScreen("Run locks", body))
 
     def pick_runlock_close(self) -> None:

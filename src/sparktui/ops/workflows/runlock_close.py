@@ -1,7 +1,8 @@
 """``runlock close NODE``: remove a node's run lock left by a workflow that died.
 
-Allowed when the lock is stale (its owner process is gone and none of its
-containers runs), or when forced (the CLI's ``--force``). The crashed workflow
+Allowed when the lock is stale (its owner process is gone: it holds nothing
+already, the next workflow would take it over; the containers it started may
+still run, which is said), or when forced (the CLI's ``--force``). The crashed workflow
 that left the lock is closed with it in the journal, unless it left a plug off:
 then it stays offered (`sparktui power resume`).
 """
@@ -15,18 +16,25 @@ from sparktui.ops.guards import GuardReport, Verdict
 from sparktui.ops.journal import WorkflowRecord
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.resume import close
-from sparktui.ops.runlocks import RunLock, is_stale
+from sparktui.ops.runlocks import RunLock
 from sparktui.ops.workflows.power import plugs_left_off
 from sparktui.ops.workflows.runner import WorkflowRun
 
 
 def staleness(state: OpsState, lock: RunLock) -> bool | None:
-    """Is ``lock`` stale: its owner gone and none of its containers running on its
-    node (None: unknown, another host's lock or the node did not answer)."""
+    """Is ``lock`` stale: its owner process gone (None: unknown, another host's lock)."""
+    alive = state.owner_alive.get(lock.node)
+    return None if alive is None else not alive
+
+
+def still_running(state: OpsState, lock: RunLock) -> list[str] | None:
+    """Which of the containers ``lock``'s workflow started run on its node now
+    (None: the node did not answer)."""
     snap = state.snapshot.get(lock.node)
-    running = ({c.name for c in snap.probe.running_containers}
-               if snap is not None and snap.online and snap.probe else None)
-    return is_stale(lock, state.owner_alive.get(lock.node), running)
+    if snap is None or not snap.online or snap.probe is None:
+        return None
+    running = {c.name for c in snap.probe.running_containers}
+    return [c for c in lock.containers if c in running]
 
 
 @dataclass(frozen=True)
@@ -61,17 +69,22 @@ class RunlockClose:
         stale = staleness(state, lock)
         held = f"{node}: {lock.describe()}"
         if stale:
-            verdict = Verdict("runlock", node, True, f"{held} is stale (owner gone, none of its "
-                                                     f"containers runs)")
+            running = still_running(state, lock)
+            verdict = (Verdict("runlock", node, True, f"{held} is stale (its process is gone); "
+                                                      f"it started {', '.join(running)}, which "
+                                                      f"still run(s) -> `sparktui stop "
+                                                      f"{lock.target}` stops it", warning=True)
+                       if running else
+                       Verdict("runlock", node, True, f"{held} is stale (its process is gone"
+                                                      + (", none of its containers runs)"
+                                                         if running is not None else ")")))
         elif self.force:
             verdict = Verdict("runlock", node, True,
                               f"{held} is not known to be stale; closing it anyway (--force)",
                               warning=True)
         else:
             why = ("its owner process is alive: let it finish" if alive
-                   else "its owner is on another host" if alive is None
-                   else "its containers still run" if stale is False
-                   else "its node did not answer")
+                   else "its owner is on another host")
             verdict = Verdict("runlock", node, False,
                               f"{held} is not known to be stale ({why}) -> wait for it, or "
                               f"close it anyway (`sparktui runlock close {node} --force`)")

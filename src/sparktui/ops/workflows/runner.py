@@ -33,7 +33,7 @@ from sparktui.ops.events import (
 from sparktui.ops.guards import GuardReport, Verdict
 from sparktui.ops.journal import new_workflow_id
 from sparktui.ops.plan import PlannedStep
-from sparktui.ops.runlocks import LockHeld
+from sparktui.ops.runlocks import LockHeld, RunLock, format_age, process_started
 
 T = TypeVar("T")
 
@@ -90,7 +90,8 @@ class WorkflowRun:
 
     # -- lifecycle --------------------------------------------------------------
     async def __aenter__(self) -> WorkflowRun:
-        detail = {**self.detail, "plan": [p.to_json() for p in self.plan], "pid": os.getpid()}
+        detail = {**self.detail, "plan": [p.to_json() for p in self.plan], "pid": os.getpid(),
+                  "pid_started": process_started(os.getpid())}
         self.ctx.journal.append(self.wf, "begin", workflow=self.kind, target=self.target,
                                 detail=detail)
         self.ctx.emit(WorkflowStarted(self.wf, self.ctx.clock.time(), self.kind, self.target,
@@ -161,9 +162,19 @@ class WorkflowRun:
 
     def lock(self, nodes: Sequence[str], containers: Mapping[str, Sequence[str]] | None = None
              ) -> None:
+        """Take the nodes' run locks (a stale one, its owner gone, is taken over and
+        journaled as such)."""
+        def took_over(stale: RunLock, age: float | None) -> None:
+            self.ctx.journal.append(
+                self.wf, "note", workflow=self.kind, target=self.target,
+                message=f"took over {stale.node}'s stale lock of {stale.describe()} (its "
+                        f"process is gone" + (f", taken {format_age(age)} ago)" if age is not None
+                                              else ")"))
+
         try:
             self.ctx.locks.acquire(nodes, wf=self.wf, workflow=self.kind, target=self.target,
-                                   started_at=self.ctx.clock.time(), containers=containers)
+                                   started_at=self.ctx.clock.time(), containers=containers,
+                                   on_stale=took_over)
         except LockHeld as exc:  # taken between the guards and now
             held = exc.lock
             self.guards(GuardReport((Verdict(
