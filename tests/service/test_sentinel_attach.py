@@ -6,15 +6,16 @@ end of the stream said as it happened (a goodbye, or a socket that closed)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from pathlib import Path
+
+import pytest
 
 from sparktui.core.clock import SystemClock
 from sparktui.core.state import HistoryPoint, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.ops.events import WorkflowFinished
 from sparktui.service.attach import (
-    AttachedLaneWatchers,
     SentinelFeed,
     SentinelHub,
     socket_path,
@@ -153,46 +154,40 @@ async def test_no_sentinel_means_no_feed(tmp_path: Path) -> None:
     os.unlink(path)
 
 
-async def test_a_stop_from_a_console_is_told_to_the_sentinel(tmp_path: Path) -> None:
-    """The console stops a lane: the sentinel's watcher must take the ranks'
-    exits for that stop, not raise a fatal alert (and call a phone) for it."""
-    told: list[str] = []
-    path = socket_path(tmp_path)
-    hub = SentinelHub(path, clock=SystemClock(), pid=1, on_stopping=told.append)
-    await hub.start()
-    try:
-        c = await attach(path)
-        watchers = AttachedLaneWatchers(c.feed)
-        watchers.stopping(LANE)  # what ops/workflows/stop.py calls
-        async with asyncio.timeout(5):
-            while not told:
-                await asyncio.sleep(0.01)
-        assert told == [LANE]
-        await watchers.close()
-        await c.close()
-    finally:
-        await hub.close()
+HOSTILE = [
+    b'{"k": "stopping", "lane": "glm53-flash-eugr-2x"}\n',
+    b'{"k": "workflow", "e": {"type": "WorkflowProgressed"}}\n',
+    b"\x00\xff not json at all\n",
+    b"[" * 200_000 + b"\n",  # deeper than any parser's recursion
+    b"{" * 100_000,  # and a line that never ends
+]
 
 
-async def test_a_console_workflow_step_reaches_the_sentinel_and_no_console(tmp_path: Path) -> None:
-    """A step of a workflow an attached console runs goes to the sentinel
-    (its desk records it and phones a failure), decoded whole; it is not sent
-    back to the consoles (the one that ran it already shows it)."""
-    heard: list[WorkflowProgressed] = []
+async def test_what_a_client_sends_is_dropped_and_its_subscription_goes_on(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 27: the socket is a subscription. Whatever a same-user client
+    writes (a stop mark, a forged workflow step, garbage, a deeply nested or
+    endless line) is read and dropped unparsed, said once in the log, and the
+    client keeps receiving the stream."""
     path = socket_path(tmp_path)
-    hub = SentinelHub(path, clock=SystemClock(), pid=1, on_workflow=heard.append)
+    hub = SentinelHub(path, clock=SystemClock(), pid=1)
     await hub.start()
     try:
         c, other = await attach(path), await attach(path)
-        step = WorkflowProgressed(WorkflowFinished(
-            "wf", 1_764_450_000.0, "power-cycle", "dgx6", False, "plug unavailable",
-            {"plug": "off", "resume": "sparktui power resume wf"}))
-        c.feed.tell_workflow(step)
-        async with asyncio.timeout(5):
-            while not heard:
-                await asyncio.sleep(0.01)
-        assert heard == [step]
-        await asyncio.sleep(0.05)
+        caplog.set_level(logging.WARNING, logger="sparktui.service.attach")
+        for line in HOSTILE:
+            c.feed._writer.write(line)
+            await c.feed._writer.drain()
+        hub.publish(LaneChanged(lane("serving")))
+        for who in (c, other):
+            await who.until(lambda who=who: LaneChanged(lane("serving")) in who.events)  # type: ignore[misc]
+        await asyncio.sleep(0.1)  # the rest of what it wrote, drained
+        hub.publish(LaneGone(LANE))
+        await c.until(lambda: LaneGone(LANE) in c.events)
+        assert not c.task.done() and hub.clients == 2
+        said = [r for r in caplog.records if "ignored" in r.getMessage()]
+        assert len(said) == 1, [r.getMessage() for r in said]
+        assert "stopping" in said[0].getMessage()
         assert not any(isinstance(e, WorkflowProgressed) for e in c.events + other.events)
         await c.close()
         await other.close()

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from sparktui.adapters.endpoints import resolve_endpoints
 from sparktui.core.state import NodeState
-from sparktui.ops.events import WorkflowFinished
 from sparktui.service.attach import socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
@@ -21,7 +20,6 @@ from sparktui.service.events import (
     LaneChanged,
     NodeSampled,
     ServiceEvent,
-    WorkflowProgressed,
 )
 from sparktui.service.recording import RECORDING_DIR, read_recording
 from sparktui.service.sentinel import Sentinel
@@ -139,24 +137,6 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
                 assert 1 <= polled <= one_poller + 2, (node, polled, one_poller)
             await delivered_alike(consoles)  # a sample still on its way to one of them
             assert first.samples() - before[0] == second.samples() - before[1]
-
-            # a stop from a console: the sentinel's watcher takes the exits for it
-            assert first.service.ops is not None and first.service.ops.lane_watchers
-            first.service.ops.lane_watchers.stopping(LANE)
-            watch = n.service._watchers.get(LANE)
-            assert watch is not None
-            await advance_until(n, lambda: watch.stopping_since is not None, step=1.0,
-                                max_sim_s=5)
-
-            # a workflow a console runs: the sentinel records it and phones its failure
-            sent = len(n.sim.ha.notifications)
-            failed = WorkflowFinished("wf-console", n.sim.clock.time(), "power-cycle",
-                                      nodes[0], False, "plug unavailable")
-            first.service._workflow_event(failed)
-            await advance_until(n, lambda: len(n.sim.ha.notifications) > sent, step=1.0,
-                                max_sim_s=10)
-            assert f"WORKFLOW-FAILED {nodes[0]}" in str(n.sim.ha.notifications[sent:])
-            assert sum(isinstance(e, WorkflowProgressed) for e in second.events) == 0
 
             # -- the sentinel dies --------------------------------------------------
             for client in list(sentinel.hub._clients.values()):

@@ -20,12 +20,13 @@ One JSON object a line, ``"k"`` says which::
                                                                was dropped, a replay follows
     bye     {"k": "bye", "why": TEXT}                          the sentinel stops
 
-and two lines a console sends: ``{"k": "stopping", "lane": NAME}`` when it
-stops a lane, so the sentinel's watcher takes the ranks' exits for the stop's
-and not for a failure (no fatal alert, no phone call for an operator's stop);
-and ``{"k": "workflow", "e": EVENT}`` for each step of a workflow it runs, so
-the night's recording holds the console's actions and a failed one reaches
-the phone as the sentinel's own would (it is not sent back to the consoles).
+The socket is a subscription, not a command channel: a console sends
+nothing, and whatever a client writes is read and dropped unparsed (logged
+once per client), so no client can mark a lane stopping, write into the
+night's recording or reach the phone. The sentinel learns a console's stop
+from the journal's stop intents (ops/stop_intents.py), and records and phones
+the workflows any process runs from the journal's entries
+(ops/journal_tail.py `JournalWorkflows`).
 
 A slow console never stalls the sentinel: `SentinelHub.publish` only appends
 to each client's bounded queue; a queue that overflows is dropped and the
@@ -42,7 +43,6 @@ import json
 import logging
 import os
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +53,9 @@ from sparktui.service.events import (
     LaneGone,
     ServiceEvent,
     Sink,
-    WorkflowProgressed,
 )
 from sparktui.service.recording import decode, encode
 from sparktui.service.stream import StreamState
-from sparktui.watch.lane import LaneWatchers
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +70,8 @@ WRITE_TIMEOUT_S = 10.0
 CLOSE_TIMEOUT_S = 2.0
 CLIENT_QUEUE_LINES = 10_000
 """Lines a console may fall behind by (past its replay) before it is resynced."""
+DRAIN_CHUNK = 2**16
+"""Bytes a client's input is read (and dropped) by."""
 LINE_LIMIT = 32 * 2**20
 """Longest line read: a replayed rank's log buffer is one line."""
 REPLAY_SAMPLES = 150
@@ -122,14 +122,8 @@ class SentinelHub:
     """The sentinel's socket: every event it reports, to every attached console."""
 
     def __init__(self, path: Path, *, clock: Clock, pid: int,
-                 queue_lines: int = CLIENT_QUEUE_LINES,
-                 on_stopping: Callable[[str], None] = lambda lane: None,
-                 on_workflow: Callable[[WorkflowProgressed], None] = lambda ev: None) -> None:
-        """``on_stopping(lane)``: a console stops that lane; ``on_workflow(ev)``:
-        a step of a workflow a console runs (for the night's record and phone)."""
+                 queue_lines: int = CLIENT_QUEUE_LINES) -> None:
         self.path = path
-        self.on_stopping = on_stopping
-        self.on_workflow = on_workflow
         self.clock = clock
         self.pid = pid
         self.queue_lines = queue_lines
@@ -189,8 +183,8 @@ class SentinelHub:
         assert task is not None
         client = self._clients[task] = _Client(writer)
         client.reset(self._replay(), self.queue_lines)
-        # the console's notes; this task lives as long as the connection
-        listening = asyncio.create_task(self._listen(reader), name="sentinel:console-notes")
+        # what the client writes is drained and dropped; lives as long as the connection
+        listening = asyncio.create_task(self._drain(reader), name="sentinel:client-input")
         try:
             while not (client.closing and not client.queue):
                 with contextlib.suppress(TimeoutError):
@@ -215,19 +209,17 @@ class SentinelHub:
                 async with asyncio.timeout(CLOSE_TIMEOUT_S):
                     await writer.wait_closed()
 
-    async def _listen(self, reader: asyncio.StreamReader) -> None:
-        while raw := await reader.readline():
-            try:
-                msg = json.loads(raw)
-                kind = msg.get("k")
-                if kind == "stopping" and isinstance(msg.get("lane"), str):
-                    self.on_stopping(msg["lane"])
-                elif kind == "workflow":
-                    ev = decode(msg["e"])
-                    if isinstance(ev, WorkflowProgressed):
-                        self.on_workflow(ev)
-            except (ValueError, AttributeError, KeyError, TypeError, RecursionError) as exc:
-                log.warning("a line from a console skipped: %r", exc)
+    @staticmethod
+    async def _drain(reader: asyncio.StreamReader) -> None:
+        """Read and drop what a client sends (never parsed): the subscription
+        goes on whatever it writes; said once per client."""
+        said = False
+        while data := await reader.read(DRAIN_CHUNK):
+            if not said:
+                said = True
+                log.warning("a client of the sentinel's socket wrote %r...: ignored (the "
+                            "socket is a subscription; nothing a client sends is read)",
+                            data[:40])
 
     async def close(self, why: str = "the sentinel stops") -> None:
         """Say goodbye to every console (bounded), stop listening, remove the socket."""
@@ -328,36 +320,11 @@ class SentinelFeed:
             except (ValueError, KeyError, TypeError, RecursionError) as exc:
                 log.warning("a line from the sentinel skipped: %r", exc)
 
-    def tell_stopping(self, lane: str) -> None:
-        """This console stops ``lane`` (a few bytes: written without waiting)."""
-        if not self._writer.is_closing():
-            self._writer.write(_line({"k": "stopping", "lane": lane}))
-
-    def tell_workflow(self, ev: WorkflowProgressed) -> None:
-        """A step of a workflow this console runs: the sentinel records it and
-        phones a failure, as it would its own."""
-        if not self._writer.is_closing():
-            self._writer.write(_line({"k": "workflow", "e": encode(ev)}))
-
     async def close(self) -> None:
         self._writer.close()
         with contextlib.suppress(Exception):
             async with asyncio.timeout(CLOSE_TIMEOUT_S):
                 await self._writer.wait_closed()
-
-
-class AttachedLaneWatchers(LaneWatchers):
-    """The attached console's lane watchers (its ops context's): a serve from
-    it watches its own boot here, and a stop from it is told to the sentinel,
-    whose watcher of the lane is the one the console shows."""
-
-    def __init__(self, feed: SentinelFeed) -> None:
-        super().__init__()
-        self._feed = feed
-
-    def stopping(self, lane: str) -> None:
-        super().stopping(lane)
-        self._feed.tell_stopping(lane)
 
 
 def lost_alert(pid: int, why: str) -> Alert:

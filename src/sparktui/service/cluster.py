@@ -32,6 +32,7 @@ from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent
 from sparktui.ops.guards import Override
+from sparktui.ops.journal_tail import JournalTail
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.observe import observe
 from sparktui.ops.plan import Needs, Workflow
@@ -48,7 +49,7 @@ from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
-from sparktui.service.attach import AttachedLaneWatchers, SentinelFeed, lost_alert
+from sparktui.service.attach import SentinelFeed, lost_alert
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -133,6 +134,9 @@ class ClusterService:
         """One watcher per lane, shared with a serve started here."""
         self._lanes: dict[str, LaneFeed] = {}
         self._stops: StopIntents | None = None
+        self.journal: JournalTail | None = None
+        """The journal, read as it grows (set by `start`): the stop intents'
+        reader, and the sentinel's of every workflow."""
         self._reads: ClusterReads = self._local_reads()
         """Where snapshots, lanes, logs and verdicts are read: this process's
         watch, or an attached sentinel's stream."""
@@ -151,7 +155,7 @@ class ClusterService:
         watchers: LaneWatchers = self._watchers
         if feed is not None:
             stack.push_async_callback(feed.close)
-            watchers = AttachedLaneWatchers(feed)
+            watchers = LaneWatchers()  # a serve's watch of its boot; the sentinel's is shown
         try:
             rt = await stack.enter_async_context(open_runtime(
                 self.config, emit=self._workflow_event, clock=self.clock,
@@ -169,7 +173,8 @@ class ClusterService:
         self._canary = self._canary or completer_for(lambda n: endpoints.node(n).api_host)
         self.poller = rt.poller
         self.ops = rt.ops
-        self._stops = StopIntents(rt.ops.journal)  # a stop by another process is no failure
+        self.journal = JournalTail(rt.ops.journal.path)
+        self._stops = StopIntents(rt.ops.journal, self.journal)  # another process's stop
         self._ha = rt.ha
         if feed is not None:
             # the sentinel polls, watches, records and notifies
@@ -236,10 +241,7 @@ class ClusterService:
     def _workflow_event(self, event: WorkflowEvent) -> None:
         if isinstance(event, StepFinished) and self.poller is not None:
             self.poller.refresh(event.target)  # containers, disks: read them now
-        progressed = WorkflowProgressed(event)
-        if self._feed is not None:  # the sentinel's desk records and phones it
-            self._feed.tell_workflow(progressed)
-        self._emit(progressed)
+        self._emit(WorkflowProgressed(event))
         if (news := lane_news(event)) is not None:
             self._lane_news(news)
 
@@ -274,19 +276,6 @@ class ClusterService:
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()
-
-    def from_console(self, event: WorkflowProgressed) -> None:
-        """A step of a workflow an attached console runs: into this (the
-        sentinel's) night desk, which records it and phones a failure."""
-        try:
-            self.night.on_event(event)
-        except Exception:
-            log.exception("night desk failed on a console's %r", event)
-
-    def lane_stopping(self, lane: str) -> None:
-        """A console attached to this (the sentinel's) service stops ``lane``:
-        the ranks' exits from now on are that stop's, not a failure."""
-        self._watchers.stopping(lane)
 
     # -- reading -------------------------------------------------------------
 

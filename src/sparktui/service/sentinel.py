@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -30,6 +31,8 @@ from sparktui.core.state import NodeState
 from sparktui.core.terminal import strip_controls
 from sparktui.core.thrash import ThrashLevel
 from sparktui.ops import sentinel_state
+from sparktui.ops.events import WorkflowEvent
+from sparktui.ops.journal_tail import JournalWorkflows
 from sparktui.service.attach import SentinelHub, socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
@@ -39,11 +42,16 @@ from sparktui.service.events import (
     LaneGone,
     NodeSampled,
     ServiceEvent,
+    WorkflowProgressed,
 )
 from sparktui.service.export import FleetMetrics
 from sparktui.service.lanes import LaneView
 
+log = logging.getLogger(__name__)
+
 PID_FILE = "sentinel.pid"
+JOURNAL_READ_S = 2.0
+"""How often the journal is read for workflows run by other processes."""
 
 INFO, WARNING, ERR = 6, 4, 3
 """syslog priorities (sd-daemon(3) ``<N>`` prefixes)."""
@@ -223,8 +231,8 @@ class Sentinel:
         self._lines = EventLines(config.console.poll_interval_s)
         self.lock = PidLock(config.state_dir() / PID_FILE)
         self.hub = SentinelHub(socket_path(config.state_dir()), clock=self.clock,
-                               pid=os.getpid(), on_stopping=service.lane_stopping,
-                               on_workflow=service.from_console)
+                               pid=os.getpid())
+        self._journal_task: asyncio.Task[None] | None = None
         self._good_nodes: dict[str, float] = {}
         self._written_at = 0.0
         self.metrics: FleetMetrics | None = None
@@ -260,6 +268,24 @@ class Sentinel:
         except OSError as exc:  # a full disk must not stop the watch
             self._emit(WARNING, f"sentinel: cannot write {sentinel_state.FILE}: {exc}")
 
+    async def _workflows(self) -> None:
+        """Every workflow any process runs from now on (a console's, a shell's
+        `sparktui stop`), as the journal tells it, into the night desk: the
+        recording holds it and a failure reaches the phone. Not sent to the
+        consoles: the one that runs it shows it already."""
+        tail = self.service.journal
+        assert tail is not None
+        tail.subscribe(JournalWorkflows(self._workflow), from_now=True)
+        while True:
+            await self.clock.sleep(JOURNAL_READ_S)
+            tail.read()
+
+    def _workflow(self, event: WorkflowEvent) -> None:
+        try:
+            self.service.night.on_event(WorkflowProgressed(event))
+        except Exception:  # the night desk must not stop the watch
+            log.exception("night desk failed on a journaled %r", event)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Take the lock (raises `SentinelRunning`), watch until ``stop``,
         then stop every task and release the lock, whatever happened."""
@@ -268,6 +294,8 @@ class Sentinel:
             self._emit(INFO, f"sentinel: watching {len(self.config.nodes)} nodes "
                              f"(pid {os.getpid()}, state {self.config.state_dir()})")
             await self.service.start(self.on_event)
+            self._journal_task = asyncio.create_task(self._workflows(),
+                                                     name="sentinel:workflows")
             if (problem := await self.service.night.phone_problem()) is not None:
                 self._emit(WARNING, f"sentinel: {problem}")
             await self.hub.start()
@@ -279,6 +307,9 @@ class Sentinel:
             await stop.wait()
             self._emit(INFO, "sentinel: stopping")
         finally:
+            if self._journal_task is not None:
+                self._journal_task.cancel()
+                await asyncio.gather(self._journal_task, return_exceptions=True)
             if self._exposition is not None:
                 await self._exposition.close()
             await self.hub.close()
