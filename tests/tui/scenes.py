@@ -281,6 +281,7 @@ SCENES = (
     Scene("confirm-power-cycle", (100, 36), confirm_modal),
     Scene("confirm-power-cycle-80x24", (80, 24), confirm_modal),
     Scene("refusal-protected-node", (100, 36), refusal_modal),
+    Scene("refusal-protected-node-80x24", (80, 24), refusal_modal),
     Scene("help-80x24", (80, 24), help_screen),
     *(Scene(f"{name}-{w}x{h}", (w, h), steps)
       for name, steps in (("incident", incident), ("incident-alerts", incident_alerts),

@@ -121,6 +121,24 @@ def steps_summary(preview: ActionPreview) -> Text:
     return text
 
 
+def steps_flowing(preview: ActionPreview) -> Text:
+    """Every step, numbered, as one flowing paragraph, each target said when
+    it changes: a refusal's "would have run" whole in three rows at 80x24
+    (one line per step put all but the first below the fold)."""
+    steps = plan_parts(preview)[0]
+    text = Text()
+    where = ""
+    for i, step in enumerate(steps, 1):
+        text.append(" · " if i > 1 else "")
+        text.append(f"{i}. {step.step}", style="bold")
+        if step.target != where:
+            text.append(f" [{step.target}]")
+            where = step.target
+    if not steps:
+        text.append("no step", style="dim")
+    return text
+
+
 def plan_text(preview: ActionPreview) -> Text:
     """Every step with its exact command, Home Assistant call or wait: the
     CLI's "what will happen" lines (PlannedStep.describe)."""
@@ -285,11 +303,14 @@ class RefusalScreen(ActionModal):
             with VerticalScroll(id="dialog-body", can_focus=False):
                 yield Label(f"Why: {grouped(p.refusals)}", classes="section first")
                 yield Static(grouped_verdict_text(p.refusals), id="reasons")
+                # what it would have done before the guards that passed: at
+                # 80x24 every step stays in view, the passes go below the fold
+                yield Label(f"Would have run ({len(plan_parts(p)[0])} steps)",
+                            classes="section")
+                yield Static(steps_flowing(p), id="steps")
                 yield Label("Guards", classes="section")
                 yield Static(verdict_summary(plan_parts(p)[1], refusals_shown=True),
                              id="verdicts")
-                yield Label("Would have run", classes="section")
-                yield Static(steps_summary(p), id="steps")
                 yield from self.details()
             if self.overridable:
                 names = ", ".join(sorted(o.value for o in p.report.needed_overrides()))
