@@ -98,3 +98,27 @@ async def test_health_flags_nodes_sharing_one_host_key(tmp_path, capsys, monkeyp
     assert {f["subject"] for f in keys} == set(cfg.nodes)
     assert all(not f["blocks_serve"] for f in keys)  # a warning: a serve is not refused
     assert code == 0 and report["ok"] is True
+
+
+async def test_a_refused_serve_dry_run_prints_the_verdict_then_every_step(tmp_path, capsys,
+                                                                         monkeypatch):
+    """Issue 28 item 8: `serve RECIPE --dry-run` of a refused recipe printed the
+    verdicts and no launch; its text ended with the last PASS line. Now, on
+    stdout: the verdict first, the refusals, the other guards, every step and
+    every rank's docker run, refused or not, and the verdict last."""
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg) as sim:
+        # Boot D on its own (protected) cluster: the fit and the protection refuse
+        code = await h.sparktui(cfg, "serve", "dsv41-flash-r37-4x-eager", "--dry-run",
+                                monkeypatch=monkeypatch)
+        out = capsys.readouterr().out
+        assert not any(sim.nodes[n].docker.containers for n in sim.nodes)
+    lines = out.splitlines()
+    assert code == 3, out
+    assert lines[0].startswith("serve dsv41-flash-r37-4x-eager: REFUSED ("), out
+    assert lines[1] == "refused:" and lines[2].startswith("  [REFUSE] "), out
+    first_pass = next(i for i, ln in enumerate(lines) if ln.startswith("  [PASS]"))
+    assert all(not ln.startswith("  [REFUSE]") for ln in lines[first_pass:]), out
+    assert any(ln.startswith("would run (") for ln in lines), out
+    assert out.count("docker run -d --name sparktui-dsv41-flash-r37-4x-eager-r") == 4, out
+    assert lines[-1].startswith("verdict: REFUSED ("), out

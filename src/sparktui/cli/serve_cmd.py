@@ -1,7 +1,9 @@
 """`sparktui serve RECIPE --cluster C`: the guarded serve, through readiness by
 default (`--detach` returns once the ranks started), progress on stderr.
-`--dry-run [--json]` prints the plan (every guard verdict and step, from one
-probe of the cluster) and runs nothing; `--print-commands` prints the exact
+`--dry-run [--json]` prints the plan on stdout (from one probe of the
+cluster) and runs nothing: the verdict first, the refusals, every other guard,
+then every step with its exact command (each rank's docker run), refused or
+not, and the verdict again last; `--print-commands` prints the exact
 per-rank commands without contacting any node."""
 
 from __future__ import annotations
@@ -16,9 +18,19 @@ from ..core.recipe_load import load_recipe
 from ..core.render import plan
 from ..ops.context import open_context
 from ..ops.guards import parse_overrides
+from ..ops.plan import dry_run_lines
+from ..ops.workflows.execute import prepare
 from ..ops.workflows.serve import Serve, ServeOptions
 from .common import print_json, recipe_and_cluster
-from .ops_common import EXIT_INPUT, add_common, drive, run_async, stderr_printer
+from .ops_common import (
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_common,
+    drive,
+    run_async,
+    stderr_printer,
+)
 from .wait_cmd import parse_duration
 
 
@@ -99,5 +111,10 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
     options = ServeOptions(detach=args.detach, keep=args.keep, overrides=overrides,
                            build_node=args.build_node, stall_after_s=args.stall_after,
                            qualify=not args.no_qualify)
+    serve = Serve(recipe, args.cluster or recipe.cluster, options)
     async with open_context(config, emit=stderr_printer(final=args.json)) as ctx:
-        return await drive(ctx, Serve(recipe, args.cluster or recipe.cluster, options), args)
+        if args.dry_run and not args.json:
+            plan = await prepare(ctx, serve)
+            print("\n".join(dry_run_lines(plan)))
+            return EXIT_OK if plan.allowed else EXIT_REFUSED
+        return await drive(ctx, serve, args)

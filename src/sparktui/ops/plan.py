@@ -189,3 +189,41 @@ def verdict_json(v: Verdict) -> dict[str, object]:
     """One verdict as ``--dry-run --json`` prints it."""
     return {"guard": v.guard, "ok": not v.refused, "overridable": v.override is not None,
             "message": v.message}
+
+
+def verdict_word(plan: Plan) -> str:
+    """The plan's verdict in one line: ``REFUSED (2 refusals; overridable with
+    --override fit,kernel)``, ``ALLOWED (1 overridden, 1 warning)``."""
+    report = plan.report
+    if report.refused:
+        n = len(report.refused)
+        needed = ",".join(sorted(o.value for o in report.needed_overrides()))
+        how = (f"overridable with --override {needed}" if needed and not report.blocking()
+               else f"{len(report.blocking())} not overridable")
+        return f"REFUSED ({n} refusal{'s' if n > 1 else ''}; {how})"
+    notes = [f"{len(vs)} {word}" for vs, word in ((report.overridden, "overridden"),
+                                                  (report.warnings, "warning(s)")) if vs]
+    return "ALLOWED" + (f" ({', '.join(notes)})" if notes else "")
+
+
+def dry_run_lines(plan: Plan) -> list[str]:
+    """``--dry-run`` as text: the verdict first, then the refusals, every other
+    verdict, and every step with its exact command, refused or not (a dry run
+    is how a plan is read before the night); the verdict again last, so the
+    end of the output (what a terminal leaves in view) says it too."""
+    word = verdict_word(plan)
+    head = f"{plan.workflow} {plan.target}: {word}"
+    out = [head]
+    refused = plan.report.refused
+    if refused:
+        out.append("refused:")
+        out += [f"  [REFUSE] {v.guard} {v.subject}: {v.message}" for v in refused]
+    others = [v for v in plan.report.verdicts if not v.refused]
+    if others:
+        out.append("guards:")
+        out += [f"  [{outcome(v)}] {v.guard} {v.subject}: {v.message}" for v in others]
+    out.append(f"{'would run' if refused else 'will run'} ({len(plan.steps)} steps"
+               + (", none runs while refused):" if refused else "):"))
+    out += [f"  {i}. {s.describe()}" for i, s in enumerate(plan.steps, 1)]
+    out.append(f"verdict: {word}; dry run, nothing was run")
+    return out
