@@ -11,12 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sparktui.core.qualify import (
+    ENGINE_TIMERS,
+    BenchClock,
+    EngineTiming,
     GateState,
     bench_from,
     check_copy,
     check_identifiers,
     copy_prompt,
     describe_gate,
+    engine_timing,
+    exports_timers,
     identifier_prompt,
     identifiers,
     judge,
@@ -102,12 +107,61 @@ def test_identifier_differences_are_named():
 
 
 def test_bench_figures_in_the_seeds_units():
-    b = bench_from(0, 1956, 128, 2.193, 127 / 33.2)
+    b = bench_from(0, 1956, 128, 2.193, 127 / 33.2, BenchClock.ENGINE)
     assert b.describe() == "d0 c1: 892 pp / 33.2 tg / 2,193 ms"
+    assert b.to_json()["clock"] == "engine"
+    c = bench_from(0, 1956, 128, 2.193, 127 / 33.2, BenchClock.CLIENT)
+    assert c.describe() == "d0 c1: 892 pp / 33.2 tg / 2,193 ms (on the client's clock)"
+
+
+def test_a_journaled_bench_without_a_clock_was_the_clients():
+    """Gates journaled before the engine timed the bench read as they were measured."""
+    old = bench_from(0, 1956, 128, 2.193, 127 / 33.2, BenchClock.ENGINE).to_json()
+    del old["clock"]
+    text = describe_gate({"state": "qualified", "bench": old})
+    assert text.endswith("d0 c1: 892 pp / 33.2 tg / 2,193 ms (on the client's clock)")
+
+
+def timers(prefix: str, n: float, ttft: float, e2e: float) -> dict[str, float]:
+    return {f"{prefix}:time_to_first_token_seconds_count": n,
+            f"{prefix}:time_to_first_token_seconds_sum": ttft,
+            f"{prefix}:e2e_request_latency_seconds_count": n,
+            f"{prefix}:e2e_request_latency_seconds_sum": e2e,
+            f"{prefix}:generation_tokens_total": 7.0 * n}
+
+
+@given(prefix=st.sampled_from(["vllm", "sglang"]), n=st.integers(0, 10_000),
+       sums=st.tuples(st.floats(0, 1e6), st.floats(0, 1e6)),
+       ttft=st.floats(1e-4, 600.0), decode=st.floats(0.0, 600.0))
+def test_the_engine_times_the_one_request_between_two_answers(prefix, n, sums, ttft, decode):
+    """TTFT and decode are the timers' sums grown by the one request, on the
+    engine's clock: whoever reads them, on whatever clock, gets these."""
+    before = timers(prefix, n, sums[0], sums[0] + sums[1])
+    after = timers(prefix, n + 1, sums[0] + ttft, sums[0] + sums[1] + ttft + decode)
+    assert exports_timers(before) and exports_timers(after)
+    got = engine_timing(before, after)
+    assert got is not None
+    assert abs(got.ttft_s - ttft) <= 1e-6 * max(1.0, sums[0])
+    assert abs(got.decode_s - decode) <= 1e-6 * max(1.0, sum(sums))
+
+
+@given(grew=st.integers(0, 5).filter(lambda g: g != 1))
+def test_no_engine_timing_unless_exactly_one_request_finished(grew):
+    """The canary's completion finishing inside the bench spoils the sums."""
+    assert engine_timing(timers("vllm", 3, 1.0, 4.0), timers("vllm", 3 + grew, 2.0, 9.0)) is None
+
+
+def test_no_engine_timing_without_both_timers():
+    sglang_ttft_only = {"sglang:time_to_first_token_seconds_count": 1.0,
+                        "sglang:time_to_first_token_seconds_sum": 0.5}
+    assert not exports_timers(sglang_ttft_only) and not exports_timers({})
+    assert engine_timing({}, sglang_ttft_only) is None
+    assert engine_timing({}, timers("vllm", 1, 0.25, 2.25)) == EngineTiming(0.25, 2.0)
+    assert {t.split(":")[0] for pair in ENGINE_TIMERS for t in pair} == {"vllm", "sglang"}
 
 
 def test_garbled_wins_over_slow_and_slow_needs_a_floor():
-    bench = bench_from(0, 100, 128, 0.5, 127 / 10.0)
+    bench = bench_from(0, 100, 128, 0.5, 127 / 10.0, BenchClock.ENGINE)
     clean = (check_copy("EN", EN, EN),)
     ids = check_identifiers(identifiers(1), json.dumps({"identifiers": identifiers(1)}))
     assert judge("l", clean, ids, bench, QualifySpec()).state is GateState.QUALIFIED

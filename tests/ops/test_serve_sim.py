@@ -77,3 +77,4 @@ async def test_a_serve_whose_gate_says_garbled_fails(sim_ctx, fleet_config):
         assert result.detail.get("qualify", {}).get("state") == "garbled", result.message
         assert not result.ok
         assert "serving on" in result.message and "GARBLED" in result.message
+        assert ", UNQUALIFIED (garbled): quality gate: GARBLED" in result.message

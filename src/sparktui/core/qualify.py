@@ -12,7 +12,14 @@ way. So, after readiness, the lane is asked at temperature 0 to
 - echo six generated identifiers (hex id, snake_case, a path, a number with
   separators, a UUID, a build tag) in a JSON answer: ``6/6`` or which differ;
 - run a smoke bench at concurrency 1 (TTFT, decode and prefill tokens/s);
-  decode below the recipe's floor makes it **slow**.
+  decode below the recipe's floor makes it **slow**. The bench is timed on
+  the engine's clock: its own ``/metrics`` histograms (time to first token,
+  end-to-end latency) read before and after the one request, so the console
+  and ``sparktui qualify`` print the same figures for the same lane whatever
+  clock each runs on and however loaded its host is (the console on the
+  simulator's clock once read "2 pp / 9.9 tg / 8,710 ms" where the CLI on
+  wall time read "346 pp / 1649.8 tg / 55 ms"). Only an engine that exports
+  neither histogram is timed on the client's clock, and the figures say so.
 
 Reasoning models whose template ignores ``thinking: false`` write their plan
 into the content before the answer (the seeds' glm47 template): a leading
@@ -25,6 +32,7 @@ import json
 import random
 import re
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -243,6 +251,55 @@ def check_identifiers(expected: tuple[str, ...], answer: str) -> IdentifierCheck
     return IdentifierCheck(expected, parse_identifiers(answer))
 
 
+class BenchClock(StrEnum):
+    """Whose clock timed a bench."""
+
+    ENGINE = "engine"
+    """The engine's own /metrics histograms: the clock its tokens are made on."""
+    CLIENT = "client"
+    """The asking process's clock: the engine exports no timer, or another
+    request finished inside each try."""
+
+
+ENGINE_TIMERS = (("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds"),
+                 ("sglang:time_to_first_token_seconds", "sglang:e2e_request_latency_seconds"))
+"""The histograms vLLM and SGLang time each request with (TTFT, end to end)."""
+
+
+@dataclass(frozen=True)
+class EngineTiming:
+    """One request as the engine timed it."""
+
+    ttft_s: float
+    decode_s: float
+    """End to end less time to first token."""
+
+
+def exports_timers(metrics: Mapping[str, float]) -> bool:
+    """Does this ``/metrics`` answer (``parse_metrics``) carry both timers?"""
+    return any(f"{t}_count" in metrics and f"{e}_count" in metrics for t, e in ENGINE_TIMERS)
+
+
+def engine_timing(before: Mapping[str, float], after: Mapping[str, float]
+                  ) -> EngineTiming | None:
+    """The one request that finished between two ``/metrics`` answers, on the
+    engine's clock: each timer's sum grown, when each count grew by exactly
+    one (None otherwise: another request ran meanwhile, or no timer)."""
+    for ttft, e2e in ENGINE_TIMERS:
+        if f"{ttft}_count" not in after or f"{e2e}_count" not in after:
+            continue
+        grown = {n: (after[f"{n}_count"] - before.get(f"{n}_count", 0.0),
+                     after.get(f"{n}_sum", 0.0) - before.get(f"{n}_sum", 0.0))
+                 for n in (ttft, e2e)}
+        if any(count != 1 for count, _ in grown.values()):
+            return None
+        first, whole = grown[ttft][1], grown[e2e][1]
+        if first <= 0 or whole < first - 1e-6:  # a sum that fell: the engine restarted
+            return None
+        return EngineTiming(first, max(0.0, whole - first))
+    return None
+
+
 @dataclass(frozen=True)
 class Bench:
     """One request at concurrency 1: the seeds' "d0 c1: 892 pp / 33.2 tg / 2,193 ms"."""
@@ -254,25 +311,27 @@ class Bench:
     decode_tps: float | None
     """Tokens after the first over the time after the first; None with one token."""
     prefill_tps: float
+    clock: BenchClock = BenchClock.ENGINE
 
     def describe(self) -> str:
         tg = f"{self.decode_tps:.1f}" if self.decode_tps is not None else "?"
+        on = " (on the client's clock)" if self.clock is BenchClock.CLIENT else ""
         return (f"d{self.depth} c1: {self.prefill_tps:,.0f} pp / {tg} tg / "
-                f"{self.ttft_ms:,.0f} ms")
+                f"{self.ttft_ms:,.0f} ms{on}")
 
     def to_json(self) -> dict[str, Any]:
         return {"depth": self.depth, "prompt_tokens": self.prompt_tokens,
                 "completion_tokens": self.completion_tokens, "ttft_ms": round(self.ttft_ms, 1),
                 "decode_tps": None if self.decode_tps is None else round(self.decode_tps, 2),
-                "prefill_tps": round(self.prefill_tps, 1)}
+                "prefill_tps": round(self.prefill_tps, 1), "clock": self.clock.value}
 
 
 def bench_from(depth: int, prompt_tokens: int, completion_tokens: int, ttft_s: float,
-               decode_s: float) -> Bench:
+               decode_s: float, clock: BenchClock) -> Bench:
     decode = ((completion_tokens - 1) / decode_s
               if completion_tokens > 1 and decode_s > 0 else None)
     return Bench(depth, prompt_tokens, completion_tokens, ttft_s * 1000.0, decode,
-                 prompt_tokens / ttft_s if ttft_s > 0 else 0.0)
+                 prompt_tokens / ttft_s if ttft_s > 0 else 0.0, clock)
 
 
 def compare(bench: Bench, spec: QualifySpec) -> str:
@@ -370,9 +429,10 @@ def describe_gate(d: dict[str, Any]) -> str:
     if reasoning:
         text += (f"; a leading reasoning block ({reasoning} chars) was skipped: the template "
                  "writes its plan into the content")
-    if (b := d.get("bench")) is not None:
+    if (b := d.get("bench")) is not None:  # a bench journaled before "clock" was the client's
         text += "; " + Bench(b["depth"], b["prompt_tokens"], b["completion_tokens"],
-                             b["ttft_ms"], b["decode_tps"], b["prefill_tps"]).describe()
+                             b["ttft_ms"], b["decode_tps"], b["prefill_tps"],
+                             BenchClock(b.get("clock", BenchClock.CLIENT))).describe()
     return text
 
 

@@ -25,12 +25,12 @@ from sparktui.core.benchrun import Cell, cell_of, markdown, regressions
 from sparktui.core.config import Config
 from sparktui.core.envelope import DEFAULT_RUNGS
 from sparktui.core.errors import InputError
-from sparktui.core.qualify import BENCH_MAX_TOKENS, Bench, bench_from, bench_prompt
+from sparktui.core.qualify import BENCH_MAX_TOKENS, Bench
 from sparktui.core.recipe_load import recipe_file
 from sparktui.ops.guards import Override, evaluate, prompt_length
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import lane_needs, recipe_ceiling, serving_lane
+from sparktui.ops.workflows.qualify import bench_request, lane_needs, recipe_ceiling, serving_lane
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -167,16 +167,10 @@ class LaneBench:
                                        "regressions": flagged, "recorded": recorded})
 
     async def _one(self, ctx: Any, client: EngineClient, model: str, depth: int) -> Bench:
-        prompt = bench_prompt(depth)
-        answer = await client.chat(model, prompt, max_tokens=BENCH_MAX_TOKENS,
-                                   timeout=REQUEST_TIMEOUT_S, clock=ctx.clock.monotonic,
-                                   fixed_length=True)
-        if answer.error:
-            raise RuntimeError(answer.error)
-        if answer.ttft_s is None:
-            raise RuntimeError("the request streamed no token")
-        return bench_from(depth, answer.prompt_tokens or max(1, len(prompt) // 4),
-                          answer.completion_tokens or 0, answer.ttft_s, answer.decode_s or 0.0)
+        """The gate's bench request (engine-timed at c1; concurrent ones overlap
+        in the engine's timers and are timed on the client's clock, and say so)."""
+        return await bench_request(client, model, depth, timeout=REQUEST_TIMEOUT_S,
+                                   clock=ctx.clock)
 
     def _write(self, folder: Path, before: Path | None, when: str,
                cells: list[Cell]) -> dict[str, Any]:

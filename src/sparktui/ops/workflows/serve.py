@@ -430,8 +430,9 @@ async def _readiness(run: WorkflowRun, recipe: Recipe, cluster: str, launch: Lau
                 gate = await run_gate(run, lane, ctx.api_host(launch.ranks[0].node),
                                       recipe.port, recipe.qualify)
                 detail["qualify"] = gate.detail()
-                message += f"; {gate.describe()}"
                 passed = gate.passed  # serving but unqualified is no success
+                message += f"; {gate.describe()}" if passed else \
+                    f", UNQUALIFIED ({gate.state.value}): {gate.describe()}"
             run.finish(passed, message, detail)
             return
         if result.failure is not None:
