@@ -183,6 +183,13 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     # the entry's own help line (the typed query alone also reads "send the 150K prompt")
     t.wait("the demo trigger offered", lambda s: "150,000-token request" in s)
     t.keys("Down", "Enter")  # the best match first: highlight it, run it
+    # the 196k lane's envelope is unmeasured: the prompt-length guard refuses it,
+    # and the operator reproducing the incident overrides it by typing the name
+    t.wait("the prompt-length refusal", lambda s: "o: override prompt-length" in s, timeout=60)
+    t.keys("o")
+    t.wait("the typed confirm", lambda s: f"type {LANE} to confirm" in s, timeout=60)
+    t.type(LANE)
+    t.keys("Enter")
     t.wait("the prompt sent", lambda s: "150,000-token prompt" in s)
 
     # the alert line: the thrash, in its own row under the header, nothing covered

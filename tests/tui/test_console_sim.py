@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from sparktui.cli import demo_cmd
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState
@@ -143,6 +144,25 @@ async def test_protected_node_is_refused_in_the_modal(tmp_path: Path) -> None:
         assert not c.sim.ha.calls
 
 
+async def fire_the_demo_prompt(pilot, c, lane: str) -> None:
+    """The demo palette's 150K prompt, as the operator reproduces the incident: the
+    prompt-length guard refuses it (the lane's envelope is unmeasured), ``o``
+    overrides it, the lane's name typed; then it is sent."""
+    (run,) = [cmd[1] for cmd in demo_cmd.triggers(c.sim, c.service, c.app)
+              if cmd[0] == f"demo: send the 150K prompt to {lane}"]
+    run()
+    await until(c, lambda: isinstance(c.app.screen, RefusalScreen))
+    assert {v.guard for v in c.app.screen.preview.refusals} == {"prompt-length"}
+    assert not any(r.prompt_tokens == 150_000 for r in c.sim.lane_rank0(lane).requests)
+    await pilot.press("o")
+    await until(c, lambda: isinstance(c.app.screen, ConfirmActionScreen))
+    assert c.app.screen.preview.confirmation.typed
+    await typed(pilot, *lane)
+    await pilot.press("enter")
+    await until(c, lambda: any(r.prompt_tokens == 150_000
+                               for r in c.sim.lane_rank0(lane).requests))
+
+
 async def test_long_prompt_raises_the_thrash_alert_with_evidence(tmp_path: Path) -> None:
     lane = "glm53-mxfp4-fp8-4x-r39-196k"
     async with sim_console(tmp_path, "long-prompt") as c, \
@@ -152,7 +172,7 @@ async def test_long_prompt_raises_the_thrash_alert_with_evidence(tmp_path: Path)
         lanes = c.app.main_screen.query_one(LanesTable)
         await until(c, lambda: lanes.row_count and str(lanes.get_cell(lane, "phase"))
                     == "serving", max_sim_s=4 * 3600, step=BOOT_STEP_S)
-        c.sim.run_prompt(lane, 150_000)
+        await fire_the_demo_prompt(pilot, c, lane)
         book = c.app.alerts
         def thrashing() -> set[str]:
             return {e.alert.subject for e in book.active.values() if e.alert.level == "thrash"}

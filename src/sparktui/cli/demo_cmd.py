@@ -13,7 +13,8 @@ configured, not a slow tier (docker, Home Assistant, liveness) on every tick.
 
 The palette (`:`) offers the scenario's trigger first, as "demo: ..." entries:
 the long-prompt night plays from the keyboard alone (serve the 196k lane,
-then "demo: send the 150K prompt to <lane>"), and so does Boot D ("demo: Boot D",
+then "demo: send the 150K prompt to <lane>": refused by the prompt-length guard,
+``o`` overrides it with the lane's name typed), and so does Boot D ("demo: Boot D",
 the refused serve with the fit overridden: the OOM prediction, then the thrash).
 """
 
@@ -118,7 +119,8 @@ def triggers(sim: Sim, service: ClusterService, app: SparkTUI) -> list[Command]:
         out.append((f"demo: send the 150K prompt to {name}",
                     partial(_send_prompt, sim, app, name),
                     f"a {LONG_PROMPT_TOKENS:,}-token request, as the 22:45 one "
-                    "(long-prompt scenario: sample_tokens times out, nodes thrash)"))
+                    "(long-prompt scenario: sample_tokens times out, nodes thrash); "
+                    "refused past the lane's envelope unless overridden"))
     return out
 
 
@@ -131,10 +133,12 @@ def boot_d_cluster(config: Config, own: str) -> str:
                  if len(c.nodes) == size and not protected & set(c.nodes)), own)
 
 
-def _send_prompt(sim: Sim, app: SparkTUI, lane: str) -> None:
-    try:
-        sim.run_prompt(lane, LONG_PROMPT_TOKENS)
-    except (KeyError, LookupError, ValueError) as exc:
-        app.notify(f"could not send the prompt to {lane}: {exc}", severity="error")
-        return
-    app.notify(f"sent a {LONG_PROMPT_TOKENS:,}-token prompt to {lane} (demo)")
+def _send_prompt(sim: Sim, app: SparkTUI, lane: str,
+                 overrides: frozenset[Override] = frozenset()) -> None:
+    """The long prompt as a guarded workflow (ops/workflows/prompt.py): on a lane
+    whose envelope is unmeasured (the 196k lane) or whose ceiling is shorter it is
+    refused, and ``o`` on the refusal fires it anyway, the lane's name typed."""
+    app.propose(lambda: app.service.preview_prompt(
+        lane, LONG_PROMPT_TOKENS, partial(sim.run_prompt, lane, LONG_PROMPT_TOKENS), overrides),
+        f"the {LONG_PROMPT_TOKENS:,}-token prompt to {lane}",
+        partial(_send_prompt, sim, app, lane))

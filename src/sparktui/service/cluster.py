@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Protocol
@@ -43,6 +43,7 @@ from sparktui.ops.stop_intents import StopIntents
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
+from sparktui.ops.workflows.prompt import LanePrompt
 from sparktui.ops.workflows.qualify import LaneNews, Qualify, lane_news, oom_news
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
@@ -327,6 +328,14 @@ class ClusterService:
         """The quality gate on a serving lane (reads only; its guards: the lane
         exists and serves)."""
         return await self._preview(Qualify(lane, depth), f"Qualify lane {lane}")
+
+    async def preview_prompt(self, lane: str, tokens: int, send: Callable[[], object],
+                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:
+        """One long prompt to a serving lane (the demo's trigger; ``send`` sends it)
+        under the prompt-length guard: beyond the lane's measured ceiling, or its
+        first rung while unmeasured, it is refused unless overridden by the typed name."""
+        return await self._preview(LanePrompt(lane, tokens, send, overrides),
+                                   f"Send a {tokens:,}-token prompt to {lane}")
 
     async def preview_serve(self, recipe: str, cluster: str | None = None,
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:

@@ -23,14 +23,18 @@ from typing import Any
 from sparktui.adapters.engine_http import EngineClient
 from sparktui.core.benchrun import Cell, cell_of, markdown, regressions
 from sparktui.core.config import Config
-from sparktui.core.envelope import DEFAULT_RUNGS
 from sparktui.core.errors import InputError
 from sparktui.core.qualify import BENCH_MAX_TOKENS, Bench
 from sparktui.core.recipe_load import recipe_file
-from sparktui.ops.guards import Override, evaluate, prompt_length
+from sparktui.ops.guards import Override, evaluate
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import bench_request, lane_needs, recipe_ceiling, serving_lane
+from sparktui.ops.workflows.qualify import (
+    bench_request,
+    lane_needs,
+    lane_prompt_length,
+    serving_lane,
+)
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -75,9 +79,8 @@ class LaneBench:
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, rank0 = serving_lane(state, self.lane)
         if self.depths[-1] > 0:
-            verdicts.append(prompt_length(self.lane, self.depths[-1],
-                                          recipe_ceiling(state.config, self.lane),
-                                          DEFAULT_RUNGS[0], f"the d{self.depths[-1]} prompt"))
+            verdicts.append(lane_prompt_length(state.config, self.lane, self.depths[-1],
+                                               f"the d{self.depths[-1]} prompt"))
         steps = [cell_step(self.lane, d, c) for d in self.depths for c in self.concurrency]
         steps.append(PlannedStep("bench report", self.lane,
                                  f"write recipes/{self.lane}/reports/<UTC time>{REPORT_SUFFIX}"

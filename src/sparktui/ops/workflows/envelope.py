@@ -38,10 +38,15 @@ from sparktui.core.probe import parse_probe, probe_script
 from sparktui.core.qualify import bench_prompt
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules
-from sparktui.ops.guards import Override, evaluate, prompt_length
+from sparktui.ops.guards import Override, evaluate
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
-from sparktui.ops.workflows.qualify import lane_needs, recipe_ceiling, serving_lane
+from sparktui.ops.workflows.qualify import (
+    lane_needs,
+    lane_prompt_length,
+    recipe_ceiling,
+    serving_lane,
+)
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
 from sparktui.watch.readiness import RankContainer
 
@@ -191,9 +196,9 @@ class Envelope:
         # measured: no rung beyond the ceiling; unmeasured: the ladder starts low
         # (each later rung is then checked on the prediction, before it is sent)
         tokens = self.rungs[-1] if ceiling is not None else self.rungs[0]
-        verdicts.append(prompt_length(self.lane, tokens, ceiling, DEFAULT_RUNGS[0],
-                                      "the last rung" if ceiling is not None else
-                                      "the first rung"))
+        verdicts.append(lane_prompt_length(state.config, self.lane, tokens,
+                                           "the last rung" if ceiling is not None else
+                                           "the first rung"))
         report = evaluate(verdicts, self.overrides)
         nodes = tuple(sorted({r.node for r in ranks}))
         window = _window(state.config, self.lane)

@@ -204,6 +204,14 @@ def recipe_ceiling(config: Config, lane: str) -> int | None:
         return None
 
 
+def lane_prompt_length(config: Config, lane: str, tokens: int, what: str) -> Verdict:
+    """The one prompt-length guard (ops/guards.py `prompt_length`) of a prompt of
+    ``tokens`` to ``lane``, against its recipe's measured ceiling (unmeasured: the
+    ladder's first rung): the gate's --depth, the ladder's rungs, the bench's
+    depths and the demo's long prompt."""
+    return prompt_length(lane, tokens, recipe_ceiling(config, lane), DEFAULT_RUNGS[0], what)
+
+
 def lane_needs(config: Config, lane: str) -> Needs:
     """What a workflow on a serving lane reads: every node, and the lane's port."""
     port = _recipe_port(config, lane)
@@ -278,9 +286,8 @@ class Qualify:
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, rank0 = serving_lane(state, self.lane)
         if self.depth > 0:
-            verdicts.append(prompt_length(self.lane, self.depth,
-                                          recipe_ceiling(state.config, self.lane),
-                                          DEFAULT_RUNGS[0], f"the d{self.depth} bench prompt"))
+            verdicts.append(lane_prompt_length(state.config, self.lane, self.depth,
+                                               f"the d{self.depth} bench prompt"))
         report = evaluate(verdicts, self.overrides)
         return Plan(self.kind, self.lane, report, tuple(plan_gate(self.lane, self.depth)), self,
                     detail={"lane": self.lane, "depth": self.depth,
