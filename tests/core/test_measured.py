@@ -1,10 +1,20 @@
 """What a boot measured: milestones are the last reading in each phase (the
 tightest node), KV bytes per token is the pool's GiB over its tokens, and the
-fit finds the newest successful boot of the recipe on that cluster only."""
+fit finds the newest successful boot of the recipe on that cluster only; both
+engines' boot lines (the golden dialect transcripts) give the figures."""
 
 from __future__ import annotations
 
-from sparktui.core.measured import MemoryMarks, boot_figures, last_boot
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
+from fixtures.dialects.golden import scenario
+from sparktui.core.logsig import classify
+from sparktui.core.measured import MemoryMarks, boot_figures, last_boot, memory_figure
+from sparktui.core.phases import PhaseTracker
 
 GIB_KIB = 1024 * 1024
 
@@ -33,3 +43,52 @@ def test_the_newest_ready_boot_of_this_recipe_and_cluster_is_found():
     assert boot.kv_bytes_per_token == int(6 * 2**30 / 136_770)
     assert last_boot(ends, "x", "c") is None
     assert boot.to_json()["kv_bytes_per_token"] == boot.kv_bytes_per_token
+
+
+def booted(name: str) -> PhaseTracker:
+    """Rank 0 of a golden boot transcript (tests/fixtures/dialects) through the
+    phase tracker, as the serve reads it."""
+    _, ranks = scenario(name)
+    t = PhaseTracker(name, stall_after_s=600.0, start=0.0)
+    for i, (ts, line) in enumerate(ranks[0]):
+        t.feed(0, line, float(i), ts=ts)
+    return t
+
+
+def test_sglang_boot_lines_measure_weights_and_the_kv_pool():
+    """SGLang 0.5.23's golden boot: "Load weight end. ... mem usage=29.87 GB." is the
+    weights, "KV Cache is allocated. ... #tokens: 412160, K size: 17.69 GB, V size:
+    17.69 GB" the pool (K + V, GiB as SGLang computes them), so KV bytes per token
+    is measured on SGLang lanes too."""
+    for name in ("sglang05-single", "sglang05-2node-fp8"):
+        t = booted(name)
+        assert t.memory_gib == {"weights": 29.87, "kv": 35.38}, name
+        m = boot_figures(t.memory_gib, t.kv.tokens, t.kv.max_len)
+        assert (m["weights_per_rank_gib"], m["kv_pool_gib"], m["kv_pool_tokens"],
+                m["max_model_len"], m["graphs_gib"]) == (29.87, 35.38, 412_160, 131_072, None)
+        boot = last_boot([("wf", 1.0, {"recipe": "r", "cluster": "c", "outcome": "ready",
+                                       "measured": m})], "r", "c")
+        assert boot is not None and boot.kv_bytes_per_token == int(35.38 * 2**30 / 412_160)
+
+
+def test_vllm_boot_lines_still_measure_weights_kv_and_graphs():
+    t = booted("vllm033-v1-single")
+    assert t.memory_gib == {"weights": 29.87, "kv": 38.42, "graphs": 0.61}
+
+
+@pytest.mark.parametrize("line,want", [
+    ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000, K size: 1.25 GB, "
+     "V size: 1.30 GB", ("kv", 2.55)),
+    ("KV Cache is allocated. dtype: torch.float8_e4m3fn, #tokens: 1000, KV size: 2.50 GB",
+     ("kv", 2.5)),  # one buffer (MLA): memory_pool.py:2095
+    ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1000", None),
+    ("Memory pool end. avail mem=52.11 GB", None),  # free memory, not the pool
+    ("Load weight end. elapsed=1.00 s, type=X, quant=fp8, avail mem=9.00 GB, "
+     "mem usage=98.86 GB.", ("weights", 98.86)),
+])
+def test_each_sglang_memory_line_maps_to_its_figure(line, want):
+    from sparktui.sim.dialects import load
+
+    ev = classify(load("sglang-0.5").record(line, when=1.8e9, tp=" TP0")[0])
+    assert ev is not None
+    assert memory_figure(ev.kind, ev.fields) == want

@@ -270,8 +270,11 @@ SIGNATURES: tuple[Signature, ...] = (
          rf"Load weight end\. elapsed=(?P<seconds>{_N}) s, type=(?P<type>[^,]+),"
          rf"(?P<quant>(?: \w+=[^,]*,)*?)"  # a quantized checkpoint's quant=fp8, fmt=e4m3,
          rf" avail mem=(?P<avail_gb>{_N}) GB, mem usage=(?P<gb>{_N}) GB"),
+    # memory_pool.py:2087 (K and V apart) and :2095 (one KV buffer, e.g. MLA)
     _sig(Kind.KV_CACHE, P, Phase.KV_ALLOC, "KV Cache is allocated",
-         r"KV Cache is allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+)"),
+         r"KV Cache is allocated\. dtype: (?P<dtype>[^,]+), #tokens: (?P<tokens>\d+)"
+         rf"(?:, K size: (?P<k_gb>{_N}) GB, V size: (?P<v_gb>{_N}) GB"
+         rf"|, KV size: (?P<kv_gb>{_N}) GB)?"),
     _sig(Kind.KV_MEMORY, P, Phase.KV_ALLOC, "Memory pool end",
          rf"Memory pool end\. avail mem=(?P<avail_gb>{_N}) GB"),
     _sig(Kind.KV_CONCURRENCY, P, Phase.KV_ALLOC, "max_total_num_tokens=",

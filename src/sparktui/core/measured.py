@@ -1,6 +1,7 @@
 """What a boot measured of a recipe on a cluster (pure): the engine's own memory
 accounting as the phase tracker read it from rank 0's log (weights per rank,
-KV pool GiB and tokens, graph memory) -> KV bytes per token, kept with the
+KV pool GiB and tokens, graph memory; both engines' lines: `memory_figure`)
+-> KV bytes per token, kept with the
 boot (its workflow id and time) in the serve's journal entry, so that `fit`
 can use measured figures first and show the calculator's error beside them.
 
@@ -14,7 +15,37 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .logsig import Kind, parse_float
+
 GIB = 1024**3
+
+_VLLM_FIGURES = {Kind.LOAD_DONE: "weights", Kind.KV_MEMORY: "kv", Kind.GRAPH_DONE: "graphs"}
+"""vLLM's lines print GiB (``gib``): "Model loading took", "Available KV cache
+memory" or the pin's "reserved ... memory for KV Cache", "Graph capturing finished"."""
+
+
+def memory_figure(kind: Kind, fields: Mapping[str, str]) -> tuple[str, float] | None:
+    """The memory figure a boot line prints, as (``weights`` | ``kv`` | ``graphs``,
+    GiB), or None. vLLM prints GiB (``gib``). SGLang 0.5.23 prints "GB" that are
+    GiB: ``get_available_gpu_memory`` divides by ``1 << 30``
+    (sglang/srt/utils/common.py:576) and the KV pool's sizes by ``GB = 1024 * 1024
+    * 1024`` (sglang/srt/mem_cache/memory_pool.py:116). Its weights are "Load weight
+    end. ... mem usage=X GB." (free memory before the load minus after,
+    model_runner.py:1365, printed at :1372); its KV pool is "KV Cache is allocated.
+    ... #tokens: N, K size: X GB, V size: Y GB" (K + V, memory_pool.py:2087) or
+    "... KV size: X GB" (one buffer, :2095). It prints no graph memory."""
+    what = _VLLM_FIGURES.get(kind)
+    if what is not None and (gib := parse_float(fields.get("gib"))) is not None:
+        return what, gib
+    if kind is Kind.LOAD_DONE and (gb := parse_float(fields.get("gb"))) is not None:
+        return "weights", gb
+    if kind is Kind.KV_CACHE:
+        k, v = parse_float(fields.get("k_gb")), parse_float(fields.get("v_gb"))
+        if k is not None and v is not None:
+            return "kv", round(k + v, 2)
+        if (kv := parse_float(fields.get("kv_gb"))) is not None:
+            return "kv", kv
+    return None
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
     split_timestamp,
 )
+from sparktui.core.measured import memory_figure
 from sparktui.core.state import KIB_PER_GIB
 
 
@@ -64,7 +65,6 @@ _INFO, _PROGRESS, _FATAL = Severity.INFO, Severity.PROGRESS, Severity.FATAL
 _TRACEBACK, _EXCEPTION, _SHARD = Kind.TRACEBACK, Kind.EXCEPTION, Kind.LOAD_SHARD
 _KV_CACHE, _KV_CONCURRENCY, _KV_MEMORY = Kind.KV_CACHE, Kind.KV_CONCURRENCY, Kind.KV_MEMORY
 _GRAPH, _GRAPH_DONE = Kind.GRAPH_CAPTURE, Kind.GRAPH_DONE
-_MEMORY_FIGURES = {Kind.LOAD_DONE: "weights", Kind.KV_MEMORY: "kv", Kind.GRAPH_DONE: "graphs"}
 _FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
 _TRACEBACK_WINDOW = 400
 """An exception line ends a traceback if it comes within this many lines."""
@@ -285,8 +285,8 @@ class PhaseTracker:
     """The endpoint was confirmed to be this lane's (see :meth:`mark_serving`)."""
     memory_gib: dict[str, float] = field(default_factory=dict)
     """What the engine printed of its memory, per rank 0 line when it has one (else
-    the first rank's): ``weights`` (Model loading took), ``kv`` (available or
-    pinned KV cache), ``graphs`` (graph capture): core/measured.py keeps them."""
+    the first rank's): ``weights``, ``kv`` and ``graphs`` as core/measured.py's
+    `memory_figure` reads them from either engine's lines, and keeps them."""
     _ranks: dict[int, _Rank] = field(default_factory=dict, init=False)
     _before_stall: Phase | None = field(default=None, init=False)
     _logged: dict[Phase, tuple[_Rank, float]] = field(default_factory=dict, init=False)
@@ -493,10 +493,9 @@ class PhaseTracker:
         if ev.severity is not _PROGRESS:
             return
         phase = ev.phase
-        what = _MEMORY_FIGURES.get(kind)
-        gib = parse_float(ev.fields.get("gib")) if what is not None else None
-        if what is not None and gib is not None and (rank == 0 or what not in self.memory_gib):
-            self.memory_gib[what] = gib
+        figure = memory_figure(kind, ev.fields)
+        if figure is not None and (rank == 0 or figure[0] not in self.memory_gib):
+            self.memory_gib[figure[0]] = figure[1]
         if kind is _SHARD:
             self._shard(st, ev, ts, now)
         elif kind is _KV_CACHE or kind is _KV_CONCURRENCY or kind is _KV_MEMORY:
