@@ -39,7 +39,17 @@ async def test_bundle_of_a_running_lane(tmp_path, capsys, monkeypatch):
             next(m for m in tar.getmembers() if m.name.endswith(f"{LANE}-r0-dgx5.log"))).read()
         plan_json = json.loads(tar.extractfile(  # type: ignore[union-attr]
             next(m for m in tar.getmembers() if m.name.endswith("/plan.json"))).read())
+        kernel = tar.extractfile(  # type: ignore[union-attr]
+            next(m for m in tar.getmembers() if m.name.endswith("/kernel/dgx5.log"))).read()
     assert names[0] == "SUMMARY.md" and f"# Incident: lane {LANE}" in summary
+    # this command runs on wall time, the simulator on its own clock: two
+    # timelines, each saying its clock, and the nodes' lines are not windowed
+    # by a time on ours (the simulator's night is days behind this host's)
+    ours = summary.index("## Timeline on wall clock (UTC): journal, polls, alerts")
+    nodes = summary.index("## Timeline on the nodes' clocks")
+    assert ours < nodes and "(wall clock (UTC))" in summary.splitlines()[2]
+    assert "serve glm53-flash-eugr-2x began" in summary[ours:nodes]
+    assert kernel.strip(), "the kernel journal was windowed on another clock"
     assert 0 < rank0.count(b"\n") <= 51  # --lines 50 (+ the trailing newline)
     assert "none found in the ranks' logs" in summary  # a healthy boot: nothing fatal
     assert {f"kernel/dgx{i}.log" for i in (5, 6, 7, 8)} <= set(names)

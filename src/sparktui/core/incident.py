@@ -110,10 +110,32 @@ class KernelFinding:
     line: str
 
 
+NODES = "nodes"
+"""A time the nodes stamped: docker's and the engine's log stamps, the kernel journal."""
+OURS = "ours"
+"""A time the bundling process stamped on its own clock: journal, polls, alerts."""
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """Which clocks a bundle's times are on, so that no line of its timeline
+    sits between two on another clock (issue 25: a CLI bundle on wall time
+    interleaved a 60x simulator's log stamps, days apart)."""
+
+    ours: str
+    """This process's clock, in words (``wall clock (UTC)``, ``simulated clock``)."""
+    shared: bool
+    """The nodes stamp on the same clock (production: NTP; the demo: the console
+    runs on its simulator's clock). When not, the nodes' times are never
+    compared with ours: two timelines, each on one clock."""
+
+
 @dataclass(frozen=True)
 class TimelineItem:
     t: float
     what: str
+    clock: str = OURS
+    """:data:`NODES` or :data:`OURS`: who stamped ``t``."""
 
 
 def line_time(line: str) -> float | None:
@@ -178,6 +200,7 @@ class Incident:
     missing: tuple[str, ...]
     """What could not be collected, one sentence each."""
     timeline: tuple[TimelineItem, ...]
+    clocks: Clocks
 
     @property
     def next_steps(self) -> list[str]:
@@ -194,15 +217,25 @@ class Incident:
         return steps or ["nothing fatal found in the window: read the rank logs beside this file"]
 
 
-def build_timeline(*parts: Iterable[TimelineItem]) -> tuple[TimelineItem, ...]:
-    items = sorted((i for p in parts for i in p), key=lambda i: i.t)
-    if len(items) > TIMELINE_MAX:
-        half = TIMELINE_MAX // 2
-        cut = len(items) - TIMELINE_MAX
-        items = [*items[:half], TimelineItem(items[half].t, f"... {cut} entries left out "
-                                                            f"(see the parts)"),
-                 *items[-half:]]
-    return tuple(items)
+def build_timeline(clocks: Clocks, *parts: Iterable[TimelineItem]) -> tuple[TimelineItem, ...]:
+    """The items in time order, at most TIMELINE_MAX per clock: one order when
+    the nodes stamp on our clock, else our items, then the nodes', each in
+    its own clock's order."""
+    every = [i for p in parts for i in p]
+    groups = [every] if clocks.shared else [[i for i in every if i.clock == c]
+                                            for c in (OURS, NODES)]
+    out: list[TimelineItem] = []
+    for group in groups:
+        items = sorted(group, key=lambda i: i.t)
+        if len(items) > TIMELINE_MAX:
+            half = TIMELINE_MAX // 2
+            cut = len(items) - TIMELINE_MAX
+            items = [*items[:half], TimelineItem(items[half].t, f"... {cut} entries left out "
+                                                                f"(see the parts)",
+                                                 items[half].clock),
+                     *items[-half:]]
+        out += items
+    return tuple(out)
 
 
 def findings_timeline(findings: Sequence[KernelFinding]) -> list[TimelineItem]:
@@ -216,8 +249,24 @@ def findings_timeline(findings: Sequence[KernelFinding]) -> list[TimelineItem]:
     for (node, _), (f, n) in seen.items():
         if f.t is not None:
             more = f" (+{n - 1} more)" if n > 1 else ""
-            out.append(TimelineItem(f.t, f"{node} kernel: {f.line[:160]}{more}"))
+            out.append(TimelineItem(f.t, f"{node} kernel: {f.line[:160]}{more}", NODES))
     return out
+
+
+def timeline_sections(items: Sequence[TimelineItem], clocks: Clocks) -> list[str]:
+    """SUMMARY.md's timeline: one, when the nodes stamp on our clock; else one
+    per clock, each saying which (their times are never put side by side)."""
+    def lines(part: Sequence[TimelineItem]) -> list[str]:
+        return [f"- {hhmmss(i.t)[11:19]} {i.what}" for i in part] or ["- (nothing timed)"]
+
+    if clocks.shared:
+        return ["", f"## Timeline ({clocks.ours}; the nodes' stamps are on it too)", "",
+                *lines(items)]
+    return ["", f"## Timeline on {clocks.ours}: journal, polls, alerts", "",
+            *lines([i for i in items if i.clock == OURS]),
+            "", "## Timeline on the nodes' clocks: log and kernel stamps (another clock: "
+                "not comparable with the one above)", "",
+            *lines([i for i in items if i.clock == NODES])]
 
 
 def hhmmss(t: float) -> str:
@@ -226,8 +275,9 @@ def hhmmss(t: float) -> str:
 
 def render_summary(inc: Incident) -> str:
     """SUMMARY.md: what happened, first fatal line and rank, timeline, next step."""
+    ours = inc.clocks.ours
     out = [f"# Incident: {inc.kind} {inc.subject}", "",
-           f"- window: {hhmmss(inc.since)} .. {hhmmss(inc.until)}",
+           f"- window: {hhmmss(inc.since)} .. {hhmmss(inc.until)} ({ours})",
            f"- written because: {inc.reason}", ""]
     out += ["## What happened", ""]
     if inc.failure is not None:
@@ -259,8 +309,7 @@ def render_summary(inc: Incident) -> str:
             out += ["", "lines before it:", "", "```", *f.context[-5:], "```"]
     else:
         out.append("none found in the ranks' logs")
-    out += ["", "## Timeline", ""]
-    out += [f"- {hhmmss(i.t)[11:19]} {i.what}" for i in inc.timeline] or ["- (nothing timed)"]
+    out += timeline_sections(inc.timeline, inc.clocks)
     out += ["", "## Next step", ""]
     out += [f"{n}. {s}" for n, s in enumerate(inc.next_steps, 1)]
     out += ["", "## Not collected", ""]

@@ -29,10 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.clock import Clock
+from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import InputError, Problem
 from sparktui.core.incident import (
+    NODES,
+    OURS,
+    Clocks,
     Held,
     HeldAlert,
     Incident,
@@ -130,6 +133,7 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     Raises InputError when ``subject`` is neither."""
     config, held = src.config, held or Held()
     now = src.clock.time()
+    clocks = bundle_clocks(src)
     entries = src.journal.entries()
     kind, lanes, nodes = _resolve(config, subject, entries, held)
     bundle_dir(src.state_dir)  # a state dir it cannot write to is said before collecting
@@ -170,7 +174,10 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     async def kernel(node: str) -> tuple[str, list[str]]:
         try:
             out = await _run(src, node, kernel_command())
-            return node, [ln for ln in out.splitlines() if (line_time(ln) or now) >= since]
+            got = out.splitlines()
+            if not clocks.shared:  # `since` is on our clock: this boot's last lines, unwindowed
+                return node, got
+            return node, [ln for ln in got if (line_time(ln) or now) >= since]
         except Exception as exc:
             if not isinstance(exc, _Refused):
                 dark.add(node)
@@ -240,11 +247,15 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
                for name, data in members.items()}
     members, cuts = bound_members(members, member_cap=MEMBER_CAP_BYTES,
                                   total_cap=TOTAL_CAP_BYTES)
+    fatal_t = parse_timestamp(failure.timestamp) if failure else None
     timeline = build_timeline(
+        clocks,
         (TimelineItem(e.t, _journal_words(e)) for e in mine if e.kind in ("begin", "end")
          or (e.kind == "outcome" and not e.ok)),
-        ([TimelineItem(parse_timestamp(failure.timestamp) or since, f"first fatal line, rank "
-                       f"{failure.rank}: {failure.line[:160]}")] if failure else []),
+        ([TimelineItem(since if fatal_t is None else fatal_t,
+                       f"first fatal line, rank {failure.rank}: {failure.line[:160]}"
+                       + (" (unstamped: at the window's start)" if fatal_t is None else ""),
+                       OURS if fatal_t is None else NODES)] if failure else []),
         findings_timeline(findings),
         *(state_changes(rows.get(n, [])) for n in nodes),
         (TimelineItem(a.t, f"alert {a.level} {a.subject}") for a in alerts))
@@ -252,10 +263,20 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
         subject=subject, kind=kind, reason=reason, since=since, until=now, failure=failure,
         failure_node=node_of.get(failure.rank) if failure else None,
         findings=tuple(findings), alerts=tuple(alerts), dark=tuple(sorted(dark)),
-        missing=tuple(missing + cuts), timeline=timeline)
+        missing=tuple(missing + cuts), timeline=timeline, clocks=clocks)
     summary = scrub(render_summary(incident), src.secrets).encode()
     path = _write(src, subject, now, {"SUMMARY.md": summary, **members})
     return BundleResult(path, subject, incident, path.stat().st_size)
+
+
+def bundle_clocks(src: BundleSources) -> Clocks:
+    """Our clock, and whether the nodes stamp on it: yes in production (the
+    nodes keep wall time) and in the demo (the console runs on its simulator's
+    clock); no for a process on wall time beside a simulator of its own clock
+    (`sparktui sim`: days behind and running faster)."""
+    wall = isinstance(src.clock, SystemClock)
+    return Clocks("wall clock (UTC)" if wall else "the simulator's clock (simulated UTC)",
+                  shared=not (wall and src.config.simulator.enabled))
 
 
 # -- resolving the subject --------------------------------------------------------
