@@ -34,7 +34,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sparktui.adapters.homeassistant import HomeAssistantError, SwitchState
-from sparktui.cli import power_cmd, qualify_cmd, recover_cmd, runlock_cmd, serve_cmd, stop_cmd
+from sparktui.cli import (
+    ops_common,
+    power_cmd,
+    qualify_cmd,
+    recover_cmd,
+    runlock_cmd,
+    serve_cmd,
+    stop_cmd,
+)
 from sparktui.cli.main import build_parser
 from sparktui.core.config import Config, NodeConfig
 from sparktui.core.config_load import load_config
@@ -52,7 +60,7 @@ from sparktui.core.state import (
     ProbeResult,
 )
 from sparktui.ops.context import OpsContext
-from sparktui.ops.journal import StepRecord, WorkflowRecord
+from sparktui.ops.journal import Journal, StepRecord, WorkflowRecord
 from sparktui.ops.plan import verdict_json
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.workflows.execute import execute, prepare
@@ -109,6 +117,11 @@ class FakeJournal:
 
     def append(self, wf: str, kind: str, **fields: Any) -> None:
         return None
+
+    def reserve(self) -> None:
+        return None
+
+    way_out = staticmethod(Journal.way_out)
 
     def unfinished(self) -> list[WorkflowRecord]:
         return list(self._unfinished)
@@ -351,6 +364,9 @@ async def _console(service: ClusterService, kind: str, argv: list[str]):
 PARSERS: dict[str, Any] = {}
 COMMANDS = {"serve": serve_cmd, "stop": stop_cmd, "power": power_cmd, "recover": recover_cmd,
             "runlock": runlock_cmd, "qualify": qualify_cmd}
+OPENS = {"qualify": ops_common}
+"""Where a command's route opens its context, when not in the command's module
+(the lane commands drive their workflow through cli/ops_common.py)."""
 
 
 async def _cli(world: World, ctx: OpsContext, argv: list[str]) -> tuple[int, dict[str, Any]]:
@@ -364,13 +380,14 @@ async def _cli(world: World, ctx: OpsContext, argv: list[str]) -> tuple[int, dic
         yield ctx
 
     out = io.StringIO()
-    saved = module.open_context
-    module.open_context = fake_context  # type: ignore[attr-defined]
+    opener = OPENS.get(argv[0], module)
+    saved = opener.open_context
+    opener.open_context = fake_context  # type: ignore[attr-defined]
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
             code = await module._main(world.config, args)
     finally:
-        module.open_context = saved  # type: ignore[attr-defined]
+        opener.open_context = saved  # type: ignore[attr-defined]
     text = out.getvalue()
     return code, json.loads(text) if text.strip().startswith("{") else {}
 
