@@ -60,3 +60,24 @@ def test_shiftlog_output_that_cannot_be_written_is_a_clear_error(
     _out, err = capsys.readouterr()
     assert code != 0 and code != 70, err
     assert "--output" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["bundle", "dgx7", "--lines", "9" * 400], "--lines"),
+    (["logs", "dgx7", "--tail", "9" * 400], "--tail"),
+    (["logs", "dgx7", "--rank", "-" + "9" * 400], "--rank"),
+    (["sim", "--seed", "9" * 400], "--seed"),
+    (["sim", "--seed", "9" * 5000], "--seed"),
+    (["bundle", "dgx7", "--since", "9" * 400 + "d"], "--since"),
+    (["power", "cycle", "dgx7", "--off-seconds", "9" * 400, "--yes"], "--off-seconds"),
+])
+def test_an_int_flag_of_hundreds_of_digits_is_a_flag_error_not_an_overflow(
+        capsys, argv, flag) -> None:
+    """OverflowError on huge --lines, --seed, --tail was exit 70."""
+    from sparktui.cli.main import main
+
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    _, err = capsys.readouterr()
+    assert info.value.code == 2, err
+    assert f"argument {flag}" in err and "Traceback" not in err and "unexpected" not in err

@@ -174,7 +174,7 @@ def test_a_node_plug_may_not_be_a_shared_switch(config_copy):
     ("poll_interval_s = 2.0", "poll_interval_s = inf", "console.poll_interval_s", "finite"),
     ("off_seconds = 35.0", "off_seconds = -5.0", "power.off_seconds",
      "-5 is out of range: must be >= 1 and <= 3600 s"),
-    ("boot_timeout_s = 600.0", "boot_timeout_s = 0.0", "power.boot_timeout_s", "> 0"),
+    ("boot_timeout_s = 600.0", "boot_timeout_s = 0.0", "power.boot_timeout_s", ">= 1"),
     ("speed = 60.0", "speed = -1.0", "simulator.speed", "> 0"),
     ("connect_timeout_s = 10.0", "connect_timeout_s = 1e308", "ssh.connect_timeout_s",
      "<= 300 s"),

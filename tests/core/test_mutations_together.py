@@ -18,7 +18,8 @@ from sparktui.core.errors import InputError
 from sparktui.core.recipe_load import recipe_from_text
 
 numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True),
-                    st.floats(min_value=0, max_value=200), st.sampled_from([0, 1e-9, 1e308]))
+                    st.floats(min_value=0, max_value=200),
+                    st.sampled_from([0, 1e-9, 0.05, 0.5, 1, 1e308, 10**400]))
 texts = st.one_of(st.sampled_from(["", " ", "/", "/dev/null", "~/s", "/tmp/s\n", "rel"]),
                   st.text(max_size=12))
 hosts = st.sampled_from(["127.0.0.1", "127.0.0.2"])
@@ -33,6 +34,14 @@ def _config(v: dict) -> str:
     return f'''
 [home_assistant]
 url = {json.dumps(v["url"])}
+timeout_s = {_num(v["ha_timeout"])}
+[ssh]
+connect_timeout_s = {_num(v["ssh_timeout"])}
+keepalive_interval_s = {_num(v["keepalive"])}
+[liveness]
+timeout_s = {_num(v["ping_timeout"])}
+[power]
+boot_timeout_s = {_num(v["boot"])}
 [console]
 probe_timeout_s = {_num(v["probe"])}
 stall_after_s = {_num(v["stall"])}
@@ -69,7 +78,9 @@ nodes = ["a", "b"]
     "probe": numbers, "stall": numbers, "state_dir": texts, "suspect": numbers,
     "thrash": numbers, "low": numbers, "pin": kernels,
     "bad": st.lists(kernels.filter(bool), max_size=2),
-    "host_b": hosts, "ib_b": st.sampled_from(["10.0.0.1", "10.0.0.2"])}))
+    "host_b": hosts, "ib_b": st.sampled_from(["10.0.0.1", "10.0.0.2"]),
+    "ha_timeout": numbers, "ssh_timeout": numbers, "keepalive": numbers,
+    "ping_timeout": numbers, "boot": numbers}))
 @settings(max_examples=1500, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 def test_no_accepted_contradiction_in_the_config(tmp_path: Path, v: dict) -> None:
@@ -89,6 +100,11 @@ def test_no_accepted_contradiction_in_the_config(tmp_path: Path, v: dict) -> Non
     assert len({n.ib_ip for n in cfg.nodes.values()}) == 2
     assert c.state_dir.strip() == c.state_dir and c.state_dir.rstrip("/") not in ("", "/dev/null")
     assert cfg.home_assistant.url == cfg.home_assistant.url.strip()
+    # a lower bound means something: no timeout of a nanosecond (issue 27)
+    assert cfg.home_assistant.timeout_s >= 0.5 and c.probe_timeout_s >= 0.5
+    assert cfg.ssh.connect_timeout_s >= 1 and cfg.liveness.timeout_s >= 0.1
+    assert cfg.ssh.keepalive_interval_s == 0 or cfg.ssh.keepalive_interval_s >= 1
+    assert c.stall_after_s >= 1 and cfg.power.boot_timeout_s >= 1
 
 
 @given(floor=numbers, rate=numbers, kv=st.sampled_from([None, 0, 1, 53_946]))

@@ -72,3 +72,38 @@ def test_each_refusal_says_why():
     ok = Qualify(LANE, depth=4096).plan(state((True, True), (True, True), True, True))
     assert ok.allowed and ok.detail["rank0"] == f"dgx5:{PORT}"
     assert "d4096" in ok.steps[-1].action
+
+
+def test_a_depth_beyond_the_lane_window_is_refused_naming_both():
+    """`qualify --depth 200000` planned on a 131,072-token lane."""
+    from sparktui.ops.guards import Override
+
+    window = load_recipe(CONFIG, LANE).engine_args.max_model_len
+    serving = state((True, True), (True, True), True, True)
+    for overrides in (frozenset(), frozenset({Override.PROMPT_LENGTH})):
+        plan = Qualify(LANE, depth=window + 1, overrides=overrides).plan(serving)
+        (refused,) = [v for v in plan.report.refused if v.guard == "window"]
+        assert not plan.allowed and refused.override is None
+        assert f"{window + 1:,} tokens" in refused.message
+        assert f"max_model_len {window:,}" in refused.message and "--depth at most" in \
+            refused.message
+    longest = int(refused.message.rsplit("--depth at most ", 1)[1].replace(",", ""))
+    assert longest < window
+    fits = Qualify(LANE, depth=longest,
+                   overrides=frozenset({Override.PROMPT_LENGTH})).plan(serving)
+    assert fits.allowed, fits.to_json()
+    assert not Qualify(LANE, depth=longest + 1, overrides=frozenset(
+        {Override.PROMPT_LENGTH})).plan(serving).allowed
+
+
+@settings(max_examples=500, deadline=None)
+@given(depth=st.one_of(st.integers(0, 2_000_000), st.integers(1_040_000, 1_050_000)))
+def test_no_allowed_depth_overflows_the_window(depth):
+    from sparktui.core.qualify import BENCH_MAX_TOKENS
+    from sparktui.ops.guards import Override
+    from sparktui.ops.workflows.qualify import PROMPT_SLACK
+
+    window = load_recipe(CONFIG, LANE).engine_args.max_model_len
+    plan = Qualify(LANE, depth=depth, overrides=frozenset({Override.PROMPT_LENGTH})).plan(
+        state((True, True), (True, True), True, True))
+    assert plan.allowed == (depth + BENCH_MAX_TOKENS + PROMPT_SLACK <= window), depth

@@ -83,7 +83,9 @@ class HomeAssistantConfig:
     """Environment variable holding the long-lived access token."""
     token_file: str = "~/.config/sparktui/ha_token"
     """File holding the token; must be mode 0600. Used when the variable is unset."""
-    timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 10.0
+    timeout_s: Annotated[float, Range(0.5, 300, unit="s")] = 10.0
+    """One request's bound: under half a second a loaded Home Assistant (or a real
+    plug's lag, hundreds of ms) times out a healthy answer."""
 
 
 @dataclass(frozen=True)
@@ -92,8 +94,9 @@ class SshConfig:
     client_keys: tuple[str, ...] = ()
     """Private key files; empty means asyncssh's defaults and ssh-agent."""
     config_file: str = "~/.ssh/config"
-    connect_timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 10.0
-    keepalive_interval_s: Annotated[float, Range(0, 3600, unit="s")] = 15.0
+    connect_timeout_s: Annotated[float, Range(1, 300, unit="s")] = 10.0
+    """A login alone takes seconds (rc files: REFERENCE §8); under 1 s none connects."""
+    keepalive_interval_s: Annotated[float, Range(1, 3600, unit="s", off=0)] = 15.0
     """0 turns keepalives off."""
     keepalive_count_max: Annotated[int, Range(1, 100)] = 3
 
@@ -102,7 +105,8 @@ class SshConfig:
 class LivenessConfig:
     method: str = "icmp"
     """``icmp`` (the real ping) or ``tcp`` (connect to the node's liveness port)."""
-    timeout_s: Annotated[float, Range(0, 60, lo_open=True, unit="s")] = 1.0
+    timeout_s: Annotated[float, Range(0.1, 60, unit="s")] = 1.0
+    """A LAN ping answers in a millisecond; under 0.1 s a busy node reads as down."""
 
 
 @dataclass(frozen=True)
@@ -120,14 +124,15 @@ class PowerConfig:
 @dataclass(frozen=True)
 class ConsoleConfig:
     poll_interval_s: Annotated[float, Range(0.1, 3600, unit="s")] = 2.0
-    probe_timeout_s: Annotated[float, Range(0, 300, lo_open=True, unit="s")] = 3.0
+    probe_timeout_s: Annotated[float, Range(0.5, 300, unit="s")] = 3.0
+    """One probe round's bound (a round of ten commands is ~140 ms: REFERENCE §8)."""
     state_dir: str = "~/.local/state/sparktui"
     stall_after_s: Seconds = 900.0
     """A boot is stalled only after this long without any progress."""
     slow_probe_interval_s: Annotated[float, Range(0.1, 3600, unit="s")] = 15.0
     """How often a node's loop also reads the probe's slow tier (uname, mounts,
     HF cache, df, docker); every tick reads /proc without forking."""
-    canary_interval_s: Annotated[float, Range(0, 86_400, unit="s")] = 60.0
+    canary_interval_s: Annotated[float, Range(1, 86_400, unit="s", off=0)] = 60.0
     """Seconds between serving canaries (a 1-token completion) per serving
     lane; 0 turns the canary off (a recipe can opt out: [readiness] canary)."""
 
@@ -149,7 +154,7 @@ class ThrashConfig:
     mem_available_low_gib: GiBOrZero = 4.0
     mem_available_low_frac: Annotated[float, Range(0, 1)] = 0.05
     ssh_retries: Annotated[int, Range(0, 100)] = 3
-    ssh_retry_interval_s: Annotated[float, Range(0, 3600, lo_open=True, unit="s")] = 30.0
+    ssh_retry_interval_s: Annotated[float, Range(1, 3600, unit="s")] = 30.0
 
 
 NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "lane-qualified",
@@ -165,7 +170,7 @@ class NotifyConfig:
     events: tuple[str, ...] = ("thrash", "fatal", "stall", "predicted-oom", "workflow-failed")
     """Which of: thrash, fatal, stall, predicted-oom, lane-ready, lane-qualified,
     workflow-failed."""
-    dedup_s: Annotated[float, Range(0, 7 * 86400, unit="s")] = 3600.0
+    dedup_s: Annotated[float, Range(1, 7 * 86400, unit="s", off=0)] = 3600.0
     """One message per event and node/lane within this window (one per incident)."""
     max_per_hour: Annotated[int, Range(1, 3600)] = 12
     """Messages per rolling hour; the next one sent says how many were held back."""

@@ -36,29 +36,45 @@ T = TypeVar("T")
 @dataclasses.dataclass(frozen=True)
 class Range:
     """The allowed values of a number: ``lo``/``hi`` bounds (None: unbounded),
-    each inclusive unless ``lo_open``/``hi_open``; ``unit`` for the message."""
+    each inclusive unless ``lo_open``/``hi_open``; ``unit`` for the message;
+    ``off``: one value outside the bounds that turns the feature off (``0``)."""
 
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
     hi_open: bool = False
     unit: str = ""
+    off: float | None = None
 
     def describe(self) -> str:
         unit = f" {self.unit}" if self.unit else ""
         lo = None if self.lo is None else f"{'>' if self.lo_open else '>='} {_num(self.lo)}"
         hi = None if self.hi is None else f"{'<' if self.hi_open else '<='} {_num(self.hi)}"
-        return " and ".join(p for p in (lo, hi) if p) + unit
+        text = " and ".join(p for p in (lo, hi) if p) + unit
+        return text if self.off is None else f"{_num(self.off)} (off) or {text}"
 
     def check(self, value: float) -> str | None:
-        """Why `value` is outside the domain, or None."""
-        if not math.isfinite(value):
+        """Why `value` is outside the domain, or None. An int of any size is
+        compared as it is (never converted to a float: 400 digits overflow)."""
+        if isinstance(value, float) and not math.isfinite(value):
             return f"must be a finite number ({self.describe()}), got {value}"
+        if self.off is not None and value == self.off:
+            return None
         low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
         high = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
         if low or high:
-            return f"{value:g} is out of range: must be {self.describe()}"
+            return f"{_shown(value)} is out of range: must be {self.describe()}"
         return None
+
+
+def _shown(value: float) -> str:
+    """A value as an error message quotes it: an int of hundreds of digits cut short."""
+    if isinstance(value, int):
+        digits = str(abs(value))
+        sign = "-" if value < 0 else ""
+        return f"{sign}{digits}" if len(digits) <= 20 else \
+            f"{sign}{digits[:12]}... ({len(digits)} digits)"
+    return f"{value:g}"
 
 
 def _num(x: float) -> str:
@@ -68,8 +84,9 @@ def _num(x: float) -> str:
 FINITE = Range()
 Port = Annotated[int, Range(1, 65535)]
 Count = Annotated[int, Range(0, 1_000_000)]
-Seconds = Annotated[float, Range(0, 86_400, lo_open=True, unit="s")]
-"""A positive duration of at most a day."""
+Seconds = Annotated[float, Range(1, 86_400, unit="s")]
+"""A duration of a second to a day (a boot, a shutdown, a stall window: shorter
+ones mean nothing)."""
 GiB = Annotated[float, Range(0, 1024, lo_open=True, unit="GiB")]
 """A positive amount of one node's memory."""
 GiBOrZero = Annotated[float, Range(0, 1024, unit="GiB")]
@@ -198,6 +215,13 @@ class Source:
                 Problem(file, int(match.group(1)) if match else None, "(syntax)", str(exc))
             )
             return src
+        except ValueError:  # an integer past Python's 4300-digit conversion limit
+            long = re.search(r"\d{1000,}", text)
+            line = text.count("\n", 0, long.start()) + 1 if long else None
+            src = cls(file, {}, KeyLines(""))
+            src.problems.append(Problem(file, line, "(syntax)", "a number with thousands of "
+                                                                "digits is no value"))
+            return src
         return cls(file, data, KeyLines(text))
 
     def error(self, path: tuple[str, ...], message: str) -> None:
@@ -308,8 +332,12 @@ def _try(value: Any, tp: Any) -> tuple[bool, Any]:
     if tp is int:
         return isinstance(value, int) and not isinstance(value, bool), value
     if tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return ok, float(value) if ok else None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return False, None
+        try:
+            return True, float(value)
+        except OverflowError:  # an int past any float: the domain says it is not finite
+            return True, math.inf if value > 0 else -math.inf
     if tp is str:
         return isinstance(value, str), value
     return False, None
@@ -322,6 +350,8 @@ def _describe(value: Any) -> str:
         return "a table"
     if isinstance(value, list):
         return "a list"
+    if isinstance(value, int):
+        return f"int {_shown(value)}"
     return f"{type(value).__name__} {value!r}"
 
 

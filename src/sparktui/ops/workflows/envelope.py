@@ -42,9 +42,11 @@ from sparktui.ops.guards import Override, evaluate
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
 from sparktui.ops.workflows.qualify import (
+    PROMPT_SLACK,
     lane_needs,
     lane_prompt_length,
     recipe_ceiling,
+    recipe_window,
     serving_lane,
 )
 from sparktui.ops.workflows.runner import StepFailed, WorkflowRun
@@ -61,14 +63,13 @@ RUNG_MAX_TOKENS = 16
 PREFILL_TOKENS_PER_S_FLOOR = 200.0
 """The slowest prefill allowed for when bounding a rung's request."""
 SECTIONS = ("meminfo", "psi")
-PROMPT_SLACK = 256
-"""Tokens kept free in the window beside a rung's context: the chat template and the
-question after it. A rung longer than the window admits is sent at the window's
-limit (the 128K rung on a 131072 window); its ``tokens`` are the engine's count."""
 
 
 def rung_depth(tokens: int, window: int | None) -> int:
-    """The context sent for a rung of ``tokens`` on a lane of this ``window``."""
+    """The context sent for a rung of ``tokens`` on a lane of this ``window``: a
+    rung longer than the window admits is sent at the window's limit (the 128K
+    rung on a 131072 window, `PROMPT_SLACK` kept free); its ``tokens`` are the
+    engine's count."""
     if window is None:
         return tokens
     return max(1, min(tokens, window - RUNG_MAX_TOKENS - PROMPT_SLACK))
@@ -166,14 +167,6 @@ class _Sampler:
             await clock.sleep(max(0.0, SAMPLE_INTERVAL_S - (clock.monotonic() - started)))
 
 
-def _window(config: Config, lane: str) -> int | None:
-    """The lane's max_model_len (the lane name is the recipe name); None: unknown."""
-    try:
-        return load_recipe(config, lane).engine_args.max_model_len
-    except InputError:
-        return None
-
-
 @dataclass(frozen=True)
 class Envelope:
     """``sparktui envelope LANE [--rungs ...]`` (and the console's envelope action)."""
@@ -201,7 +194,7 @@ class Envelope:
                                            "the first rung"))
         report = evaluate(verdicts, self.overrides)
         nodes = tuple(sorted({r.node for r in ranks}))
-        window = _window(state.config, self.lane)
+        window = recipe_window(state.config, self.lane)
         steps = [rung_step(self.lane, t, nodes, window) for t in self.rungs] + [
             record_step(self.lane)]
         return Plan(self.kind, self.lane, report, tuple(steps), self, nodes=nodes,

@@ -212,6 +212,38 @@ def lane_prompt_length(config: Config, lane: str, tokens: int, what: str) -> Ver
     return prompt_length(lane, tokens, recipe_ceiling(config, lane), DEFAULT_RUNGS[0], what)
 
 
+def recipe_window(config: Config, lane: str) -> int | None:
+    """The lane's max_model_len (the lane name is the recipe name); None: unknown."""
+    try:
+        return load_recipe(config, lane).engine_args.max_model_len
+    except InputError:
+        return None
+
+
+PROMPT_SLACK = 256
+"""Tokens kept free in the window beside a prompt's context: the chat template and
+the question after it."""
+
+
+def within_window(lane: str, depth: int, window: int | None, reply_tokens: int,
+                  what: str) -> Verdict:
+    """A context of ``depth`` tokens (with its template and ``reply_tokens``) fits
+    the lane's window, or the engine answers 400 to it: refused, never
+    overridable (no override makes a window longer)."""
+    if window is None:
+        return Verdict("window", lane, True, f"{lane}'s window is unknown (its recipe does "
+                                             f"not load): the engine bounds {what}")
+    longest = max(0, window - reply_tokens - PROMPT_SLACK)
+    if depth <= longest:
+        return Verdict("window", lane, True, f"{what} of {depth:,} tokens fits {lane}'s "
+                                             f"window (max_model_len {window:,})")
+    return Verdict("window", lane, False,
+                   f"{what} of {depth:,} tokens does not fit {lane}'s window: max_model_len "
+                   f"{window:,} holds at most {longest:,} tokens of context beside the "
+                   f"{reply_tokens} generated and {PROMPT_SLACK} for the template -> "
+                   f"--depth at most {longest:,}")
+
+
 def lane_needs(config: Config, lane: str) -> Needs:
     """What a workflow on a serving lane reads: every node, and the lane's port."""
     port = _recipe_port(config, lane)
@@ -286,8 +318,11 @@ class Qualify:
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, rank0 = serving_lane(state, self.lane)
         if self.depth > 0:
-            verdicts.append(lane_prompt_length(state.config, self.lane, self.depth,
-                                               f"the d{self.depth} bench prompt"))
+            what = f"the d{self.depth} bench prompt"
+            verdicts.append(within_window(self.lane, self.depth,
+                                          recipe_window(state.config, self.lane),
+                                          BENCH_MAX_TOKENS, what))
+            verdicts.append(lane_prompt_length(state.config, self.lane, self.depth, what))
         report = evaluate(verdicts, self.overrides)
         return Plan(self.kind, self.lane, report, tuple(plan_gate(self.lane, self.depth)), self,
                     detail={"lane": self.lane, "depth": self.depth,
