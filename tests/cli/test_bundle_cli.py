@@ -89,29 +89,57 @@ async def test_replay_refuses_a_bad_from_before_reading_and_says_what_was_damage
         tmp_path, capsys, monkeypatch):
     import gzip
 
-    from sparktui.service import recording
+    from sparktui.service import recorded, recording
 
     cfg = h.fleet(tmp_path)
     night = tmp_path / "night.jsonl.gz"
     good = {"t": 1764450000, "e": recording.encode(LogLinesArrived("lane", 0, (), 0))}
     night.write_bytes(gzip.compress(json.dumps(good).encode() + b"\n")
                       + b"\x1f\x8b\x08\0garbage" + gzip.compress(b'{"t": -1e18, "e": null}\n'))
-    read = recording.read_recording
+    read = recorded.open_sessions
 
     def refuse(*a, **k):
         raise AssertionError("read before the flags were checked")
 
-    monkeypatch.setattr(recording, "read_recording", refuse)
+    monkeypatch.setattr(recorded, "open_sessions", refuse)
     code = await h.sparktui(cfg, "replay", str(night), "--from", "yesterday-ish",
                             monkeypatch=monkeypatch)
     _, err = capsys.readouterr()
     assert code == 2 and "--from: not a time" in err and "Traceback" not in err
-    monkeypatch.setattr(recording, "read_recording", read)
+    monkeypatch.setattr(recorded, "open_sessions", read)
     monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run", lambda self: None)
     code = await h.sparktui(cfg, "replay", str(night), monkeypatch=monkeypatch)
     _, err = capsys.readouterr()
     assert code == 0
     assert "1 damaged piece skipped; 1 line that is not an event" in err
+
+
+async def test_replay_names_lines_found_damaged_while_replaying(tmp_path, capsys, monkeypatch):
+    """A line whose start is in the writer's form and whose body does not fit
+    its schema is found when the replay decodes it: the console says so, and
+    the command's last line names the file and the count."""
+    import gzip
+
+    from sparktui.service import recording
+
+    cfg = h.fleet(tmp_path)
+    night = tmp_path / "night.jsonl.gz"
+    lines = []
+    for i in range(3):
+        data = {"t": 1764450000 + i, "e": recording.encode(LogLinesArrived("lane", 0, (), i))}
+        if i == 1:
+            data["e"]["end"] = "many"  # an int field
+        lines.append(json.dumps(data, separators=(",", ":")))
+    night.write_bytes(gzip.compress("\n".join(lines).encode()))
+
+    def play(self) -> None:  # the replay reads its night to the end
+        self.source.seek(self.source.last)
+
+    monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run", play)
+    code = await h.sparktui(cfg, "replay", str(night), monkeypatch=monkeypatch)
+    _, err = capsys.readouterr()
+    assert code == 0 and "Traceback" not in err
+    assert f"sparktui replay: {night}: 1 line that is not an event" in err
 
 
 async def test_bundle_names_are_bounded_and_path_free_and_a_recipe_is_a_lane(
@@ -148,7 +176,8 @@ async def test_a_bundle_dir_that_cannot_be_written_is_said_before_collecting(
 
 
 async def test_replay_from_picks_the_session_by_recorded_time(tmp_path, capsys, monkeypatch):
-    from sparktui.service.recording import Recorder, read_sessions
+    from sparktui.service.recorded import read_sessions
+    from sparktui.service.recording import Recorder
     from sparktui.service.replay import ReplaySource
 
     class Clock:

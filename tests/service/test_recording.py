@@ -31,7 +31,8 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.service.recording import Recorder, night_path, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import Recorder, night_path
 from sparktui.watch.follower import LogLine
 from sparktui.watch.readiness import RankContainer
 

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
-from sparktui.service import recording
+from sparktui.service import recorded, recording
 from sparktui.service.events import Alert, AlertRaised, NodeSampled
-from sparktui.service.recording import Damage, Recorder, night_path, read_recording
+from sparktui.service.recorded import Damage, read_recording
+from sparktui.service.recording import Recorder, night_path
 
 from .test_recording import Clock, sampled
 
@@ -266,11 +267,11 @@ def test_each_run_is_its_own_session_even_when_clocks_overlap(tmp_path: Path) ->
     run_night(path, clock, 40)
     clock.t = start + 10  # the next run's simulated clock starts where the first did
     run_night(path, clock, 40)
-    sessions = recording.read_sessions(path)
+    sessions = recorded.read_sessions(path)
     assert [len(s) for s in sessions] == [44, 44]
     assert all(s[0][0] < start + 20 for s in sessions)
     unmarked = tmp_path / "old.jsonl.gz"  # a file from before runs were marked
     with gzip.open(path, "rt") as f:
         lines = [x for x in f if '"session"' not in x]
     unmarked.write_bytes(gzip.compress("".join(lines).encode()))
-    assert [len(s) for s in recording.read_sessions(unmarked)] == [44, 44]
+    assert [len(s) for s in recorded.read_sessions(unmarked)] == [44, 44]

@@ -132,3 +132,92 @@ async def test_played_alerts_carry_their_recorded_time(monkeypatch) -> None:
     await src.stop()
     timed = [(type(e).__name__, e.at) for e in seen if isinstance(e, AlertRaised | AlertCleared)]
     assert timed == [("AlertRaised", T0 + 3.3), ("AlertCleared", T0 + 7.1)]
+
+
+def full_state(s: replay.StreamState) -> object:
+    return ({k: list(v) for k, v in s.samples.items()}, s.verdicts, list(s.lanes.items()),
+            {k: list(v) for k, v in s.logs.items()}, s.delivered, list(s.alerts.items()),
+            s.raised_at, list(s.timeline))
+
+
+def _night(draw_ops: list[tuple[int, int, int]]) -> list[tuple[float, ServiceEvent | None]]:
+    """A night of node samples (some without a verdict), lane views and
+    lanes gone, log batches of any size, alerts; None: a line that did not
+    decode."""
+    from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+    from sparktui.service.events import LaneChanged, LaneGone
+    from sparktui.service.lanes import LaneView
+
+    from .test_recording import sampled
+
+    out: list[tuple[float, ServiceEvent | None]] = []
+    for i, (op, a, b) in enumerate(draw_ops):
+        t = T0 + 3.0 * i
+        ev: ServiceEvent | None
+        if op == 0:
+            s = sampled(t, node=f"dgx{a % 3 + 5}")
+            ev = s if b % 4 else replay.dataclasses.replace(s, verdict=None)
+            if b % 7 == 1:
+                ev = replay.dataclasses.replace(s, verdict=ThrashVerdict(
+                    s.snapshot.node, ThrashLevel.SUSPECTED, (f"v{i}",), "", 0))
+        elif op == 1:
+            ev = LaneChanged(LaneView(f"lane{a % 3}", "c", "vllm", 8000, (), phase=f"p{i}"))
+        elif op == 2:
+            ev = LaneGone(f"lane{a % 3}")
+        elif op == 3:
+            ev = LogLinesArrived(f"lane{a % 2}", b % 2, tuple(
+                LogLine(b % 2, None, f"l{i}.{k}") for k in range(a % 5)), i)
+        elif op == 4:
+            ev = AlertRaised(Alert(f"k{a % 3}", "thrash", "dgx5", (f"e{i}",), "r"))
+        elif op == 5:
+            ev = AlertCleared(f"k{a % 3}")
+        else:
+            ev = None
+        out.append((t, ev))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 20), st.integers(0, 20)),
+                min_size=0, max_size=120), st.integers(0, 130))
+def test_the_tail_fold_is_the_state_of_one_fold(ops, end) -> None:  # type: ignore[no-untyped-def]
+    import pytest
+
+    from sparktui.service import stream
+    from sparktui.service.recorded import route
+
+    night = _night(ops)
+    end = min(end, len(night))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stream, "DEFAULT_HISTORY", 4)
+        mp.setattr(stream, "LOG_BUFFER_LINES", 6)
+        one = stream.StreamState()
+        for t, ev in night[:end]:
+            if ev is not None:
+                one.fold(t, ev)
+        asked: list[int] = []
+
+        def event(i: int) -> ServiceEvent | None:
+            asked.append(i)
+            return night[i][1]
+
+        kinds = [type(e).__name__ if e is not None else "NodeSampled" for _, e in night]
+        keys = [route(e) if e is not None else "dgx5" for _, e in night]
+        tail = stream.folded_tail(end, [t for t, _ in night], kinds, keys, event)
+    assert full_state(tail) == full_state(one)
+
+
+def test_a_long_seek_folds_from_the_tail_into_the_state_of_one_fold() -> None:
+    from .test_recording import sampled
+
+    night: list[tuple[float, ServiceEvent]] = [
+        (T0 + i, sampled(T0 + i, node=f"dgx{i % 4 + 5}")) for i in range(3000)]
+    night += [(T0 + 3000 + t, ev) for t, ev in recording(200)]
+    src = ReplaySource(CONFIG, night)
+    src._tail_over = 100
+    src.seek(T0 + 2500)
+    assert src._next == 2501 and len(src._marks) == 1  # folded from the tail, kept
+    src.seek(T0 + 3000 + 7.0 * 150)
+    fresh = ReplaySource(CONFIG, night)
+    fresh.seek(src.now)
+    assert full_state(src._state) == full_state(fresh._state)

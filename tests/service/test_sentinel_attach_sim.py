@@ -21,7 +21,8 @@ from sparktui.service.events import (
     NodeSampled,
     ServiceEvent,
 )
-from sparktui.service.recording import RECORDING_DIR, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import RECORDING_DIR
 from sparktui.service.sentinel import Sentinel
 
 from .simnight import (

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from sparktui.ops import sentinel_state
 from sparktui.service.events import AlertRaised, NodeSampled
-from sparktui.service.recording import RECORDING_DIR, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import RECORDING_DIR
 from sparktui.service.sentinel import PID_FILE, Sentinel
 
 from .simnight import (

@@ -12,7 +12,7 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState
 from sparktui.service.events import AlertRaised, ServiceEvent
-from sparktui.service.recording import read_recording
+from sparktui.service.recorded import read_recording
 from sparktui.service.replay import ReplaySource
 from sparktui.sim.testing import connect
 from sparktui.tui.replay import ReplayApp

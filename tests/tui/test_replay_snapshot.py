@@ -31,7 +31,8 @@ from sparktui.service.events import (
     ServiceEvent,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.service.recording import Recorder, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import Recorder
 from sparktui.service.replay import ReplaySource
 from sparktui.tui.replay import ReplayApp
 from sparktui.watch.follower import LogLine

@@ -16,7 +16,7 @@ from .common import load
 from .shiftlog_cmd import parse_since
 
 if TYPE_CHECKING:
-    from ..service.recording import Session
+    from ..service.recorded import Recorded
 
 _OFFSET = re.compile(r"^\+(\d+(?:\.\d+)?)([smh])$")
 
@@ -42,20 +42,20 @@ def start_time(text: str | None, first: float) -> float | None:
     return parse_since(text)
 
 
-def pick_session(sessions: list[Session], text: str | None
-                 ) -> tuple[Session, float | None]:
+def pick_session(sessions: list[Recorded], text: str | None
+                 ) -> tuple[Recorded, float | None]:
     """The session and start a ``--from`` asks for: a time picks the last
     session that holds it (else the nearest), an offset counts from the last
     session's start; no ``--from``: the last session from its start."""
     last = sessions[-1]
     if text is None or _OFFSET.match(text.strip()):
-        return last, start_time(text, last[0][0])
-    t = start_time(text, last[0][0])
+        return last, start_time(text, last.times[0])
+    t = start_time(text, last.times[0])
     assert t is not None
-    holding = [s for s in sessions if s[0][0] <= t <= s[-1][0]]
+    holding = [s for s in sessions if s.times[0] <= t <= s.times[-1]]
     if holding:
         return holding[-1], t
-    return min(sessions, key=lambda s: min(abs(s[0][0] - t), abs(s[-1][0] - t))), t
+    return min(sessions, key=lambda s: min(abs(s.times[0] - t), abs(s.times[-1] - t))), t
 
 
 def _hm(t: float) -> str:
@@ -63,7 +63,7 @@ def _hm(t: float) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..service.recording import Damage, read_sessions
+    from ..service.recorded import Damage, open_sessions
     from ..service.replay import ReplaySource
     from ..tui.replay import ReplayApp
 
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     damage = Damage()
     try:
-        sessions = read_sessions(args.file, damage)
+        sessions = open_sessions(args.file, damage)
     except OSError as exc:
         print(f"sparktui replay: {args.file}: not a recording ({exc})", file=sys.stderr)
         return 2
@@ -92,10 +92,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     events, start = pick_session(sessions, args.start)
     if len(sessions) > 1:
-        spans = ", ".join(f"{_hm(s[0][0])}-{_hm(s[-1][0])}" for s in sessions)
+        spans = ", ".join(f"{_hm(s.times[0])}-{_hm(s.times[-1])}" for s in sessions)
         print(f"sparktui replay: {args.file} holds {len(sessions)} sessions ({spans}); "
-              f"replaying the one of {_hm(events[0][0])}-{_hm(events[-1][0])} "
+              f"replaying the one of {_hm(events.times[0])}-{_hm(events.times[-1])} "
               f"(--from TIME picks by recorded time)", file=sys.stderr)
     source = ReplaySource(config, events, speed=args.speed, start=start)
+    said = damage.describe()
     ReplayApp(config, source).run()
+    if damage.describe() != said:  # lines found damaged when the replay decoded them
+        print(f"sparktui replay: {args.file}: {damage.describe()}", file=sys.stderr)
     return 0

@@ -41,7 +41,8 @@ from sparktui.service.events import (
     Sink,
     WorkflowProgressed,
 )
-from sparktui.service.recording import Recorder, night_path, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import Recorder, night_path
 
 log = logging.getLogger(__name__)
 

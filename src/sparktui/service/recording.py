@@ -27,32 +27,21 @@ ended by `q`, SIGTERM or SIGHUP are in the file.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import gzip
 import json
 import logging
-import math
 import os
 import queue
 import stat
 import threading
 import time
-import typing
-import zlib
-from collections.abc import Iterator
-from enum import Enum
 from pathlib import Path
-from types import ModuleType, UnionType
-from typing import IO, Any
+from typing import Any
 
-from sparktui.core import state as _state
-from sparktui.core import thrash as _thrash
 from sparktui.core.clock import Clock
-from sparktui.ops import events as _ops_events
 from sparktui.service import events as _events
-from sparktui.service import lanes as _lanes
-from sparktui.watch import follower as _follower
-from sparktui.watch import readiness as _readiness
+from sparktui.service.codec import decode as decode  # the stream reader's (service/attach.py)
+from sparktui.service.codec import encode
 
 log = logging.getLogger(__name__)
 
@@ -61,76 +50,6 @@ FLUSH_EVERY_S = 5.0
 CLOSE_WAIT_S = 30.0
 """How long `close()` waits for the writer thread to write what is queued."""
 THIN_EVERY_S = 30.0
-
-
-def _registry(*modules: ModuleType) -> dict[str, type]:
-    out: dict[str, type] = {}
-    for m in modules:
-        for value in vars(m).values():
-            if isinstance(value, type) and dataclasses.is_dataclass(value) \
-                    and value.__module__ == m.__name__:
-                out[value.__name__] = value
-    return out
-
-
-CLASSES = _registry(_state, _thrash, _events, _lanes, _follower, _readiness, _ops_events)
-"""Every dataclass a service event can hold, by name."""
-
-
-def encode(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out: dict[str, Any] = {"$": type(obj).__name__}
-        for f in dataclasses.fields(obj):
-            out[f.name] = encode(getattr(obj, f.name))
-        return out
-    if isinstance(obj, Enum):
-        return obj.value
-    if isinstance(obj, list | tuple):
-        return [encode(x) for x in obj]
-    if isinstance(obj, typing.Mapping):
-        return {str(k): encode(v) for k, v in obj.items()}
-    return obj
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def decode(data: Any, hint: Any = None) -> Any:
-    if isinstance(data, dict) and "$" in data:
-        cls = CLASSES.get(data["$"])
-        if cls is None:
-            raise ValueError(f"unknown class {data['$']!r}")
-        hints = _HINTS.get(cls)
-        if hints is None:
-            hints = _HINTS[cls] = typing.get_type_hints(cls)
-        kwargs = {f.name: decode(data[f.name], hints.get(f.name))
-                  for f in dataclasses.fields(cls) if f.init and f.name in data}
-        return cls(**kwargs)
-    if data is None or hint is None:
-        return data
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (typing.Union, UnionType):
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return decode(data, arg)
-            except (ValueError, TypeError):
-                continue
-        return data
-    if isinstance(hint, type) and issubclass(hint, Enum):
-        return hint(data)
-    if origin is tuple and isinstance(data, list):
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(decode(x, args[0]) for x in data)
-        return tuple(decode(x, a) for x, a in zip(data, args, strict=False))
-    if origin in (dict, typing.Mapping, typing.get_origin(typing.Mapping[str, str])) \
-            and isinstance(data, dict) and len(args) == 2:
-        return {k: decode(v, args[1]) for k, v in data.items()}
-    if origin is list and isinstance(data, list) and args:
-        return [decode(x, args[0]) for x in data]
-    return data
 
 
 def night_path(state_dir: Path, t: float) -> Path:
@@ -321,195 +240,3 @@ def open_private(path: Path) -> int:
         os.close(fd)
         raise
     return fd
-
-
-CHUNK = 1 << 20
-"""Bytes read, and decompressed, at a time (a decompression bomb stays bounded)."""
-MAX_LINE = 1 << 20
-"""A longer line is not an event: skipped, counted."""
-MAX_T = 1e11
-"""Epoch seconds past this (year 5138) are not a recorded time."""
-_MAGIC = b"\x1f\x8b\x08"
-
-
-@dataclasses.dataclass
-class Damage:
-    """What a read skipped: whole gzip members that did not decompress,
-    lines that were not events (too long, not JSON, wrong fields, a time
-    that is not a finite epoch), and whether the last member was torn."""
-
-    pieces: int = 0
-    lines: int = 0
-    torn_end: bool = False
-
-    def __bool__(self) -> bool:
-        return bool(self.pieces or self.lines or self.torn_end)
-
-    def describe(self) -> str:
-        parts = []
-        if self.pieces:
-            parts.append(f"{self.pieces} damaged piece{'s' * (self.pieces != 1)} skipped")
-        if self.lines:
-            what = "lines that are not events" if self.lines != 1 else "line that is not an event"
-            parts.append(f"{self.lines} {what}")
-        if self.torn_end:
-            parts.append("the last piece is torn (still being written, or cut)")
-        return "; ".join(parts)
-
-
-def _pieces(f: IO[bytes], damage: Damage) -> Iterator[bytes | None]:
-    """Decompressed bytes member after member; None where a member broke off
-    (its partial last line is not a line). A member that fails is skipped from
-    its start to the next gzip header."""
-    base = 0  # file offset of pending[0]
-    pending = b""
-    start = 0  # file offset of the current member
-    d = zlib.decompressobj(31)
-    fresh = True  # d has taken no byte
-    resyncing = False
-    while True:
-        if not pending:
-            pending = f.read(CHUNK)
-            if not pending:
-                if not fresh:
-                    damage.torn_end = True
-                    yield None
-                return
-        data = pending
-        try:
-            out = d.decompress(data, CHUNK)
-        except zlib.error:
-            if not resyncing:
-                damage.pieces += 1
-            resyncing = True
-            yield None
-            start, pending = _resync(f, start + 1)
-            base, d, fresh = start, zlib.decompressobj(31), True
-            continue
-        fresh = False
-        if out:
-            yield out
-        if d.eof:
-            rest = d.unused_data
-            base += len(data) - len(rest)
-            pending, start, d, fresh, resyncing = rest, base, zlib.decompressobj(31), True, False
-            if not pending.strip(b"\0"):  # zero padding (a cut-back file) is no member
-                pending = b""
-        else:
-            rest = d.unconsumed_tail
-            base += len(data) - len(rest)
-            pending = rest
-
-
-def _resync(f: IO[bytes], at: int) -> tuple[int, bytes]:
-    """The next gzip header at or after file offset ``at`` and the bytes from it
-    (empty at the end of the file)."""
-    f.seek(at)
-    carry = b""
-    while True:
-        chunk = f.read(CHUNK)
-        if not chunk:
-            return at + len(carry), b""
-        data = carry + chunk
-        i = data.find(_MAGIC)
-        if i >= 0:
-            return at + i, data[i:]
-        keep = len(_MAGIC) - 1
-        at += len(data) - keep
-        carry = data[-keep:]
-
-
-def _lines(f: IO[bytes], damage: Damage) -> Iterator[bytes]:
-    partial = b""
-    skipping = False  # inside a line past MAX_LINE
-    for piece in _pieces(f, damage):
-        if piece is None:
-            partial, skipping = b"", False
-            continue
-        if not partial and not piece.strip():
-            continue  # blank lines: no per-line work
-        *whole, last = (partial + piece).split(b"\n")
-        for line in whole:
-            if skipping:
-                skipping = False
-            elif len(line) > MAX_LINE:
-                damage.lines += 1
-            elif line.strip():
-                yield line
-        partial = last
-        if len(partial) > MAX_LINE:
-            if not skipping:
-                damage.lines += 1
-            partial, skipping = b"", True
-    if partial.strip() and not skipping:
-        yield partial
-
-
-def _time(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not math.isfinite(value) or not 0 <= value <= MAX_T:
-        raise ValueError(f"t={value!r} is not a recorded time")
-    return float(value)
-
-
-def read_recording(path: Path, damage: Damage | None = None
-                   ) -> Iterator[tuple[float, _events.ServiceEvent]]:
-    """Every event of a recording in order. A damaged piece (a torn or corrupt
-    gzip member) or a line that is not an event is skipped and counted in
-    ``damage``; when the caller passes none, the count is logged as one
-    warning at the end."""
-    for t, ev in _entries(path, damage):
-        if ev is not None:
-            yield t, ev
-
-
-EVENTS = typing.get_args(_events.ServiceEvent)
-"""What a line's ``e`` may hold (a state or a log line alone is no event)."""
-SESSION_GAP_S = 60.0
-"""A recorded time this far behind the one before starts a new session (a
-file written before runs were marked: two demo runs' simulated clocks overlap)."""
-
-Session = list[tuple[float, _events.ServiceEvent]]
-
-
-def read_sessions(path: Path, damage: Damage | None = None) -> list[Session]:
-    """The recording's runs (each console or sentinel run), each in time
-    order: a ``session`` line starts one, and so does a time far behind the
-    last (an unmarked file)."""
-    sessions: list[Session] = [[]]
-    last: float | None = None
-    for t, ev in _entries(path, damage):
-        if (ev is None or (last is not None and t < last - SESSION_GAP_S)) and sessions[-1]:
-            sessions.append([])
-        last = t
-        if ev is not None:
-            sessions[-1].append((t, ev))
-    for s in sessions:
-        s.sort(key=lambda p: p[0])  # stable: a run's own jitter only
-    return [s for s in sessions if s]
-
-
-def _entries(path: Path, damage: Damage | None
-             ) -> Iterator[tuple[float, _events.ServiceEvent | None]]:
-    """Events, and None where a run began."""
-    own = damage is None
-    seen = Damage() if damage is None else damage
-    with open(path, "rb") as f:
-        for line in _lines(f, seen):
-            try:
-                data = json.loads(line)
-                if not isinstance(data, dict):
-                    raise TypeError("not an object")
-                t = _time(data.get("t"))
-                if "e" in data:
-                    ev = decode(data["e"])
-                    if not isinstance(ev, EVENTS):
-                        raise TypeError(f"not a service event: {type(ev).__name__}")
-                    yield t, ev
-                elif "session" in data:
-                    yield t, None
-            except (ValueError, TypeError, KeyError, RecursionError) as exc:
-                seen.lines += 1
-                log.debug("recording line skipped: %r", exc)
-    if own and seen:
-        log.warning("recording %s: %s", path, seen.describe())

@@ -4,11 +4,16 @@ log tails, alerts, the detector's verdict) from the recording, and reports
 the recorded events to the console's sink when the replay clock reaches
 them. It changes nothing anywhere: there is no action to take on a past.
 
-The replay clock runs at ``speed`` times real time from ``start``; `pause`,
-`step` (seconds, either way) and `next_alert` move it. A seek folds the
-recording up to the new time and reports the state at that moment (the
-newest snapshot of each node with its recent history, the lanes, the active
-alerts) to a console that has started a fresh screen for it.
+The recording is a `Recorded` session: its events' times and routes are
+indexed, each event decoded when the replay reaches it. The replay clock runs
+at ``speed`` times real time from ``start``; `pause`, `step` (seconds, either
+way) and `next_alert` move it. A seek brings the folded state to the new time
+and reports the state at that moment (the newest snapshot of each node with
+its recent history, the lanes, the active alerts) to a console that has
+started a fresh screen for it: a short way is folded on (from where the
+replay is, or from a kept copy of the state before it); a long one is folded
+from only the events the state keeps (`stream.folded_tail`), so opening a
+night at ``--from`` decodes a history per node, not the night.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import gc
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sparktui.core.config import Config
@@ -34,8 +41,10 @@ from sparktui.service.events import (
     Sink,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.service.stream import StreamState
+from sparktui.service.recorded import Recorded
+from sparktui.service.stream import StreamState, folded_tail
 from sparktui.watch.follower import LogLine
+from sparktui.watch.poller import DEFAULT_HISTORY
 
 TICK_S = 0.1
 """Real seconds between two steps of the replay clock."""
@@ -51,11 +60,11 @@ MARKS_KEPT = 64
 class ReplaySource:
     """Looks like `ClusterService` to the console; plays a recording."""
 
-    def __init__(self, config: Config, events: Sequence[tuple[float, ServiceEvent]], *,
-                 speed: float = 1.0, start: float | None = None) -> None:
+    def __init__(self, config: Config, events: Recorded | Sequence[tuple[float, ServiceEvent]],
+                 *, speed: float = 1.0, start: float | None = None) -> None:
         self.config = config
-        self.events = list(events)
-        self._times = [t for t, _ in self.events]
+        self.events = events if isinstance(events, Recorded) else Recorded.of(events)
+        self._times = self.events.times
         self.speed = speed
         self.first = self._times[0] if self._times else time.time()
         self.last = self._times[-1] if self._times else self.first
@@ -71,6 +80,9 @@ class ReplaySource:
         """(events folded, a copy of the state then), in recording order."""
         self._mark_every = max(MARK_EVERY_S, (self.last - self.first) / MARKS_KEPT)
         self._mark_at = self.first + self._mark_every
+        self._tail_over = DEFAULT_HISTORY * max(len(config.nodes), 1)
+        """Events past which a seek folds from the tail (it decodes about a
+        history per node) rather than on."""
         self._sink: Sink = _drop
         self._task: asyncio.Task[None] | None = None
 
@@ -130,7 +142,10 @@ class ReplaySource:
         new key, or a key raised again after it cleared; an update of an
         active alert (new evidence, the phone told) is not a new alert."""
         active = set(self._state.alerts)
+        kinds = self.events.kinds
         for i in range(self._next, len(self.events)):
+            if kinds[i] not in ("AlertRaised", "AlertCleared"):
+                continue
             t, ev = self.events[i]
             if isinstance(ev, AlertCleared):
                 active.discard(ev.key)
@@ -142,26 +157,45 @@ class ReplaySource:
         self._seek_to(min(max(t, self.first), self.last))
 
     def _seek_to(self, t: float) -> None:
-        """Fold the recording up to ``t``: on from where it is when ``t`` is
-        ahead, else from the last kept copy before ``t``."""
+        """Fold the recording up to ``t``: on from where it is or from the last
+        kept copy before ``t``, whichever is nearer; from the tail when both
+        are far."""
         self.now = t
         end = bisect.bisect_right(self._times, t)
-        if end < self._next:
-            at = bisect.bisect_right(self._marks, end, key=lambda m: m[0])
-            folded, state = self._marks[at - 1] if at else (0, StreamState())
-            self._state, self._next = state.copy(), folded
-        while self._next < end:
-            self._fold_next()
+        at = bisect.bisect_right(self._marks, end, key=lambda m: m[0])
+        folded, state = self._marks[at - 1] if at else (0, StreamState())
+        ahead = end - self._next if end >= self._next else len(self.events)
+        with _bulk():
+            if min(ahead, end - folded) > self._tail_over:
+                ev = self.events
+                self._state = folded_tail(end, self._times, ev.kinds, ev.keys, ev.event)
+                self._next = end
+                self._keep_mark()
+            elif end - folded < ahead:
+                self._state, self._next = state.copy(), folded
+            while self._next < end:
+                self._fold_next()
         self._resync()
 
-    def _fold_next(self) -> ServiceEvent:
-        """Fold the next event, keeping a copy of the state every ``_mark_every``."""
+    def _keep_mark(self) -> None:
+        """A copy of the state now among the kept ones (at most MARKS_KEPT:
+        past it, the one nearest its successor goes)."""
+        bisect.insort(self._marks, (self._next, self._state.copy()), key=lambda m: m[0])
+        if len(self._marks) > MARKS_KEPT:
+            gaps = [b[0] - a[0] for a, b in zip(self._marks, self._marks[1:], strict=False)]
+            del self._marks[gaps.index(min(gaps))]
+        if self._next:
+            self._mark_at = self._times[self._next - 1] + self._mark_every
+
+    def _fold_next(self) -> ServiceEvent | None:
+        """Fold the next event (None: it did not decode), keeping a copy of the
+        state every ``_mark_every``."""
         at, ev = self.events[self._next]
         self._next += 1
-        self._state.fold(at, ev)
+        if ev is not None:
+            self._state.fold(at, ev)
         if at >= self._mark_at:  # past every kept copy: this one is the next
-            self._marks.append((self._next, self._state.copy()))
-            self._mark_at = at + self._mark_every
+            self._keep_mark()
         return ev
 
     def _resync(self) -> None:
@@ -184,9 +218,24 @@ class ReplaySource:
             while self._next < len(self.events) and self._times[self._next] <= self.now:
                 at = self._times[self._next]
                 ev = self._fold_next()
+                if ev is None:
+                    continue
                 if isinstance(ev, AlertRaised | AlertCleared):
                     ev = dataclasses.replace(ev, at=at)  # the recorded time, not the tick's
                 self._sink(ev)
+
+
+@contextmanager
+def _bulk() -> Iterator[None]:
+    """No cyclic collection while a seek decodes thousands of acyclic events
+    (each pass would walk the history already decoded: half a seek's time)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _drop(event: ServiceEvent) -> None:

@@ -7,7 +7,7 @@ to tell a console that attaches what the night held before it came."""
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from sparktui.core.state import HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -116,3 +116,72 @@ class StreamState:
             yield now, LaneChanged(view)
         for (lane, rank), lines in self.logs.items():
             yield now, LogLinesArrived(lane, rank, tuple(lines), self.delivered[(lane, rank)])
+
+
+def folded_tail(end: int, times: Sequence[float], kinds: Sequence[str], keys: Sequence[str],
+                event: Callable[[int], ServiceEvent | None]) -> StreamState:
+    """The state one fold of events ``[0, end)`` leaves, from only the events
+    that state keeps, found from the newest back by their class names
+    (``kinds``) and routes (``keys``: node, lane, lane and rank): each node's
+    last DEFAULT_HISTORY samples (and the last verdict, when they hold none),
+    each lane's last view (in the order the lanes came), each rank's last
+    LOG_BUFFER_LINES log lines, every alert. ``event(i)`` decodes one (None:
+    it does not decode, as for the fold). What opening a long night at a
+    late moment costs: about a history per node, not the night."""
+    picked: list[int] = []
+    decoded: dict[int, ServiceEvent] = {}
+    samples: dict[str, int] = {}
+    verdict_known: set[str] = set()
+    lines: dict[str, int] = {}
+    lane_view: dict[str, LaneView | None] = {}
+    lane_since: dict[str, int] = {}  # when the lane's present view came (the fold's order)
+    lane_closed: set[str] = set()
+
+    def take(i: int) -> ServiceEvent | None:
+        ev = event(i)
+        if ev is not None:
+            decoded[i] = ev
+        return ev
+
+    for i in range(end - 1, -1, -1):
+        kind, key = kinds[i], keys[i]
+        if kind == "NodeSampled":
+            n = samples.get(key, 0)
+            if n >= DEFAULT_HISTORY and key in verdict_known:
+                continue
+            ev = take(i)
+            if not isinstance(ev, NodeSampled):
+                continue
+            if n < DEFAULT_HISTORY or ev.verdict is not None:  # else: pushed out, no verdict
+                picked.append(i)
+                samples[key] = n + 1
+            if ev.verdict is not None:
+                verdict_known.add(key)
+        elif kind == "LogLinesArrived":
+            if lines.get(key, 0) < LOG_BUFFER_LINES and isinstance(ev := take(i),
+                                                                   LogLinesArrived):
+                picked.append(i)
+                lines[key] = lines.get(key, 0) + len(ev.lines)
+        elif kind in ("AlertRaised", "AlertCleared"):
+            if take(i) is not None:
+                picked.append(i)
+        elif kind in ("LaneChanged", "LaneGone") and key not in lane_closed:
+            if key not in lane_view:
+                ev = take(i)
+                if isinstance(ev, LaneChanged):
+                    lane_view[key], lane_since[key] = ev.lane, i
+                elif isinstance(ev, LaneGone):
+                    lane_view[key] = None
+                    lane_closed.add(key)
+                continue
+            if kind == "LaneGone" and isinstance(take(i), LaneGone):
+                lane_closed.add(key)
+            elif kind == "LaneChanged":
+                lane_since[key] = i
+    out = StreamState()
+    for i in sorted(picked):
+        out.fold(times[i], decoded[i])
+    for name in sorted(lane_since, key=lane_since.__getitem__):
+        if (view := lane_view[name]) is not None:
+            out.lanes[name] = view
+    return out

@@ -41,9 +41,12 @@ class ReplayApp(SparkTUI):
     def __init__(self, config: Config, source: ReplaySource) -> None:
         super().__init__(config, source, read_only=True)  # type: ignore[arg-type]
         self.source = source
+        self._damaged = 0
+        """Lines the recording's replay found damaged so far (each told once)."""
 
     def on_mount(self) -> None:
         """After SparkTUI's own on_mount (Textual calls each class's handler)."""
+        self._damaged = self.source.events.damage.lines
         self._show_clock()
         self.set_interval(CLOCK_EVERY_S, self._show_clock, name="replay clock")
 
@@ -55,6 +58,11 @@ class ReplayApp(SparkTUI):
         state = "PAUSED" if s.paused else "END" if s.at_end else f"x{s.speed:g}"
         clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.now))
         self.title = f"sparktui REPLAY {clock} UTC [{state}]"
+        damaged = s.events.damage.lines
+        if damaged > self._damaged:  # found when the replay decoded them
+            self.notify(f"{damaged - self._damaged} recorded line(s) skipped: not events "
+                        f"({s.events.path})", severity="warning")
+            self._damaged = damaged
 
     async def _fresh_screen(self) -> None:
         """A new main screen (modals closed) for the state a seek reports."""
