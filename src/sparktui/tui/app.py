@@ -22,7 +22,7 @@ from textual.worker import Worker, WorkerFailed, WorkerState
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
-from sparktui.ops.guards import Override
+from sparktui.ops.guards import Override, protected_lane
 from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
@@ -312,7 +312,16 @@ class SparkTUI(App[None]):
 
             self.push_screen(RefusalScreen(preview, overridable=overridable), chosen)
             return
-        self.push_screen(ConfirmActionScreen(preview), partial(self._confirmed, preview))
+        self.push_screen(ConfirmActionScreen(preview, self._heads_up(preview)),
+                         partial(self._confirmed, preview))
+
+    def _heads_up(self, preview: ActionPreview) -> str:
+        """What the confirm says before the guards: a serve of a protected lane
+        says so (else the first word of it was the refusal at ``x``)."""
+        if preview.kind == "serve" and protected_lane(self.config, preview.target).refused:
+            return (f"{preview.target} is a protected lane ([guards] protected_lanes): once "
+                    "it serves, x (stop) and power on its nodes refuse; stop it by hand")
+        return ""
 
     def _confirmed(self, preview: ActionPreview, ok: bool | None) -> None:
         if not ok or preview.run is None:

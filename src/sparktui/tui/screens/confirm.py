@@ -216,8 +216,10 @@ class ConfirmActionScreen(ActionModal):
         *ActionModal.BINDINGS,
         Binding("escape", "cancel", "Cancel", id="confirm-cancel")]
 
-    def __init__(self, preview: ActionPreview) -> None:
+    def __init__(self, preview: ActionPreview, heads_up: str = "") -> None:
+        """``heads_up``: a line said before the guards (a protected lane's serve)."""
         super().__init__(preview, "action-modal")
+        self.heads_up = heads_up
 
     def compose(self) -> ComposeResult:
         p = self.preview
@@ -225,7 +227,9 @@ class ConfirmActionScreen(ActionModal):
         with Vertical(id="dialog"):
             yield Label(p.title, id="dialog-title")
             with VerticalScroll(id="dialog-body", can_focus=False):
-                yield Label("Guards", classes="section first")
+                if self.heads_up:
+                    yield Static(Text(f"! {self.heads_up}", style="bold"), id="heads-up")
+                yield Label("Guards", classes="section" + ("" if self.heads_up else " first"))
                 yield Static(verdict_summary(plan_parts(p)[1]), id="verdicts")
                 yield Label("Plan", classes="section")
                 yield Static(steps_summary(p), id="steps")
