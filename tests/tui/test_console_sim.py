@@ -148,7 +148,7 @@ async def fire_the_demo_prompt(pilot, c, lane: str) -> None:
     """The demo palette's 150K prompt, as the operator reproduces the incident: the
     prompt-length guard refuses it (the lane's envelope is unmeasured), ``o``
     overrides it, the lane's name typed; then it is sent."""
-    (run,) = [cmd[1] for cmd in demo_cmd.triggers(c.sim, c.service, c.app)
+    (run,) = [cmd[1] for cmd in demo_cmd.triggers(c.sim, c.service, c.app, "long-prompt")
               if cmd[0] == f"demo: send the 150K prompt to {lane}"]
     run()
     await until(c, lambda: isinstance(c.app.screen, RefusalScreen))

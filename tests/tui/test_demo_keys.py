@@ -40,7 +40,8 @@ async def test_the_demo_palette_offers_boot_d_with_the_fit_overridden() -> None:
     async with c.app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: all(s.probe is not None
                                           for s in c.service.snapshot().nodes))
-        commands = demo_cmd.triggers(None, c.service, c.app)  # type: ignore[arg-type]
+        commands = demo_cmd.triggers(None, c.service, c.app,  # type: ignore[arg-type]
+                                     "boot-d-oom")
         (name, run, _), = [cmd for cmd in commands if "Boot D" in cmd[0]]
         # dgx1-4 are protected in the shipped config: the free four play the night
         assert name == ("demo: Boot D — serve dsv41-flash-r37-4x-eager on 4nodes-switch-b, "
@@ -50,7 +51,10 @@ async def test_the_demo_palette_offers_boot_d_with_the_fit_overridden() -> None:
                                                  | RefusalScreen), timeout=15)
         assert c.app.screen.preview.target == "dsv41-flash-r37-4x-eager"
         await pilot.pause(0.2)
-        # the fit is overridden (the scripted fleet lacks the r37 image: that refuses)
+        # the fit is overridden (the scripted fleet lacks the r37 image: that refuses);
+        # the guards follow what it would have run, a page down at 80x24
+        await pilot.press("pagedown")
+        await pilot.pause(0.2)
         assert "OVERRIDDEN fit dsv41-flash-r37-4x-eager@4nodes-switch-b" in screen_text(c.app)
 
 
