@@ -31,9 +31,10 @@ async def test_the_palette_offers_the_running_scenarios_trigger_first(scenario: 
         await wait_for(pilot, lambda: all(s.probe is not None
                                           for s in c.service.snapshot().nodes))
         await pilot.press("colon")
-        await pilot.pause(0.5)
-        rows = [r for r in screen_text(c.app).splitlines() if "demo:" in r]
         first = f"demo: long prompt 1/2 — serve {LANE} first"
+        await wait_for(pilot, lambda: first in screen_text(c.app)
+                       and "demo: Boot D" in screen_text(c.app))
+        rows = [r for r in screen_text(c.app).splitlines() if r.lstrip().startswith("demo:")]
         assert rows and (first in rows[0]) is (scenario == "long-prompt"), rows
         assert ("Boot D" in rows[0]) is (scenario == "boot-d-oom"), rows
         assert any(first in r for r in rows) and any("Boot D" in r for r in rows), rows
