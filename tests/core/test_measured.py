@@ -9,11 +9,20 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
 from fixtures.dialects.golden import scenario
 from sparktui.core.logsig import classify
-from sparktui.core.measured import MemoryMarks, boot_figures, last_boot, memory_figure
+from sparktui.core.measured import (
+    BootFigures,
+    MemoryMarks,
+    boot_figures,
+    kv_linearity,
+    last_boot,
+    memory_figure,
+)
 from sparktui.core.phases import PhaseTracker
 
 GIB_KIB = 1024 * 1024
@@ -92,3 +101,41 @@ def test_each_sglang_memory_line_maps_to_its_figure(line, want):
     ev = classify(load("sglang-0.5").record(line, when=1.8e9, tp=" TP0")[0])
     assert ev is not None
     assert memory_figure(ev.kind, ev.fields) == want
+
+
+def boot(wf: str, at: float, kv_gib: float, tokens: int, window: int) -> BootFigures:
+    return BootFigures(wf, at, "c", 98.86, kv_gib, tokens, None, window)
+
+
+def test_kv_bytes_per_token_is_checked_linear_across_pins_and_windows():
+    """The seeds' "confirm it is linear": two boots with different pins give one
+    KV bytes per token (within 2 %), or the fit says it is not."""
+    six = boot("wf-6", 1.0, 6.0, 136_770, 131_072)
+    eleven = boot("wf-11", 2.0, 11.0, 250_000, 196_608)
+    lin = kv_linearity([six, eleven])
+    assert lin is not None and lin.linear
+    lo, hi = sorted(b.kv_bytes_per_token or 0 for b in (six, eleven))
+    assert lin.spread == pytest.approx(hi / lo - 1) and lin.spread < 0.01
+    text = lin.describe()
+    assert "checked linear over 2 boots" in text and text.endswith(": linear")
+    assert "6.00 GiB/136,770 tokens at window 131,072" in text
+    bent = kv_linearity([six, boot("wf-bent", 3.0, 11.0, 210_000, 196_608)])
+    assert bent is not None and not bent.linear and "NOT linear" in bent.describe()
+    assert bent.to_json()["boots"][1]["boot"] == "wf-bent"
+
+
+def test_linearity_needs_two_different_pools():
+    six = boot("wf-6", 1.0, 6.0, 136_770, 131_072)
+    assert kv_linearity([]) is None and kv_linearity([six]) is None
+    # the same pin and window booted twice is one point (the newest kept)
+    assert kv_linearity([six, boot("wf-again", 2.0, 6.0, 136_000, 131_072)]) is None
+    no_kv = BootFigures("wf-w", 3.0, "c", 98.86, None, None, None, 131_072)
+    assert kv_linearity([six, no_kv]) is None
+
+
+@given(st.floats(1.0, 60.0), st.floats(1.0, 60.0), st.integers(10_000, 200_000))
+def test_pools_of_one_bytes_per_token_are_always_linear(a_gib, b_gib, bpt):
+    boots = [boot(f"wf-{i}", float(i), g, int(g * 2**30 / bpt), 131_072 * (i + 1))
+             for i, g in enumerate((a_gib, b_gib))]
+    lin = kv_linearity(boots)
+    assert lin is not None and lin.linear

@@ -3,18 +3,18 @@
 Figures the last successful boot of the recipe on the cluster measured (the
 serve's journal entry, core/measured.py) are used first; ``--json`` carries them
 as ``measured`` (with the boot they came from) and the derived figures as
-``predicted``; the text shows both side by side."""
+``predicted``; the text shows both side by side. Boots of the recipe whose KV
+pools differ (another pin or window) are checked for one KV bytes per token
+(``kv_linearity``, null with fewer than two)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from ..core.config import Config
 from ..core.fit import FitReport, fit
-from ..core.measured import BootFigures, last_boot
-from ..ops.journal import Journal, JournalError
-from ..ops.recipe_record import record
+from ..core.measured import BootFigures, kv_linearity
+from ..ops.recipe_record import journal_boots, record_boot
 from .common import console, print_json, recipe_and_cluster
 
 
@@ -34,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config, recipe, cluster = recipe_and_cluster(args)
-    boot = _last_boot(config, recipe.name, cluster)
+    boots = journal_boots(config, recipe.name, cluster)
+    boot = boots[-1] if boots else None
+    linearity = kv_linearity(boots)
     predicted = fit(config, recipe, cluster)
     report = fit(config, recipe, cluster, boot) if boot is not None else predicted
     if args.record:
@@ -42,10 +44,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"sparktui fit: no successful boot of {recipe.name} on {cluster} measured "
                   f"anything: nothing to record", file=sys.stderr)
             return 1
-        values = _recordable(boot, recipe.speculative.drafter_kv_bytes_per_token
-                             if recipe.speculative else 0)
         try:
-            path = record(config, recipe.name, values, note=f"measured at boot {boot.boot}")
+            path, values = record_boot(config, recipe, boot)
         except (ValueError, OSError) as exc:
             print(f"sparktui fit: nothing recorded: {exc}", file=sys.stderr)
             return 1
@@ -53,35 +53,15 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.json:
         print_json({**report.to_json(), "measured": boot.to_json() if boot else None,
-                    "predicted": _figures(predicted)})
+                    "predicted": _figures(predicted),
+                    "kv_linearity": linearity.to_json() if linearity else None})
     else:
         render(report)
         if boot is not None:
             _side_by_side(predicted, boot, config.guards.node_memory_gib)
+        if linearity is not None:
+            console().print(f"  {linearity.describe()}")
     return 0 if report.verdict == "fits" else 1
-
-
-def _last_boot(config: Config, recipe: str, cluster: str) -> BootFigures | None:
-    """The newest successful serve of the recipe on the cluster that measured its
-    memory, from the journal (none readable: nothing measured)."""
-    try:
-        journal = Journal.in_state_dir(config.state_dir())
-        ends = [(e.wf, e.t, e.detail) for e in journal.entries()
-                if e.kind == "end" and e.workflow == "serve" and e.ok]
-    except (OSError, JournalError):
-        return None
-    return last_boot(ends, recipe, cluster)
-
-
-def _recordable(b: BootFigures, drafter_bpt: int) -> dict[str, str | int | float | bool]:
-    """The boot's figures as recipe keys (the pool's bytes per token hold the
-    drafter's KV group, which the recipe keeps apart)."""
-    out: dict[str, str | int | float | bool] = {}
-    if b.weights_per_rank_gib:
-        out["model.weights_per_rank_gib"] = round(b.weights_per_rank_gib, 2)
-    if b.kv_bytes_per_token:
-        out["model.kv_bytes_per_token"] = max(1, b.kv_bytes_per_token - drafter_bpt)
-    return out
 
 
 def _figures(r: FitReport) -> dict[str, object]:

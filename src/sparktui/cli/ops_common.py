@@ -71,10 +71,12 @@ def add_common(p: argparse.ArgumentParser) -> None:
                         "exit 0 when it would be allowed, 3 when refused")
 
 
-async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace) -> int:
+async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace,
+                after: Callable[[WorkflowResult], None] | None = None) -> int:
     """The one route from a command into a workflow: plan from a fresh observation,
     show it (``--dry-run``: print it and stop), confirm, then execute that plan
-    (re-checked before the first step)."""
+    (re-checked before the first step); ``after`` is given the result once it is
+    printed (serve: what the boot measured, and the question to record it)."""
     plan = await prepare(ctx, workflow)
     if args.dry_run:
         return dry_run(plan, args.json)
@@ -83,7 +85,11 @@ async def drive(ctx: OpsContext, workflow: Workflow, args: argparse.Namespace) -
     if plan.allowed and not confirm(confirmation_for(plan.workflow, plan.target, plan.report),
                                     yes=args.yes):
         return EXIT_DECLINED
-    return finish(await execute(ctx, plan), args.json)
+    result = await execute(ctx, plan)
+    code = finish(result, args.json)
+    if after is not None:
+        after(result)
+    return code
 
 
 def add_prompt_override(p: argparse.ArgumentParser) -> None:

@@ -4,22 +4,31 @@ default (`--detach` returns once the ranks started), progress on stderr.
 cluster) and runs nothing: the verdict first, the refusals, every other guard,
 then every step with its exact command (each rank's docker run), refused or
 not, and the verdict again last; `--print-commands` prints the exact
-per-rank commands without contacting any node."""
+per-rank commands without contacting any node. After a boot, what it measured
+that the recipe does not say yet is printed, and recorded with the operator's
+yes at a terminal (else the `fit --record` command is printed)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from functools import partial
+from typing import TextIO
 
 from ..core.config import Config
+from ..core.errors import InputError
 from ..core.fit import fit
 from ..core.lint import cold_load_seconds, lint
+from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
 from ..core.render import plan
+from ..ops.confirm import Confirmation
 from ..ops.context import open_context
 from ..ops.guards import parse_overrides
 from ..ops.plan import dry_run_lines
+from ..ops.recipe_record import journal_boots, record_boot, unrecorded
 from ..ops.workflows.execute import prepare
+from ..ops.workflows.runner import WorkflowResult
 from ..ops.workflows.serve import Serve, ServeOptions
 from .common import print_json, recipe_and_cluster
 from .ops_common import (
@@ -27,6 +36,7 @@ from .ops_common import (
     EXIT_OK,
     EXIT_REFUSED,
     add_common,
+    confirm,
     drive,
     run_async,
     stderr_printer,
@@ -117,4 +127,39 @@ async def _main(config: Config, args: argparse.Namespace) -> int:
             plan = await prepare(ctx, serve)
             print("\n".join(dry_run_lines(plan)))
             return EXIT_OK if plan.allowed else EXIT_REFUSED
-        return await drive(ctx, serve, args)
+        return await drive(ctx, serve, args,
+                           after=None if args.json else partial(offer_record, config, recipe,
+                                                                ask=not args.yes))
+
+
+def offer_record(config: Config, recipe: Recipe, result: WorkflowResult, *, ask: bool,
+                 stdin: TextIO | None = None) -> None:
+    """After a boot: what it measured that the recipe does not say yet, and the
+    operator's yes to record it (at a terminal, without --yes: asked; else the
+    command that records it is printed). The record path keeps the comments and
+    validates the recipe (ops/recipe_record.py)."""
+    cluster = str(result.detail.get("cluster") or recipe.cluster)
+    if not result.ok:
+        return
+    boot = next((b for b in journal_boots(config, recipe.name, cluster) if b.boot == result.wf),
+                None)
+    if boot is None or not (new := unrecorded(recipe, boot)):
+        return
+    print(f"measured at boot {boot.boot}: {boot.describe()}")
+    print("not in the recipe yet: " + ", ".join(f"{k} = {v}" for k, v in new.items()))
+    stdin = stdin or sys.stdin
+    if not ask or not stdin.isatty():
+        print(f"  record them: `sparktui fit {recipe.name} --cluster {cluster} --record`")
+        return
+    if not confirm(Confirmation(recipe.name, False, True,
+                                f"record the boot's figures into {recipe.name}'s recipe"),
+                   yes=False, stdin=stdin):
+        print(f"  not recorded; later: `sparktui fit {recipe.name} --cluster {cluster} "
+              f"--record`")
+        return
+    try:
+        path, values = record_boot(config, recipe, boot)
+    except (InputError, ValueError, OSError) as exc:
+        print(f"sparktui serve: nothing recorded: {exc}", file=sys.stderr)
+        return
+    print(f"{path}: " + ", ".join(f"{k} = {v}" for k, v in values.items()))

@@ -11,7 +11,7 @@ lane at 131072 with a 6 GiB pin, refused "short by 0.59 GiB" by the night's
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -69,6 +69,20 @@ class BootFigures:
             return None
         return int(self.kv_pool_gib * GIB / self.kv_pool_tokens)
 
+    def describe(self) -> str:
+        """What was printed, in one line (parts not printed are left out)."""
+        parts = []
+        if self.weights_per_rank_gib:
+            parts.append(f"weights {self.weights_per_rank_gib:.2f} GiB/rank")
+        if self.kv_pool_gib and self.kv_pool_tokens:
+            parts.append(f"KV pool {self.kv_pool_gib:.2f} GiB for {self.kv_pool_tokens:,} "
+                         f"tokens ({self.kv_bytes_per_token:,} B/token)")
+        if self.graphs_gib:
+            parts.append(f"graphs {self.graphs_gib:.2f} GiB")
+        if "headroom" in self.mem_available_gib:
+            parts.append(f"{self.mem_available_gib['headroom']:.2f} GiB left serving")
+        return ", ".join(parts) or "nothing printed"
+
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["mem_available_gib"] = dict(self.mem_available_gib)
@@ -116,26 +130,98 @@ def boot_figures(memory_gib: Mapping[str, float], kv_tokens: int | None,
             "mem_available_gib": marks.to_json() if marks is not None else {}}
 
 
+def boot_of(wf: str, t: float, detail: Mapping[str, Any]) -> BootFigures | None:
+    """The figures of one serve ``end`` entry (wf, t, detail) when it was a
+    successful boot that measured something, else None."""
+    m = detail.get("measured")
+    if detail.get("outcome") != "ready" or not isinstance(m, Mapping):
+        return None
+    marks = m.get("mem_available_gib")
+    return BootFigures(wf, t, str(detail.get("cluster")), _f(m.get("weights_per_rank_gib")),
+                       _f(m.get("kv_pool_gib")), _i(m.get("kv_pool_tokens")),
+                       _f(m.get("graphs_gib")), _i(m.get("max_model_len")),
+                       {str(k): float(v) for k, v in marks.items()
+                        if isinstance(v, int | float)} if isinstance(marks, Mapping) else {})
+
+
+def measured_boots(ends: Iterable[tuple[str, float, Mapping[str, Any]]], recipe: str,
+                   cluster: str) -> list[BootFigures]:
+    """Every successful serve of ``recipe`` on ``cluster`` that measured something,
+    oldest first, from (wf, t, detail) of the journal's serve ``end`` entries."""
+    out = [b for wf, t, d in ends
+           if d.get("recipe") == recipe and d.get("cluster") == cluster
+           and (b := boot_of(wf, t, d)) is not None]
+    return sorted(out, key=lambda b: b.at)
+
+
 def last_boot(ends: Iterable[tuple[str, float, Mapping[str, Any]]], recipe: str,
               cluster: str) -> BootFigures | None:
-    """The newest successful serve of ``recipe`` on ``cluster`` that measured
-    something, from (wf, t, detail) of the journal's serve ``end`` entries."""
-    best: BootFigures | None = None
-    for wf, t, detail in ends:
-        m = detail.get("measured")
-        if (detail.get("recipe") != recipe or detail.get("cluster") != cluster
-                or detail.get("outcome") != "ready" or not isinstance(m, Mapping)):
-            continue
-        if best is not None and t < best.at:
-            continue
-        marks = m.get("mem_available_gib")
-        best = BootFigures(wf, t, cluster, _f(m.get("weights_per_rank_gib")),
-                           _f(m.get("kv_pool_gib")), _i(m.get("kv_pool_tokens")),
-                           _f(m.get("graphs_gib")), _i(m.get("max_model_len")),
-                           {str(k): float(v) for k, v in marks.items()
-                            if isinstance(v, int | float)} if isinstance(marks, Mapping)
-                           else {})
-    return best
+    """The newest of `measured_boots`."""
+    boots = measured_boots(ends, recipe, cluster)
+    return boots[-1] if boots else None
+
+
+def recordable(b: BootFigures, drafter_kv_bytes_per_token: int = 0) -> dict[str, float | int]:
+    """The boot's figures as recipe keys, for the record path (ops/recipe_record.py):
+    weights per rank and the model's KV bytes per token (the pool's bytes per
+    token hold the drafter's KV group, which the recipe keeps apart)."""
+    out: dict[str, float | int] = {}
+    if b.weights_per_rank_gib:
+        out["model.weights_per_rank_gib"] = round(b.weights_per_rank_gib, 2)
+    if b.kv_bytes_per_token:
+        out["model.kv_bytes_per_token"] = max(1, b.kv_bytes_per_token - drafter_kv_bytes_per_token)
+    return out
+
+
+LINEAR_TOLERANCE = 0.02
+"""KV bytes per token of two boots agreeing within 2 % is one line through the
+origin (the pool is tokens x bytes per token, whatever the pin or window)."""
+
+
+@dataclass(frozen=True)
+class KvLinearity:
+    """Whether the boots' KV pools are one line (pool bytes = tokens x bytes per
+    token) across different pins or windows: the seeds' "confirm it is linear"."""
+
+    linear: bool
+    boots: tuple[BootFigures, ...]
+    """The boots compared (each a different pool size or window)."""
+    spread: float
+    """(largest - smallest) / smallest of their KV bytes per token."""
+
+    def describe(self) -> str:
+        bpts = [b.kv_bytes_per_token or 0 for b in self.boots]
+        pools = ", ".join(f"{b.kv_pool_gib:.2f} GiB/{b.kv_pool_tokens:,} tokens"
+                          + (f" at window {b.max_model_len:,}" if b.max_model_len else "")
+                          for b in self.boots)
+        head = (f"KV bytes per token checked linear over {len(self.boots)} boots ({pools}): "
+                f"{min(bpts):,}..{max(bpts):,} B/token, spread {self.spread * 100:.1f} %")
+        if self.linear:
+            return head + f" (within {LINEAR_TOLERANCE * 100:g} %): linear"
+        return (head + f": NOT linear (beyond {LINEAR_TOLERANCE * 100:g} %) -> the pool is "
+                "not tokens x one figure: the newest boot's figure is used; check the KV "
+                "dtype and the drafter's KV group of each boot")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"linear": self.linear, "spread": round(self.spread, 4),
+                "boots": [{"boot": b.boot, "kv_pool_gib": b.kv_pool_gib,
+                           "kv_pool_tokens": b.kv_pool_tokens, "max_model_len": b.max_model_len,
+                           "kv_bytes_per_token": b.kv_bytes_per_token} for b in self.boots]}
+
+
+def kv_linearity(boots: Sequence[BootFigures]) -> KvLinearity | None:
+    """The linearity check over boots whose KV figures differ in pool size or
+    window (the newest of each); None when fewer than two such boots measured KV."""
+    newest: dict[tuple[float | None, int | None], BootFigures] = {}
+    for b in sorted(boots, key=lambda b: b.at):
+        if b.kv_bytes_per_token:
+            newest[(b.kv_pool_gib, b.max_model_len)] = b
+    kept = tuple(sorted(newest.values(), key=lambda b: b.at))
+    if len(kept) < 2:
+        return None
+    bpts = [b.kv_bytes_per_token or 0 for b in kept]
+    spread = (max(bpts) - min(bpts)) / min(bpts)
+    return KvLinearity(spread <= LINEAR_TOLERANCE, kept, spread)
 
 
 def _f(v: object) -> float | None:
