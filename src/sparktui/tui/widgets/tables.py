@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.segment import Segment
 from rich.style import Style
@@ -28,6 +28,12 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.lanes import LaneView
 from sparktui.tui.bindings import TABLE_BINDINGS
 from sparktui.tui.widgets.pane import RestyledWhileShown
+
+if TYPE_CHECKING:
+    from sparktui.tui.app import SparkTUI
+
+AGE_EVERY_S = 1.0
+"""Seconds between two repaints of the rows that show a stale age."""
 
 STATE_WORDS = {
     NodeState.ONLINE: "online",
@@ -224,10 +230,18 @@ class NodesTable(KeyedTable):
     def __init__(self, config: Config, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.config = config
+        self._aging: dict[str, tuple[NodeSnapshot, ThrashVerdict | None, str,
+                                     Sequence[Finding]]] = {}
+        """The rows that show a stale age, as last shown (repainted as it grows)."""
 
     def on_mount(self) -> None:
         for name in self.config.nodes:
             self.show(NodeSnapshot(name, NodeState.UNKNOWN, 0.0, error="not polled"), None, "")
+        self.set_interval(AGE_EVERY_S, self._age, name="stale ages")
+
+    def _age(self) -> None:
+        for row in list(self._aging.values()):
+            self.show(*row)
 
     def show(self, snap: NodeSnapshot, verdict: ThrashVerdict | None, busy: str,
              findings: Sequence[Finding] = ()) -> None:
@@ -248,9 +262,15 @@ class NodesTable(KeyedTable):
             if probe.psi and probe.psi.full:
                 psi = f"{probe.psi.full.avg10:4.1f}"
         state = Text(STATE_WORDS[snap.state], style=STATE_STYLES[snap.state])
-        age = stale_age(snap.last_ok_at, snap.taken_at, self.config.console.poll_interval_s)
-        if age is not None:  # the age of the last good sample (issue 17)
+        # the age of the last good sample (issue 17), now: the console's clock,
+        # a replay's (the snapshot's own time would freeze it)
+        now = cast("SparkTUI", self.app).now()
+        age = stale_age(snap.last_ok_at, now, self.config.console.poll_interval_s)
+        if age is not None:
             state.append(f" {format_duration(age)}", style="dim")
+            self._aging[snap.node] = (snap, verdict, busy, findings)
+        else:
+            self._aging.pop(snap.node, None)
         problems = [f for f in findings if f.check != "online"]  # State says that
         node: Text | str = snap.node
         problem: Text | str = ""
