@@ -48,6 +48,7 @@ from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
+from sparktui.tui.screens.picker import rank_options
 from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
@@ -55,6 +56,7 @@ from sparktui.tui.widgets.memory import MemoryPane
 from sparktui.tui.widgets.pane import Pane
 from sparktui.tui.widgets.tables import LanesTable, NodesTable, gate_brief
 from sparktui.watch.follower import LogLine
+from sparktui.watch.readiness import RankContainer
 
 if TYPE_CHECKING:
     from sparktui.tui.app import SparkTUI
@@ -112,6 +114,9 @@ class MainScreen(Screen[None]):
         self._activity_text = Text()
         self._predicted: dict[str, str] = {}
         """node -> the evidence of a predicted OOM of a lane loading on it."""
+        self._ranks_seen: dict[str, dict[int, RankContainer]] = {}
+        """lane -> every rank the console has seen listed since the lane appeared:
+        a dark node's rank leaves the lane's listing, its last lines stay readable."""
 
     @property
     def spark(self) -> SparkTUI:
@@ -188,6 +193,7 @@ class MainScreen(Screen[None]):
             self._lane_changed(ev.lane)
         elif isinstance(ev, LaneGone):
             self._lanes.pop(ev.name, None)
+            self._ranks_seen.pop(ev.name, None)
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
             self._predictions_changed()
@@ -339,6 +345,7 @@ class MainScreen(Screen[None]):
     def _lane_changed(self, lane: LaneView) -> None:
         old = self._lanes.get(lane.name)
         self._lanes[lane.name] = lane
+        self._ranks_seen.setdefault(lane.name, {}).update({r.rank: r for r in lane.ranks})
         self.alerts.lane_seen(lane.name)
         self.query_one("#lanes-empty").display = False
         if old is None or (old.load is None) != (lane.load is None):
@@ -576,8 +583,8 @@ class MainScreen(Screen[None]):
             self.notify("no lane selected", severity="warning")
             return
         lv = self._lanes[self.lane]
-        options = [(str(r.rank), f"rank {r.rank} on {r.node} ({r.container})")
-                   for r in lv.ranks]
+        states = {s.node: s.state.value for s in self.spark.service.snapshot().nodes}
+        options = rank_options(lv.ranks, self._ranks_seen.get(lv.name, {}), states)
 
         def chosen(value: str | None) -> None:
             if value is not None and self.lane is not None:
