@@ -10,13 +10,19 @@ from sparktui.core.canary import (
     BAD_HEALTH_CHECKS,
     COLLAPSE_AFTER_S,
     FAILED_ROUNDS,
+    HUNG_HEALTH_CHECKS,
+    NO_ANSWER,
+    REFUSED,
     CanaryAnswer,
     EngineCounters,
     ThroughputWatch,
     counters_from_metrics,
     describe_age,
+    endpoint_gone,
+    hang_budget,
     judge_canary,
     judge_health,
+    round_period,
     stale_age,
 )
 
@@ -132,12 +138,39 @@ def test_staleness_shows_past_two_intervals() -> None:
     assert describe_age(252) == "last good sample 4m12s ago"
 
 
-def test_health_rule_words_and_count() -> None:
-    assert judge_health("ok", 5, 8000) is None
-    assert judge_health("refused", BAD_HEALTH_CHECKS - 2, 8000) is None
-    v = judge_health("refused", BAD_HEALTH_CHECKS - 1, 8000)
+def test_a_server_that_is_gone_fails_the_lane_on_the_second_check() -> None:
+    """vLLM 0.33: a dead core answers /health 503, then its server exits (the
+    port refuses): both are the engine gone, on BAD_HEALTH_CHECKS in a row."""
+    assert endpoint_gone("ok", 5, 8000) is None
+    assert endpoint_gone(REFUSED, BAD_HEALTH_CHECKS - 2, 8000) is None
+    assert endpoint_gone(REFUSED, BAD_HEALTH_CHECKS - 1, 8000) == (
+        f"port 8000 refuses connections (the API server is gone) on {BAD_HEALTH_CHECKS} "
+        "checks in a row")
+    assert endpoint_gone("503", BAD_HEALTH_CHECKS - 1, 8000) == (
+        f"/health answers HTTP 503 on {BAD_HEALTH_CHECKS} checks in a row")
+    # a /health that times out says nothing of an exit, however long it lasts
+    assert all(endpoint_gone(NO_ANSWER, n, 8000) is None for n in range(20))
+
+
+def test_a_port_that_accepts_and_never_answers_is_unresponsive() -> None:
+    assert judge_health("ok", 9, 8000) is None
+    assert judge_health(REFUSED, 9, 8000) is None  # gone: endpoint_gone's, not this
+    assert judge_health(NO_ANSWER, HUNG_HEALTH_CHECKS - 2, 8000) is None
+    v = judge_health(NO_ANSWER, HUNG_HEALTH_CHECKS - 1, 8000)
     assert v is not None and v.unresponsive
-    assert v.evidence == (f"port 8000 does not answer /health (refused) on {BAD_HEALTH_CHECKS} "
+    assert v.evidence == (f"port 8000 gives no answer to /health on {HUNG_HEALTH_CHECKS} "
                           "checks in a row",)
-    v = judge_health("503", BAD_HEALTH_CHECKS - 1, 8000)
-    assert v is not None and v.evidence[0].startswith("/health answers HTTP 503 on")
+
+
+@given(st.floats(1.0, 3600.0), st.floats(0.5, 30.0), st.floats(0.0, 5.0), st.floats(0.5, 30.0))
+def test_rounds_come_often_enough_to_call_a_hang_within_the_interval(
+        interval: float, timeout: float, settle: float, retry: float) -> None:
+    """The worst hang starts just after a round: the next round begins one
+    period later and FAILED_ROUNDS bounded rounds (and the retries between
+    them) decide; that fits the interval whenever the interval can hold it."""
+    period = round_period(interval, timeout, settle, retry)
+    budget = hang_budget(timeout, settle, retry)
+    assert budget >= FAILED_ROUNDS * (timeout + settle) + (FAILED_ROUNDS - 1) * retry
+    assert interval / 2 <= period <= interval
+    if interval >= 2 * budget:
+        assert period + budget <= interval + 1e-9

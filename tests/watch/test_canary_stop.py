@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from sparktui.adapters.engine_http import ChatAnswer
-from sparktui.core.canary import CanaryVerdict
+from sparktui.core.canary import HUNG_HEALTH_CHECKS, NO_ANSWER, REFUSED, CanaryVerdict
 from sparktui.watch.canary import ServingCanary
 
 SCALE = 1000.0
@@ -73,16 +73,25 @@ def health_verdicts(checks: list[tuple[str, bool]]) -> list[str | None]:
     return out
 
 
-def test_a_port_that_stops_answering_leaves_serving_on_the_second_check() -> None:
-    """Closed port (refused) or a dead vLLM 0.33 core (/health 503): two
-    endpoint checks in a row (5 s apart) make the lane unresponsive; one
-    lost check is no alarm; an answer again clears it."""
-    assert health_verdicts([("ok", True), ("refused", True), ("ok", True)]) == [None] * 3
-    assert health_verdicts([("ok", True), ("refused", True), ("refused", True),
-                            ("ok", True)]) == [None, None, "unresponsive", None]
-    assert health_verdicts([("503", True), ("503", True)]) == [None, "unresponsive"]
+def test_a_port_that_accepts_and_never_answers_leaves_serving() -> None:
+    """A hung server (the port accepts, /health times out): HUNG_HEALTH_CHECKS
+    endpoint checks in a row make the lane unresponsive; fewer are no alarm;
+    an answer again clears it. A server that is gone (refused, 503) is the
+    lane watcher's to fail, never this rule's."""
+    hung = [(NO_ANSWER, True)] * HUNG_HEALTH_CHECKS
+    assert health_verdicts([("ok", True), *hung[1:], ("ok", True)]) == \
+        [None] * (HUNG_HEALTH_CHECKS + 1)
+    assert health_verdicts([("ok", True), *hung, ("ok", True)]) == \
+        [None] * HUNG_HEALTH_CHECKS + ["unresponsive", None]
+    assert health_verdicts([(REFUSED, True)] * 5 + [("503", True)] * 5) == [None] * 10
 
 
 def test_a_port_closed_by_a_stop_is_no_alarm() -> None:
-    assert health_verdicts([("ok", True), ("refused", False), ("refused", False),
-                            ("refused", False)]) == [None] * 4
+    assert health_verdicts([("ok", True), *[(NO_ANSWER, False)] * 5]) == [None] * 6
+
+
+def test_leaving_serving_clears_the_verdict() -> None:
+    """Unresponsive, then the lane fails (or stops): the alert goes with the
+    first endpoint check after, not a canary interval later."""
+    assert health_verdicts([*[(NO_ANSWER, True)] * HUNG_HEALTH_CHECKS, (NO_ANSWER, False)]) \
+        == [None] * (HUNG_HEALTH_CHECKS - 1) + ["unresponsive", None]

@@ -1,9 +1,12 @@
 """The serving canary's rules (pure): is a lane that answers ``/health``
 really serving, and has its engine stopped making tokens?
 
-vLLM's API server can keep answering ``/health`` 200 after its engine core
-died (vllm-project/vllm#39863, #7633), so ``/health`` alone says nothing
-about generation. Two signals do:
+An engine core that *exited* turns vLLM's ``/health`` to 503 and its API
+server exits within ~5 s (vLLM 0.33 ``v1/engine/core_client.py``): the lane
+has failed (:func:`endpoint_gone`, judged by the lane watcher, which fails
+the lane with the cause its ranks' logs and exits give). A *hung* core keeps
+``/health`` 200 (vllm-project/vllm#39863, #7633), so ``/health`` alone says
+nothing about generation. Two signals do:
 
 - the canary: one tiny completion (1 token, temperature 0, bounded timeout)
   every few tens of seconds. It failing while ``/health`` answers and the
@@ -177,25 +180,72 @@ def judge_canary(answer: CanaryAnswer, failed_before: int) -> CanaryVerdict | No
 
 
 BAD_HEALTH_CHECKS = 2
-"""Endpoint checks in a row whose ``/health`` is not 200 before a serving
-lane is called ``unresponsive`` (5 s apart: within 10 s, well inside one
-canary interval). One check lost to a loaded host is no alarm."""
+"""Endpoint checks in a row whose ``/health`` says the API server is gone
+before a serving lane is called ``failed`` (5 s apart: within 10 s). One
+check lost to a loaded host is no alarm."""
+
+NO_ANSWER = "no answer"
+"""The lane's health when ``/health`` timed out: the port accepts, nothing
+answers (a hung server, a loaded host, a node gone dark) -- no evidence of
+an exit."""
+REFUSED = "refused"
+"""The lane's health when the connection was refused or dropped: nothing
+serves the port any more."""
+
+HUNG_HEALTH_CHECKS = 3
+"""Endpoint checks in a row with no answer to ``/health`` before a serving
+lane is called ``unresponsive`` (~15 s: a 3 s timeout on an idle server
+three times running is no loaded host's doing)."""
 
 
-def judge_health(health: str, bad_before: int, port: int | None) -> CanaryVerdict | None:
-    """The lane's state from one endpoint check while it serves, given how
-    many checks before it in a row did not answer 200. vLLM 0.33 answers
-    503 once its engine core died (``v1/engine/core_client.py``) and its API
-    server exits within ~5 s after (the container's exit then fails the lane
-    through its log follower); a port that refuses connections has no server
-    at all. None: nothing to say (a 200, or a first bad check)."""
-    if health == "ok" or bad_before + 1 < BAD_HEALTH_CHECKS:
+def endpoint_gone(health: str, bad_before: int, port: int | None) -> str | None:
+    """Why a serving lane has *failed*, from one endpoint check given how many
+    before it in a row said the same, or None. vLLM answers ``/health`` 503
+    once its engine core is dead (EngineDeadError; ``v1/engine/core_client.py``,
+    ``entrypoints/serve/instrumentator/health.py``) and its API server exits
+    ~5 s later (the port then refuses): both say the engine is gone for good.
+    A ``/health`` that times out says nothing of the kind (:func:`judge_health`)."""
+    if health in ("ok", NO_ANSWER) or bad_before + 1 < BAD_HEALTH_CHECKS:
         return None
     where = f"port {port}" if port else "the lane's port"
-    said = (f"{where} does not answer /health ({health})" if not health.isdigit()
-            else f"/health answers HTTP {health}")
-    return CanaryVerdict("unresponsive", (f"{said} on {bad_before + 1} checks in a row",),
-                         True)
+    said = (f"/health answers HTTP {health}" if health.isdigit()
+            else f"{where} refuses connections (the API server is gone)")
+    return f"{said} on {bad_before + 1} checks in a row"
+
+
+def judge_health(health: str, hung_before: int, port: int | None) -> CanaryVerdict | None:
+    """The lane's state from one endpoint check while it serves, given how
+    many checks before it in a row got no answer to ``/health``: the port
+    accepts and nothing answers (a hung API server) is ``unresponsive``;
+    a server that is gone is :func:`endpoint_gone`'s (``failed``). None:
+    nothing to say."""
+    if health != NO_ANSWER or hung_before + 1 < HUNG_HEALTH_CHECKS:
+        return None
+    where = f"port {port}" if port else "the lane's port"
+    return CanaryVerdict("unresponsive", (f"{where} gives no answer to /health on "
+                                          f"{hung_before + 1} checks in a row",), True)
+
+
+ROUND_OVERHEAD_S = 1.0
+"""What a round costs beside its completion's bound: listing the engine's
+models and reading its counters (milliseconds; a second on a loaded host)."""
+
+
+def hang_budget(timeout_s: float, settle_s: float, retry_s: float) -> float:
+    """Seconds from the start of the round that first meets a hang to the
+    ``unresponsive`` verdict: :data:`FAILED_ROUNDS` bounded rounds, each
+    judged ``settle_s`` after it ended, ``retry_s`` apart."""
+    return FAILED_ROUNDS * (timeout_s + settle_s + ROUND_OVERHEAD_S) \
+        + (FAILED_ROUNDS - 1) * retry_s
+
+
+def round_period(interval_s: float, timeout_s: float, settle_s: float, retry_s: float) -> float:
+    """Seconds between two canary rounds so that a hang is called within
+    ``interval_s`` of its start: the round that finds it starts at most one
+    period after the hang, and :func:`hang_budget` later it is called. Never
+    under half the interval (a short interval then bounds the verdict by
+    period + budget instead)."""
+    return max(interval_s - hang_budget(timeout_s, settle_s, retry_s), interval_s / 2)
 
 
 _TIMEOUT_WORDS = ("no answer in", "no complete answer in", "Timeout")

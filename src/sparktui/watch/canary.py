@@ -17,6 +17,7 @@ from typing import Protocol
 
 from sparktui.adapters.engine_http import ChatAnswer, EngineClient
 from sparktui.core.canary import (
+    NO_ANSWER,
     CanaryAnswer,
     CanaryVerdict,
     Collapse,
@@ -24,6 +25,7 @@ from sparktui.core.canary import (
     counters_from_metrics,
     judge_canary,
     judge_health,
+    round_period,
     stale_age,
 )
 from sparktui.core.clock import Clock, within
@@ -46,7 +48,8 @@ RETRY_S = 5.0
 """After a round that failed with evidence of a dead engine, the next round
 comes this soon (not a whole interval later): ``unresponsive`` needs
 :data:`~sparktui.core.canary.FAILED_ROUNDS` in a row, and a hung engine must
-still be called so within about one interval of the hang."""
+still be called so within one interval of the hang (rounds come every
+:func:`~sparktui.core.canary.round_period`, the interval less that budget)."""
 
 PROMPT = "Say OK."
 
@@ -74,6 +77,9 @@ class ServingCanary:
         self._clock = clock
         self.interval_s = interval_s if complete is not None else None
         self.timeout_s = timeout_s
+        self.period_s = round_period(self.interval_s, timeout_s, STOP_SETTLE_S, RETRY_S) \
+            if self.interval_s is not None else None
+        """Seconds between two rounds (a hang is called within ``interval_s``)."""
         self._complete = complete
         self._detector = detector
         self._on_verdict = on_verdict
@@ -82,9 +88,9 @@ class ServingCanary:
         self.verdict: CanaryVerdict | None = None
         self.collapse: Collapse | None = None
         self._by_health = False
-        """The verdict is judge_health's (a /health that fails), not a round's."""
-        self.bad_health = 0
-        """Endpoint checks in a row (while serving) whose /health was not 200."""
+        """The verdict is judge_health's (a /health that gives no answer), not a round's."""
+        self.hung_health = 0
+        """Endpoint checks in a row (while serving) whose /health gave no answer."""
         self.failed_rounds = 0
         """Rounds in a row that failed with evidence of a dead engine."""
         self.last_good: float | None = None
@@ -102,14 +108,16 @@ class ServingCanary:
         if health == "ok":
             self.last_good = now
         if serving is None:
-            self.bad_health = 0
+            self.hung_health = self.failed_rounds = 0
+            if self.verdict is not None:
+                self._set(None)  # failed or stopping: the lane's phase says so now
         else:
-            by_health = judge_health(health, self.bad_health, serving[1])
-            self.bad_health = 0 if health == "ok" else self.bad_health + 1
+            by_health = judge_health(health, self.hung_health, serving[1])
+            self.hung_health = self.hung_health + 1 if health == NO_ANSWER else 0
             if by_health is not None:
                 self._set(by_health)
                 self._by_health = True
-            elif health == "ok" and self._by_health:
+            elif health != NO_ANSWER and self._by_health:
                 self._set(None)  # it answers again: the next round judges
         self.collapse = self._throughput.observe(counters_from_metrics(now, metrics))
         if self.collapse is not None and self._detector is not None:
@@ -127,7 +135,8 @@ class ServingCanary:
         if self.interval_s is None:
             return
         while True:
-            await self._clock.sleep(RETRY_S if self.failed_rounds else self.interval_s)
+            assert self.period_s is not None
+            await self._clock.sleep(RETRY_S if self.failed_rounds else self.period_s)
             where = target()
             if where is None:
                 self.failed_rounds = 0

@@ -48,7 +48,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from sparktui.adapters.engine_http import EngineClient
+from sparktui.adapters.engine_http import EngineClient, HealthAnswer
+from sparktui.core.canary import NO_ANSWER, REFUSED, endpoint_gone
 from sparktui.core.clock import Clock, within
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import (
@@ -87,6 +88,10 @@ LOG_BUFFER_LINES = 5000
 FEED_SLICE = 64
 """Lines classified between two yields to the event loop during a burst."""
 ENGINE_TIMEOUT_S = 3.0
+RECHECK_S = 1.0
+"""After an endpoint check whose ``/health`` said the server is gone (503,
+refused), the next comes this soon: an exited engine is failed within
+``endpoint_every_s`` + this of its death, not two whole check intervals."""
 ECHO_READS = 3
 """Reads of the rank-0 log for the tag of a ``/v1/models`` request before the
 start-time fallback and the port's owner are asked."""
@@ -283,6 +288,8 @@ class LaneWatcher:
         self._tags: set[str] = set()
         self._echoed: set[str] = set()
         self._last_tokens: tuple[float, float] | None = None
+        self._gone_checks = 0
+        """Endpoint checks in a row (while serving) that said the server is gone."""
         self._unread: list[str] = []
         self._port_taken = ""
         self.stopping_since: float | None = None
@@ -811,7 +818,7 @@ class LaneWatcher:
             self._phase_changed()
             self._finish(Verdict.READY)
             while True:
-                await self.clock.sleep(self.endpoint_every_s)
+                await self.clock.sleep(RECHECK_S if self._gone_checks else self.endpoint_every_s)
                 await self._check(client)
 
     async def _identity(self, client: EngineClient, rank0: RankContainer, port: int) -> str:
@@ -879,10 +886,10 @@ class LaneWatcher:
         self._after_feed()
 
     async def _check(self, client: EngineClient) -> None:
-        """Health and decode rate of a serving lane (the console shows them)."""
+        """Health and decode rate of a serving lane (the console shows them);
+        a server that is gone fails the lane (:meth:`_judge_endpoint`)."""
         answer = await client.health()
-        self.health = "refused" if answer.status is None else (
-            "ok" if answer.ok else str(answer.status))
+        self.health = health_word(answer)
         metrics: dict[str, float] = {}
         if answer.status is not None:
             metrics = await client.metrics()
@@ -895,6 +902,40 @@ class LaneWatcher:
                                           / (now - self._last_tokens[0]))
                 self._last_tokens = (now, tokens)
         self._emit(EndpointChecked(self.lane, self.health, self.decode_tps, metrics))
+        await self._judge_endpoint()
+
+    async def _judge_endpoint(self) -> None:
+        """A serving lane whose ``/health`` says its server is gone
+        (core/canary.endpoint_gone: 503, refused) has failed. What its ranks'
+        logs and exits hold up to now comes first (read to their end): a
+        fatal line or a rank's exit there is the failure, with its cause;
+        only when they hold none is the endpoint's word the failure."""
+        self._learn_stop()
+        if self.tracker.failure is not None or self.stopping_since is not None \
+                or self.tracker.phase is not Phase.SERVING:
+            self._gone_checks = 0
+            return
+        gone = endpoint_gone(self.health, self._gone_checks, self.port)
+        self._gone_checks = 0 if self.health in ("ok", NO_ANSWER) else self._gone_checks + 1
+        if gone is None:
+            return
+        await asyncio.gather(*(self._catch_up(st) for st in self._ranks.values()
+                               if st.follower is not None and not st.ended and not st.busy))
+        self._learn_stop()
+        if self.tracker.failure is None and self.stopping_since is None:
+            ev = LogEvent(Kind.ENGINE_DEAD, Severity.FATAL, Phase.FAILED,
+                          {"health": self.health}, gone)
+            self.tracker.feed_event(0, ev, self.clock.monotonic(), _rfc3339(self.clock.time()))
+        self._after_feed()
+
+
+def health_word(answer: HealthAnswer) -> str:
+    """The lane's health column from one ``/health`` answer: ``ok``, the HTTP
+    status, ``refused`` (nothing serves the port: refused or dropped) or
+    ``no answer`` (it timed out: a hung server or a loaded host)."""
+    if answer.status is None:
+        return NO_ANSWER if "Timeout" in answer.error else REFUSED
+    return "ok" if answer.ok else str(answer.status)
 
 
 @dataclass(frozen=True)
