@@ -176,6 +176,8 @@ def test_a_node_plug_may_not_be_a_shared_switch(config_copy):
      "-5 is out of range: must be >= 1 and <= 3600 s"),
     ("boot_timeout_s = 600.0", "boot_timeout_s = 0.0", "power.boot_timeout_s", ">= 1"),
     ("speed = 60.0", "speed = -1.0", "simulator.speed", "> 0"),
+    ('dialect = "vllm-0.33"', 'dialect = "vllm-0.34"', "simulator.dialect",
+     "'vllm-0.34' is not one of: vllm-0.11, vllm-0.33, sglang-0.5"),
     ("connect_timeout_s = 10.0", "connect_timeout_s = 1e308", "ssh.connect_timeout_s",
      "<= 300 s"),
     ('url = "http://127.0.0.1:8123"', 'url = "http://[::1"', "home_assistant.url", "not a URL"),

@@ -191,3 +191,70 @@ async def test_a_reasoning_lane_streams_its_dialects_field(fleet: Config, serve,
             {"chat_template_kwargs": {"enable_thinking": False}}))
         async with EngineClient(host, 8000, timeout=10) as client:
             assert await drive(client.first_token("zai-org/GLM-5.3-Flash")) is not None
+
+
+def _families(text: str) -> dict[str, tuple[str, str]]:
+    """``# HELP`` / ``# TYPE`` lines of a Prometheus text page: name -> (type, help)."""
+    helps = dict(line[7:].split(" ", 1) for line in text.splitlines()
+                 if line.startswith("# HELP "))
+    return {name: (kind, helps.get(name, "")) for name, kind in
+            (line[7:].split(" ", 1) for line in text.splitlines() if line.startswith("# TYPE "))}
+
+
+async def test_vllm_metrics_carry_the_api_servers_process_series(fleet: Config, serve) -> None:
+    """vLLM (one API server) serves prometheus_client's default registry: the
+    ProcessCollector's series, by its own names, help and types (compared with
+    the real collector's here), the start time the container's; SGLang's
+    multiprocess registry has none."""
+    from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+
+    real = CollectorRegistry()
+    ProcessCollector(registry=real)
+    want = _families(generate_latest(real).decode())
+    assert "process_start_time_seconds" in want and "process_open_fds" in want
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, VLLM_LANE)
+        await serve(sim, SGLANG_LANE, "4nodes-switch-b")  # dgx5-8: beside it
+        await sim.advance(4 * 3600)
+        c = next(c for c in sim.nodes["dgx1"].docker.containers.values()
+                 if c.labels.get("sparktui.lane") == VLLM_LANE)
+        sg_node = next(n for n in sim.nodes.values() for c in n.docker.containers.values()
+                       if c.labels.get("sparktui.lane") == SGLANG_LANE
+                       and c.labels.get("sparktui.rank") == "0")
+        async with httpx.AsyncClient(timeout=5) as client:
+            vllm = (await client.get(f"http://{sim.nodes['dgx1'].api_host}:8000/metrics")).text
+            sglang = (await client.get(f"http://{sg_node.api_host}:30000/metrics")).text
+    got = _families(vllm)
+    assert {k: v for k, v in got.items() if k.startswith("process_")} == want
+    values = {line.split(" ")[0]: float(line.split(" ")[1]) for line in vllm.splitlines()
+              if line.startswith("process_")}
+    assert values["process_start_time_seconds"] == c.started_t
+    assert values["process_cpu_seconds_total"] > 0 and values["process_resident_memory_bytes"] > 0
+    assert "sglang:num_running_reqs" in sglang and "process_" not in sglang
+
+
+def test_the_config_key_is_the_simulators_dialect(fleet: Config) -> None:
+    from dataclasses import replace
+
+    config = replace(fleet, simulator=replace(fleet.simulator, dialect="vllm-0.11"))
+    assert spec_from_config(config).dialect == "vllm-0.11"
+    assert spec_from_config(fleet).dialect == "vllm-0.33"
+
+
+async def test_flag_over_scenario_over_config(fleet: Config, tmp_path) -> None:
+    """core-exit reproduces vLLM 0.33's one-line core death: it speaks 0.33
+    whatever the config says, unless ``sim --dialect`` asks otherwise."""
+    from dataclasses import replace
+
+    from sparktui.sim.runner import published_sim
+
+    old = replace(fleet, simulator=replace(fleet.simulator, dialect="vllm-0.11"),
+                  console=replace(fleet.console, state_dir=str(tmp_path / "state")))
+    async with published_sim(old, scenario="core-exit", speed=1.0) as sim:
+        assert sim.spec.dialect == "vllm-0.33"
+    async with published_sim(old, scenario="normal", speed=1.0) as sim:
+        assert sim.spec.dialect == "vllm-0.11"
+    async with published_sim(old, scenario="core-exit", speed=1.0, dialect="vllm-0.11") as sim:
+        assert sim.spec.dialect == "vllm-0.11"
+        sim.set_scenario("normal")
+        assert sim.spec.dialect == "vllm-0.11"

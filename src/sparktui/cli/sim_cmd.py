@@ -35,9 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=flag(SimulatorConfig, "seed"), default=None,
                    help="random seed (default: [simulator])")
     p.add_argument("--dialect", choices=DIALECTS, default=None,
-                   help="which engine release the simulated vLLM engines speak, from the "
-                        f"wheels' own strings (default {DEFAULT_DIALECT}; SGLang engines speak "
-                        "sglang-0.5; docs/DIALECTS.md)")
+                   help="which engine release the simulated engines of that kind speak, from "
+                        "the wheels' own strings, over any scenario's (default: [simulator] "
+                        f"dialect, {DEFAULT_DIALECT} unless set; docs/DIALECTS.md)")
     p.add_argument("--list-scenarios", action="store_true", help="list scenarios and exit")
     p.set_defaults(func=run)
 

@@ -210,6 +210,11 @@ class WebConfig:
     """File holding the token; must be mode 0600. Used when the variable is unset."""
 
 
+SIM_DIALECTS = ("vllm-0.11", "vllm-0.33", "sglang-0.5")
+"""Engine releases the simulator speaks (sim/dialects/<name>.json, read from
+the wheels; docs/DIALECTS.md)."""
+
+
 @dataclass(frozen=True)
 class SimulatorConfig:
     enabled: bool = False
@@ -217,6 +222,12 @@ class SimulatorConfig:
     speed: Annotated[float, Range(0, 100_000, lo_open=True, unit="x")] = 60.0
     scenario: str = "normal"
     shared_host_key: bool = False
+    dialect: str = "vllm-0.33"
+    """Which release the simulated engines of that kind speak, one of
+    :data:`SIM_DIALECTS` (the other kind speaks its default: SGLang engines
+    sglang-0.5, vLLM engines vllm-0.33). ``sparktui sim --dialect`` overrides
+    it; a scenario that reproduces one release's behaviour speaks that
+    release unless the flag says otherwise (sim/scenarios.py)."""
 
 
 @dataclass(frozen=True)

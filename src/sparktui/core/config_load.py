@@ -19,6 +19,7 @@ from typing import Any
 from . import plain
 from .config import (
     NOTIFY_EVENTS,
+    SIM_DIALECTS,
     ClusterConfig,
     Config,
     ConsoleConfig,
@@ -274,6 +275,10 @@ def _check_sections(src: Source, sections: dict[str, Any], nodes: dict[str, Node
             if node.liveness_port is None:
                 src.error(("nodes", node.name, "liveness_port"),
                           'required when [liveness] method = "tcp"')
+    sim: SimulatorConfig | None = sections.get("simulator")
+    if sim is not None and sim.dialect not in SIM_DIALECTS:
+        src.error(("simulator", "dialect"),
+                  f"{sim.dialect!r} is not one of: {', '.join(SIM_DIALECTS)}")
     ha: HomeAssistantConfig | None = sections.get("home_assistant")
     if ha is not None and (why := url_problem(ha.url)) is not None:
         src.error(("home_assistant", "url"), why)

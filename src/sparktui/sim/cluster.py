@@ -499,6 +499,7 @@ class Sim:
         self.spec.engine_core_exits_after_s = fresh.engine_core_exits_after_s
         self.spec.reclaim_stall_s = fresh.reclaim_stall_s
         self.spec.garbling = fresh.garbling
+        self.spec.dialect = fresh.dialect  # engines started from now on speak it
         self.spec.stale_containers = fresh.stale_containers
         self.spec.scenario = name
         place_stale_containers(self)

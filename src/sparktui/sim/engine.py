@@ -21,6 +21,7 @@ from .scheduler import Proc, Process, Wait
 
 if TYPE_CHECKING:
     from .cluster import Sim
+    from .dialects import Dialect
     from .node import Node
 
 CUDA_CONTEXT_GIB = 1.2
@@ -69,6 +70,8 @@ class LogStyle(Protocol):
 
     failure_exit: int
     """The container's exit code after a fatal error (SGLang SIGKILLs its tree: 137)."""
+    d: Dialect
+    """The release this engine speaks, fixed when its container starts."""
 
     def start(self, e: Engine) -> None: ...
     def model_missing(self, e: Engine) -> None: ...

@@ -19,7 +19,6 @@ from prometheus_client.core import (
 )
 
 from . import engine_chat
-from .dialects import for_engine
 from .engine_vllm import models_json
 
 if TYPE_CHECKING:
@@ -89,10 +88,57 @@ class _EngineCollector:
                             "Histogram of time to first token in seconds.", st.ttft)
 
 
+API_SERVER_RSS_BYTES = 1_450_000_000
+"""The API server process's own resident memory (the engine core and workers
+hold the weights, in processes of their own)."""
+API_SERVER_VMS_BYTES = 21_800_000_000
+"""Its virtual size (torch and CUDA mapped in)."""
+CPU_S_PER_S, CPU_S_PER_TOKEN = 0.02, 2e-5
+"""The API server's CPU: its loops while idle, detokenising and streaming per token."""
+OPEN_FDS, MAX_FDS = 57, 1_048_576
+"""Its open files (ZMQ sockets, the model files' handles gone) and docker's nofile limit."""
+
+
+class _ProcessCollector:
+    """What prometheus_client's ProcessCollector adds to a vLLM ``/metrics``:
+    the API server's own process (its names, help and types; tests compare
+    them with prometheus_client's). vLLM with one API server serves the
+    default registry, which holds it (``vllm/v1/metrics/prometheus.py:53`` at
+    0.33); SGLang serves a MultiProcessCollector registry, which has none
+    (``sglang/srt/utils/common.py:2848`` at 0.5.23). The start time is the
+    container's (the server is its first process), on the simulated clock."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.e = engine
+
+    def collect(self) -> Iterator[Metric]:
+        e, st = self.e, self.e.stats
+        now = e.sim.wall()
+        started = e.container.started_t if e.container.started_t is not None else now
+        cpu = max(0.0, now - started) * CPU_S_PER_S \
+            + (st.prompt_tokens + st.generation_tokens) * CPU_S_PER_TOKEN
+        yield GaugeMetricFamily("process_virtual_memory_bytes", "Virtual memory size in bytes.",
+                                value=float(API_SERVER_VMS_BYTES))
+        yield GaugeMetricFamily("process_resident_memory_bytes",
+                                "Resident memory size in bytes.",
+                                value=float(API_SERVER_RSS_BYTES))
+        yield GaugeMetricFamily("process_start_time_seconds",
+                                "Start time of the process since unix epoch in seconds.",
+                                value=float(started))
+        yield CounterMetricFamily("process_cpu_seconds_total",
+                                  "Total user and system CPU time spent in seconds.", value=cpu)
+        yield GaugeMetricFamily("process_open_fds", "Number of open file descriptors.",
+                                value=float(OPEN_FDS + sum(not r.done for r in e.requests)))
+        yield GaugeMetricFamily("process_max_fds", "Maximum number of open file descriptors.",
+                                value=float(MAX_FDS))
+
+
 def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable[None]]) -> \
         web.Application:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_EngineCollector(engine))
+    if engine.args.kind == "vllm":
+        registry.register(_ProcessCollector(engine))
     created = int(time.time())
 
     @web.middleware
@@ -186,8 +232,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
 
         # a --reasoning-parser lane whose template may think streams its first
         # tokens as reasoning, in the dialect's field (delta.reasoning in vLLM 0.33)
-        key = for_engine(engine.args.kind, engine.sim.spec.dialect).reasoning_key \
-            if thinks else "content"
+        key = engine.style.d.reasoning_key if thinks else "content"
         await resp.write(chunk(answer[:4], None, key))
         await wait_for(lambda: req.done)
         if not req.error:

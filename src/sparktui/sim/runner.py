@@ -51,8 +51,8 @@ async def published_sim(config: Config, *, scenario: str | None = None,
         raise AlreadyRunning(f"a simulator (pid {other}) already publishes "
                              f"{sim_endpoints_path(config)}")
     spec = spec_from_config(config, seed=seed)
-    if dialect is not None:
-        spec.dialect = dialect
+    if dialect is not None:  # the flag wins over the config and the scenario
+        spec.dialect, spec.dialect_pinned = dialect, True
     base = config.state_dir() / "sim"
     workdir = base / f"run-{os.getpid()}"
     sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed,

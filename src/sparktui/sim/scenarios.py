@@ -56,6 +56,14 @@ SCENARIOS: dict[str, str] = {
                            "answering, then dgx6/dgx7 thrash.",
 }
 
+DIALECTS: dict[str, str] = {
+    "core-exit": "vllm-0.33",
+}
+"""Scenarios that reproduce one release's behaviour speak that release (unless
+``sim --dialect`` says otherwise): core-exit is vLLM 0.33's one-line core death
+(``[shutdown] MPClient: ...``, v1/engine/core_client.py:839); 0.11 words it
+otherwise."""
+
 STALE_LANE = "glm53-full-native-8x-dspark8"
 
 
@@ -69,6 +77,8 @@ def apply_scenario(spec: SimSpec, name: str) -> SimSpec:
     if name not in SCENARIOS:
         raise ValueError(f"unknown scenario {name!r}; known: {', '.join(SCENARIOS)}")
     spec.scenario = name
+    if name in DIALECTS and not spec.dialect_pinned:
+        spec.dialect = DIALECTS[name]
     nodes = {n.name: n for n in spec.nodes}
 
     def each(*names: str) -> list[NodeSpec]:

@@ -60,8 +60,10 @@ class SimSpec:
     client's one line, /health 503, the API server gone ~5 s later (vLLM 0.33
     v1/engine/core_client.py:840)."""
     dialect: str = "vllm-0.33"
-    """Which vLLM release the simulated vLLM engines speak (sim/dialects/; SGLang
-    engines speak sglang-0.5)."""
+    """Which release the simulated engines of that kind speak (``[simulator]
+    dialect``; sim/dialects/for_engine: the other kind speaks its default)."""
+    dialect_pinned: bool = False
+    """The dialect was asked for by flag (``sim --dialect``): no scenario changes it."""
     silent_scan_gb: float = 0.0
     """GB each rank reads, at its NFS rate, before its first shard's progress line
     and without memory growing (a sparse shard scanned into the page cache: the
@@ -113,6 +115,7 @@ def spec_from_config(config: Config, *, seed: int | None = None) -> SimSpec:
         shared_host_key=config.simulator.shared_host_key,
         seed=config.simulator.seed if seed is None else seed,
         scenario=config.simulator.scenario,
+        dialect=config.simulator.dialect,
     )
 
 

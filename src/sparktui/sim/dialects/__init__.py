@@ -21,8 +21,11 @@ from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
 
-NAMES = ("vllm-0.11", "vllm-0.33", "sglang-0.5")
-DEFAULT = "vllm-0.33"
+from sparktui.core.config import SIM_DIALECTS, SimulatorConfig
+
+NAMES = SIM_DIALECTS
+"""The dialects there are (``[simulator] dialect`` accepts exactly these)."""
+DEFAULT = SimulatorConfig.dialect
 HERE = Path(__file__).resolve().parent
 _PERCENT = re.compile(r"%(?:\((\w+)\))?[-#0 +]*(?:\d+)?(?:\.\d+)?[sdfxr%]")
 _FIELD = re.compile(r"\{([^{}]*)\}")
@@ -142,11 +145,13 @@ def _load(path: Path) -> Dialect:
     return Dialect(data["dialect"], data["engine"], data["version"], lines)
 
 
-def for_engine(kind: str, vllm: str = DEFAULT) -> Dialect:
-    """The dialect an engine of ``kind`` speaks: SGLang engines sglang-0.5,
-    vLLM engines the chosen vLLM release (``sim --dialect``)."""
-    return load("sglang-0.5" if kind == "sglang" else vllm if vllm.startswith("vllm")
-                else DEFAULT)
+def for_engine(kind: str, chosen: str = DEFAULT) -> Dialect:
+    """The dialect an engine of ``kind`` speaks: the chosen one (``[simulator]
+    dialect``, ``sim --dialect``, a scenario's) when it is that engine's, else
+    that engine's default (SGLang sglang-0.5, vLLM :data:`DEFAULT`)."""
+    if kind == "sglang":
+        return load(chosen if chosen.startswith("sglang") else "sglang-0.5")
+    return load(chosen if chosen.startswith("vllm") else DEFAULT)
 
 
 @cache
