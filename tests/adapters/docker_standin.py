@@ -47,11 +47,14 @@ def _state(name: str) -> dict[str, object]:
 
 
 def _lines(name: str) -> list[str]:
+    """The log's lines as docker keeps them: split at ``\n`` only (a tqdm bar's
+    ``\r`` redraws stay inside their line, under its one timestamp)."""
     try:
-        with open(_path(name, "log")) as f:
-            return f.read().splitlines(keepends=True)
+        with open(_path(name, "log"), newline="") as f:
+            text = f.read()
     except FileNotFoundError:
         return []
+    return [line + "\n" for line in text.split("\n")[:-1]]
 
 
 def logs(args: list[str]) -> int:
