@@ -61,8 +61,10 @@ def sim_config(tmp_path: Path) -> Config:
 
 @asynccontextmanager
 async def sim_console(tmp_path: Path, scenario: str = "normal", *,
-                      read_only: bool = False) -> AsyncIterator[SimConsole]:
-    config = sim_config(tmp_path)
+                      read_only: bool = False,
+                      config: Config | None = None) -> AsyncIterator[SimConsole]:
+    """``config``: another than `sim_config` (e.g. one whose recipes are a copy)."""
+    config = config or sim_config(tmp_path)
     async with running_sim(config, scenario=scenario, workdir=tmp_path / "sim") as sim:
         path = sim_endpoints_path(config)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -40,11 +40,19 @@ from sparktui.ops.resume import Offer, close, offers
 from sparktui.ops.runlocks import RunLock
 from sparktui.ops.shiftlog import render as render_shiftlog
 from sparktui.ops.stop_intents import StopIntents
+from sparktui.ops.workflows.bench import LaneBench
 from sparktui.ops.workflows.cluster_power import ClusterPower
+from sparktui.ops.workflows.envelope import Envelope
 from sparktui.ops.workflows.execute import execute, prepare
 from sparktui.ops.workflows.power import PowerCycle, Resume
 from sparktui.ops.workflows.prompt import LanePrompt
-from sparktui.ops.workflows.qualify import LaneNews, Qualify, lane_news, oom_news
+from sparktui.ops.workflows.qualify import (
+    LaneNews,
+    Qualify,
+    lane_news,
+    oom_news,
+    recipe_ceiling,
+)
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
@@ -336,6 +344,24 @@ class ClusterService:
         first rung while unmeasured, it is refused unless overridden by the typed name."""
         return await self._preview(LanePrompt(lane, tokens, send, overrides),
                                    f"Send a {tokens:,}-token prompt to {lane}")
+
+    async def preview_envelope(self, lane: str,
+                               overrides: frozenset[Override] = frozenset()) -> ActionPreview:
+        """The long-prompt ladder on a serving lane (`sparktui envelope LANE`, its
+        default rungs): it writes the recipe's ``[fit] prefill_*``."""
+        return await self._preview(Envelope(lane, overrides=overrides),
+                                   f"Envelope of lane {lane} (long-prompt ladder)")
+
+    async def preview_bench(self, lane: str,
+                            overrides: frozenset[Override] = frozenset()) -> ActionPreview:
+        """The bench table of a serving lane (`sparktui bench LANE`, its default
+        depths and concurrency): a report, the headline figures into the recipe."""
+        return await self._preview(LaneBench(lane, overrides=overrides), f"Bench lane {lane}")
+
+    def prompt_ceiling(self, lane: str) -> int | None:
+        """The lane's measured longest safe prompt (read from its recipe now: an
+        envelope run since the start wrote it), None while unmeasured."""
+        return recipe_ceiling(self.config, lane)
 
     async def preview_serve(self, recipe: str, cluster: str | None = None,
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:

@@ -8,11 +8,23 @@ from typing import TYPE_CHECKING, TypeAlias, cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
+from sparktui.ops.guards import Override
+
 if TYPE_CHECKING:
     from sparktui.tui.app import SparkTUI
 
 Command: TypeAlias = tuple[str, Callable[[], object], str]
 """(name, callback, help) of one palette entry."""
+
+
+def _propose_lane(app: SparkTUI, kind: str, lane: str,
+                  overrides: frozenset[Override] = frozenset()) -> None:
+    """The envelope or the bench of a serving lane in the confirm modal, as the CLI
+    plans it; a prompt-length refusal offers ``o`` (the lane's name typed)."""
+    s = app.service
+    preview = s.preview_envelope if kind == "envelope" else s.preview_bench
+    app.propose(lambda: preview(lane, overrides), f"{kind} {lane}",
+                partial(_propose_lane, app, kind, lane))
 
 
 class ActionCommands(Provider):
@@ -42,6 +54,10 @@ class ActionCommands(Provider):
             if view.phase == "serving":
                 out.append((f"qualify {lane}", partial(app.qualify_lane, lane),
                             "quality gate: copy fidelity, identifiers, smoke bench"))
+                out.append((f"envelope {lane}", partial(_propose_lane, app, "envelope", lane),
+                            "long-prompt ladder 8K-128K: prefill scratch, longest safe prompt"))
+                out.append((f"bench {lane}", partial(_propose_lane, app, "bench", lane),
+                            "prefill/decode tokens/s and TTFT, d0/d4096/d8192 x c1/c2"))
             out.append((f"stop {lane}", partial(app.propose_named, "stop", lane),
                         "stop every rank (typed confirmation)"))
         for node in app.config.nodes:

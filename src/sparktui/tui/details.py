@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from rich.text import Text
 
 from sparktui.core.config import Config
+from sparktui.core.envelope import DEFAULT_RUNGS
 from sparktui.core.nodehealth import Finding
 from sparktui.core.phases import format_duration
 from sparktui.core.state import NodeSnapshot
@@ -69,7 +70,8 @@ def node_details(config: Config, node: str, snap: NodeSnapshot | None,
     return text
 
 
-def lane_details(lane: LaneView) -> Text:
+def lane_details(lane: LaneView, ceiling_tokens: int | None = None) -> Text:
+    """``ceiling_tokens``: the lane's measured longest safe prompt (None: unmeasured)."""
     text = Text()
 
     def row(key: str, value: str) -> None:
@@ -86,6 +88,10 @@ def lane_details(lane: LaneView) -> Text:
     row("health", lane.health)
     if lane.decode_tps is not None:
         row("decode", f"{lane.decode_tps:.1f} tokens/s")
+    row("longest prompt", f"{ceiling_tokens:,} tokens (measured by sparktui envelope)"
+        if ceiling_tokens is not None else
+        f"not measured: prompts over {DEFAULT_RUNGS[0]:,} tokens are refused -> "
+        f"envelope {lane.name} (palette)")
     if lane.gate:
         row("gate", lane.gate_text or lane.gate)
     if lane.protected:

@@ -391,7 +391,8 @@ class MainScreen(Screen[None]):
             self.app.push_screen(TextScreen(f"Node {key}", node_details(
                 self.spark.config, key, snap, verdict, service.findings(key))))
         elif key in self._lanes:
-            self.app.push_screen(TextScreen(f"Lane {key}", lane_details(self._lanes[key])))
+            self.app.push_screen(TextScreen(f"Lane {key}", lane_details(
+                self._lanes[key], self.spark.service.prompt_ceiling(key))))
 
     @on(BootLog.FollowChanged)
     def _follow_changed(self) -> None:
