@@ -28,9 +28,6 @@ def with_notify(tmp_path: Path, service: str) -> Config:
     return load_config(cfg.path)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "open: passes alone and in the suite on the dev tree, failed twice in a clean-clone "
-    ".ci/run (check exited 1 without the notify error); the assertion prints check's answer"))
 async def test_a_missing_notify_service_fails_check_with_the_existing_ones(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,8 +10,11 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
 
 # 2026-11-29T22:00:00Z: the simulated night starts here unless told otherwise.
 DEFAULT_EPOCH = 1795989600.0
@@ -122,6 +125,42 @@ class SimClock:
             await self.advance(step, step=step, drain=True, whole_steps=True)
 
 
+class CountingExecutor(ThreadPoolExecutor):
+    """The loop's default executor under a manual clock, counting its jobs in
+    flight. Libraries hop to a thread on the way to a connection -- asyncssh
+    builds its connection options in one, every ``loop.getaddrinfo`` (httpx's
+    connects) runs in one -- and a drained step that took such a hop for a
+    quiet loop moved simulated time on while the reconnect was still being
+    made: on a loaded host 120 simulated seconds passed before a follower's
+    SSH reconnect came back, and a dead engine was never seen."""
+
+    def __init__(self) -> None:
+        super().__init__(thread_name_prefix="sim-executor")
+        self._count_lock = threading.Lock()
+        self.in_flight = 0
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        with self._count_lock:
+            self.in_flight += 1
+        try:
+            future = super().submit(fn, *args, **kwargs)
+        except BaseException:
+            self._done(None)
+            raise
+        future.add_done_callback(self._done)
+        return future
+
+    def _done(self, _: object) -> None:
+        with self._count_lock:
+            self.in_flight -= 1
+
+
+def count_thread_hops(loop: asyncio.AbstractEventLoop) -> None:
+    """Give ``loop`` a default executor that `loop_idle` can see the work of."""
+    if not isinstance(getattr(loop, "_default_executor", None), CountingExecutor):
+        loop.set_default_executor(CountingExecutor())
+
+
 async def loop_idle(quiet_turns: int = 3, max_real_s: float = 2.0) -> None:
     """Return once the running loop has had ``quiet_turns`` turns in a row with
     no callback ready and no file descriptor ready: every exchange between
@@ -129,7 +168,10 @@ async def loop_idle(quiet_turns: int = 3, max_real_s: float = 2.0) -> None:
     engine's HTTP server and the checker) has gone as far as it can without
     time passing. Waits on real time (a timeout, a thread, another process)
     are not work and do not hold it up. Gives up after ``max_real_s`` of real
-    time (a task that never stops scheduling itself). Reads two private
+    time (a task that never stops scheduling itself). A job in the loop's
+    default executor is work when it is a `CountingExecutor`
+    (`count_thread_hops`, which the simulator installs in manual mode): a
+    library's hop to a thread on the way to a connection. Reads private
     attributes of asyncio's selector loop; on any other loop it only lets
     woken tasks run a few turns."""
     loop = asyncio.get_running_loop()
@@ -138,9 +180,15 @@ async def loop_idle(quiet_turns: int = 3, max_real_s: float = 2.0) -> None:
     if ready is None or selector is None:
         await _let_run()
         return
+    executor = getattr(loop, "_default_executor", None)
+    counting = executor if isinstance(executor, CountingExecutor) else None
     end = time.monotonic() + max_real_s
     quiet = 0
     while quiet < quiet_turns and time.monotonic() < end:
+        if counting is not None and counting.in_flight:
+            quiet = 0
+            await asyncio.sleep(0.001)  # a thread's job: its answer comes through the loop
+            continue
         await asyncio.sleep(0)
         quiet = 0 if ready or selector.select(0) else quiet + 1
 

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from ..adapters.endpoints import SimEndpointsFile, SimNodeEntry
 from .catalog import ModelInfo
-from .clock import DEFAULT_EPOCH, SimClock
+from .clock import DEFAULT_EPOCH, SimClock, count_thread_hops
 from .engine import Engine, Request
 from .engine_http import build_app
 from .ha import HomeAssistant
@@ -231,6 +231,8 @@ class Sim:
     # --- start / stop ---------------------------------------------------------------
     async def start(self) -> None:
         self._changed = asyncio.Event()
+        if self.clock.manual:
+            count_thread_hops(asyncio.get_running_loop())
         self.workdir.mkdir(parents=True, exist_ok=True)
         keys = make_client_key(self.workdir / "keys")
         hkeys = host_keys(list(self.nodes), shared=self.spec.shared_host_key)
