@@ -60,6 +60,8 @@ class FakeNode:
     psi_full: float = 0.0
     responsive: bool = True
     powered: bool = True
+    pings: bool = True
+    """False: off the network (no ping) while its plug still says on."""
     hf_kind: str = "link"
     containers: list[FakeContainer] = field(default_factory=list)
     journal: asyncio.Queue[str] = field(default_factory=asyncio.Queue)
@@ -165,7 +167,8 @@ class FakeFleet:
 
     async def alive(self, endpoint: NodeEndpoint, timeout: float) -> bool:
         """Liveness: a powered node answers ping, even when its sshd is starved."""
-        return self.nodes[endpoint.name].powered
+        node = self.nodes[endpoint.name]
+        return node.powered and node.pings
 
 
 def fake_fleet(config: Config) -> FakeFleet:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from sparktui.tui.alertbook import CLUSTER_LOST
+
 from .harness import build, wait_for
 from .screen_text import screen_text
 
@@ -21,3 +23,26 @@ async def test_the_empty_lanes_pane_offers_s_only_where_s_serves(read_only: bool
         assert ("s serves a recipe" in text) is not read_only, text
         if read_only:
             assert "read-only: a writable console serves one" in text, text
+
+
+async def test_every_node_silent_after_answering_is_one_alert_that_clears() -> None:
+    """A read-only console whose simulator went away showed eight `unknown 44s`
+    rows and no alert. Every node unknown or unreachable after one answered is
+    one alert (the console's way to the nodes is what is gone); it clears when
+    a node answers again."""
+    c = build(read_only=True)
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: all(s.state.value == "online"
+                                          for s in c.service.snapshot().nodes), timeout=10)
+        assert CLUSTER_LOST not in c.app.alerts.active
+        for node in c.fleet.nodes.values():
+            node.responsive = node.pings = False
+        await wait_for(pilot, lambda: CLUSTER_LOST in c.app.alerts.active, timeout=20)
+        await pilot.pause(0.1)
+        alert_row = screen_text(c.app).splitlines()[1]
+        assert "UNRESPONSIVE" in alert_row and "cluster" in alert_row, alert_row
+        assert "no node has answered since" in alert_row, alert_row
+        c.fleet.nodes["dgx5"].responsive = c.fleet.nodes["dgx5"].pings = True
+        await wait_for(pilot, lambda: CLUSTER_LOST not in c.app.alerts.active, timeout=20)
+        assert [e.alert.key for e in c.app.alerts.cleared] == [CLUSTER_LOST]
+        assert "UNRESPONSIVE" not in screen_text(c.app).splitlines()[1]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.service.events import Alert
 
 SEVERITY = {"fatal": 0, "thrash": 1, "unresponsive": 2, "predicted oom": 3, "garbled": 4,
@@ -96,6 +98,29 @@ class AlertBook:
                 if entry.alert.subject in self.gone:
                     self.cleared_key(k, now, "lane gone")
         return done
+
+
+CLUSTER_LOST = "console:cluster-lost"
+"""The console's own alert: no node answers it at all."""
+SILENT = (NodeState.UNKNOWN, NodeState.UNREACHABLE)
+
+
+def cluster_lost(nodes: Sequence[NodeSnapshot]) -> Alert | None:
+    """Every node unknown or unreachable after one answered: what is gone is
+    more likely this console's way to the cluster (network, endpoints, the
+    simulator stopped) than eight nodes at once, and no node's own alert says
+    so (a read-only console showed eight `unknown 44s` rows and nothing else).
+    None while any node answers, or before any ever did."""
+    answered = [s.last_ok_at for s in nodes if s.last_ok_at is not None]
+    if not nodes or not answered or any(s.state not in SILENT for s in nodes):
+        return None
+    why = next((s.error for s in nodes if s.error), "")
+    return Alert(CLUSTER_LOST, "unresponsive", "cluster",
+                 (f"no node has answered since {clock_time(max(answered))}: "
+                  f"{len(nodes)}/{len(nodes)} unknown or unreachable",
+                  *([f"first error: {why[:160]}"] if why else [])),
+                 "check this console's way to the nodes (network, VPN, the endpoints); "
+                 "a simulator or demo that stopped: start it again")
 
 
 def clock_time(epoch: float) -> str:

@@ -43,7 +43,7 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.tui.alertbook import AlertBook
+from sparktui.tui.alertbook import CLUSTER_LOST, AlertBook, cluster_lost
 from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
@@ -314,6 +314,13 @@ class MainScreen(Screen[None]):
         parts += [f"{name} {(state or 'unknown').upper()}"
                   for name, state in self._switches.items() if state != "on"]
         summary = " · ".join(parts)
+        lost = cluster_lost(snapshot.nodes)
+        if (lost is None) == (CLUSTER_LOST in self.alerts.active):  # it changed
+            if lost is None:
+                self.alerts.cleared_key(CLUSTER_LOST, self.spark.now())
+            else:
+                self.alerts.raised(lost, self.spark.now())
+            self.show_alerts()
         if summary != self._summary:
             self._summary = summary
             self.spark.sub_title = f"{summary} · {self.spark.base_sub_title}"
