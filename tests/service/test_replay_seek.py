@@ -105,8 +105,14 @@ def test_a_seek_reports_each_alert_at_its_recorded_time_and_next_alert_skips_upd
     src = ReplaySource(CONFIG, night, start=T0 + 45)
     src._sink = seen.append
     src.seek(T0 + 45)
-    raised = {e.alert.key: e.at for e in seen if isinstance(e, AlertRaised)}
-    assert raised == {"fatal:lane": T0, "thrash:dgx5": T0 + 20}
+    told = [(type(e).__name__, getattr(e, "key", None) or e.alert.key, e.at)  # type: ignore[union-attr]
+            for e in seen if isinstance(e, AlertRaised | AlertCleared)]
+    assert told == [("AlertRaised", "fatal:lane", T0), ("AlertRaised", "thrash:dgx5", T0 + 20),
+                    ("AlertRaised", "fatal:lane", T0 + 30), ("AlertRaised", "fatal:lane", T0 + 40)]
+    seen.clear()
+    src.seek(T0 + 65)  # what cleared is told too, at its recorded time
+    told = [(type(e).__name__, e.at) for e in seen if isinstance(e, AlertRaised | AlertCleared)]
+    assert told[-2:] == [("AlertCleared", T0 + 50), ("AlertCleared", T0 + 60)]
     src.seek(T0)
     assert src.next_alert_time() == T0 + 20
     src.seek(T0 + 20)

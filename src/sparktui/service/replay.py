@@ -199,15 +199,22 @@ class ReplaySource:
         return ev
 
     def _resync(self) -> None:
-        """Report the state at ``now`` to a fresh console."""
+        """Report the state at ``now`` to a fresh console: the alerts as the
+        night told them, each raise, update and clear at its recorded time
+        (an alert raised before the kept timeline first, as it stands)."""
         st = self._state
         for node in self.config.nodes:
             for _, ev in st.recent(node, RESYNC_POINTS):
                 self._sink(ev)
         for lane in st.lanes.values():
             self._sink(LaneChanged(lane))
+        told_from = st.timeline[0][0] if st.timeline else self.last
         for key, alert in st.alerts.items():
-            self._sink(AlertRaised(alert, at=st.raised_at.get(key)))
+            at = st.raised_at.get(key)
+            if at is None or at < told_from:
+                self._sink(AlertRaised(alert, at=at))
+        for at, told in st.timeline:
+            self._sink(dataclasses.replace(told, at=at))
 
     async def _run(self) -> None:
         while True:
