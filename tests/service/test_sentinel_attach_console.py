@@ -1,7 +1,9 @@
 """The console (Pilot) attached to a sentinel's socket: its header says so,
 what the sentinel reports is what it shows, it polls no node itself; when
 the sentinel goes, the alert says so, the header loses the mark and the
-console's own poller takes over."""
+console's own poller takes over; when a sentinel is back the console
+re-attaches by itself: the lost alert cleared as "re-attached", a notice,
+the header's mark again, its own poller stopped."""
 
 from __future__ import annotations
 
@@ -52,5 +54,26 @@ async def test_the_console_shows_the_sentinels_night_and_then_its_own(tmp_path: 
             await wait_for(pilot, lambda: all(n.probes for n in fleet.nodes.values()))
             await wait_for(pilot, lambda: "attached" not in str(app.sub_title)
                            and "online" in str(app.sub_title))
+
+            # a sentinel is back (a restart: another pid, its own night)
+            back = SentinelHub(socket_path(tmp_path), clock=SystemClock(), pid=4712)
+            pressure = Alert("thrash:dgx7", "thrash suspected", "dgx7", ("PSI some 30 %",),
+                             "watch dgx7")
+            back.publish(AlertRaised(pressure))
+            await back.start()
+            try:
+                await wait_for(pilot, lambda: "attached to sentinel (pid 4712)"
+                               in str(app.sub_title), timeout=20)
+                await wait_for(pilot, lambda: "sentinel:lost" not in app.alerts.active)
+                assert set(app.alerts.active) == {"thrash:dgx7"}  # the new sentinel's alone
+                assert any(e.alert.key == "sentinel:lost" and e.why_cleared == "re-attached"
+                           for e in app.alerts.cleared)
+                assert any("re-attached: attached to sentinel (pid 4712)" in n[2]
+                           for n in app.notices)
+                probed = sum(n.probes for n in fleet.nodes.values())
+                await pilot.pause(1.5)  # its own poller stopped
+                assert sum(n.probes for n in fleet.nodes.values()) == probed
+            finally:
+                await back.close()
     finally:
         await hub.close()

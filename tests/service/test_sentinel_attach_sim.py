@@ -140,6 +140,8 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
             assert first.samples() - before[0] == second.samples() - before[1]
 
             # -- the sentinel dies --------------------------------------------------
+            assert sentinel.hub._server is not None
+            sentinel.hub._server.close()  # nobody answers at the socket any more
             for client in list(sentinel.hub._clients.values()):
                 client.writer.transport.abort()  # killed: no goodbye
             await advance_until(n, lambda: all(c.alerts("sentinel:") for c in consoles),

@@ -32,7 +32,12 @@ A slow console never stalls the sentinel: `SentinelHub.publish` only appends
 to each client's bounded queue; a queue that overflows is dropped and the
 client told to resync; a client that takes no bytes for WRITE_TIMEOUT_S is
 disconnected. A console that hears nothing for LOST_AFTER_S (three beats)
-takes the sentinel for dead.
+takes the sentinel for dead, says so (alert ``sentinel:lost``), watches alone
+and tries to attach again (`reattach`: after REATTACH_FIRST_S, doubling to
+REATTACH_MAX_S, on the service's clock); once a sentinel answers, its own
+watch stops, the new replay is shown, and what the replay no longer holds
+(its own lanes and alerts, the lost alert) is said gone and cleared: the
+lost alert's clearing is the console's "re-attached".
 """
 
 from __future__ import annotations
@@ -76,6 +81,13 @@ LINE_LIMIT = 32 * 2**20
 """Longest line read: a replayed rank's log buffer is one line."""
 REPLAY_SAMPLES = 150
 """Recent samples per node replayed to a console (5 minutes at 2 s): its memory graph."""
+
+REATTACH_FIRST_S = 2.0
+REATTACH_MAX_S = 60.0
+"""A console watching alone tries to attach again this often at most rarely
+(a sentinel under systemd is restarted 15 s after it dies)."""
+LOST_KEY = "sentinel:lost"
+
 
 def socket_path(state_dir: Path) -> Path:
     return state_dir / SOCKET_NAME
@@ -264,8 +276,10 @@ class SentinelFeed:
         self.state = StreamState()
 
     @classmethod
-    async def attach(cls, path: Path, clock: Clock) -> SentinelFeed | None:
-        """The running sentinel's stream, or None when none answers at ``path``."""
+    async def attach(cls, path: Path, clock: Clock, *,
+                     retry: bool = False) -> SentinelFeed | None:
+        """The running sentinel's stream, or None when none answers at ``path``
+        (said in the log at info level, at debug level for a ``retry``)."""
         if not path.exists():
             return None
         writer: asyncio.StreamWriter | None = None
@@ -279,16 +293,18 @@ class SentinelFeed:
             return cls(reader, writer, pid=int(hello["pid"]), since=float(hello["since"]),
                        clock=clock)
         except (OSError, TimeoutError, ValueError, KeyError, TypeError) as exc:
-            log.info("no sentinel to attach to at %s: %r", path, exc)
+            log.log(logging.DEBUG if retry else logging.INFO,
+                    "no sentinel to attach to at %s: %r", path, exc)
             if writer is not None:
                 writer.close()
             return None
 
-    async def follow(self, emit: Sink) -> str:
+    async def follow(self, emit: Sink, shown: tuple[set[str], set[str]] | None = None) -> str:
         """Apply and report every event until the stream ends; returns why it
-        ended. After a resync the lanes and alerts the new replay no longer
-        holds are reported gone and cleared."""
-        before: tuple[set[str], set[str]] | None = None
+        ended. After a resync, or the first replay when ``shown`` (the lanes
+        and alert keys a re-attaching console shows), the lanes and alerts the
+        replay does not hold are reported gone and cleared."""
+        before = shown
         while True:
             try:
                 raw = await within(self.clock, LOST_AFTER_S, self._reader.readline())
@@ -327,8 +343,20 @@ class SentinelFeed:
                 await self._writer.wait_closed()
 
 
+async def reattach(path: Path, clock: Clock) -> SentinelFeed:
+    """A sentinel's stream at ``path`` once one answers again: tried after
+    REATTACH_FIRST_S, then twice as long each time up to REATTACH_MAX_S (on
+    ``clock``), each try bounded by CONNECT_TIMEOUT_S. Cancel to give up."""
+    delay = REATTACH_FIRST_S
+    while True:
+        await clock.sleep(delay)
+        if (feed := await SentinelFeed.attach(path, clock, retry=True)) is not None:
+            return feed
+        delay = min(2 * delay, REATTACH_MAX_S)
+
+
 def lost_alert(pid: int, why: str) -> Alert:
-    return Alert("sentinel:lost", "sentinel lost", "sentinel",
+    return Alert(LOST_KEY, "sentinel lost", "sentinel",
                  (f"the sentinel (pid {pid}) {why}: this console now polls the nodes itself",),
-                 "restart the sentinel (systemctl --user restart sparktui-sentinel), then "
-                 "reopen the console to attach to it again")
+                 "restart the sentinel (systemctl --user restart sparktui-sentinel): this "
+                 "console attaches to it again by itself")

@@ -58,7 +58,7 @@ from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
-from sparktui.service.attach import SentinelFeed, lost_alert
+from sparktui.service.attach import SentinelFeed, lost_alert, reattach
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -123,8 +123,12 @@ class ClusterService:
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self._sentinel = sentinel
-        self._feed: SentinelFeed | None = None
-        """The sentinel's stream while attached (this console's actions go to it)."""
+        self._serve_watchers: LaneWatchers | None = None
+        """While attached: the watchers of a boot a serve from here starts (the
+        sentinel's watch of the lane is the one shown)."""
+        self._snapshots: asyncio.Queue[NodeSnapshot] | None = None
+        self._alone: list[asyncio.Task[None]] = []
+        """The tasks of watching alone (`_watch_alone`), stopped on re-attaching."""
         self.attached = ""
         """``attached to sentinel (pid N)`` while attached, else empty."""
         self._ha: Phone | None = None
@@ -164,7 +168,7 @@ class ClusterService:
         watchers: LaneWatchers = self._watchers
         if feed is not None:
             stack.push_async_callback(feed.close)
-            watchers = LaneWatchers()  # a serve's watch of its boot; the sentinel's is shown
+            watchers = self._serve_watchers = LaneWatchers()
         try:
             rt = await stack.enter_async_context(open_runtime(
                 self.config, emit=self._workflow_event, clock=self.clock,
@@ -187,9 +191,7 @@ class ClusterService:
         self._ha = rt.ha
         if feed is not None:
             # the sentinel polls, watches, records and notifies
-            self._reads = MirrorReads(feed.state, tuple(self.config.nodes), self.clock)
-            self._feed = feed
-            self.attached = f"attached to sentinel (pid {feed.pid})"
+            self._mirror(feed)
             self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
                                                    name="service:sentinel"))
         else:
@@ -207,25 +209,67 @@ class ClusterService:
         self.night.attach(lambda: self._bundle_sources(endpoints),
                           lambda: self.detector.journal_tails, emit=self._emit, phone=self._ha)
         self.ops.lane_watchers = self._watchers
-        queue = self.poller.subscribe()
+        if self._snapshots is None:
+            self._snapshots = self.poller.subscribe()
+        while not self._snapshots.empty():  # polled before the sentinel came back
+            self._snapshots.get_nowait()
         self.poller.start()
-        self._tasks.append(asyncio.create_task(self._consume(queue), name="service:snapshots"))
+        self._alone.append(asyncio.create_task(self._consume(self._snapshots),
+                                               name="service:snapshots"))
         if self._follow_journals:
             links = {n: self._links.get(n) for n in self.config.nodes}
-            self._tasks.append(asyncio.create_task(self.detector.follow_journals(links),
+            self._alone.append(asyncio.create_task(self.detector.follow_journals(links),
                                                    name="service:journals"))
+
+    async def _stop_alone(self) -> None:
+        """A sentinel answers again: this process's poller, lane watches and
+        journal followers stop, and its desk neither records nor phones."""
+        assert self.poller is not None and self.ops is not None
+        self.night.detach()
+        await self.poller.stop()
+        tasks, self._alone = self._alone, []
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        feeds = list(self._lanes.values())
+        self._lanes.clear()
+        await asyncio.gather(*(f.close() for f in feeds), return_exceptions=True)
+        watchers, self._watchers = self._watchers, LaneWatchers(on_new=self._lane_watched)
+        await watchers.close()
+        self.ops.lane_watchers = self._serve_watchers
+
+    def _mirror(self, feed: SentinelFeed) -> None:
+        """Read what the sentinel reports (it polls, watches, records and notifies)."""
+        self._reads = MirrorReads(feed.state, tuple(self.config.nodes), self.clock)
+        self.attached = f"attached to sentinel (pid {feed.pid})"
 
     async def _from_sentinel(self, feed: SentinelFeed) -> None:
         """The sentinel's events until its stream ends; then this console says
-        so and watches alone."""
-        why = await feed.follow(self._from_remote)
-        self._feed = None
-        await feed.close()
-        self.attached = ""
-        self._watch_alone()
-        alert = lost_alert(feed.pid, why)
-        self._alerts[alert.key] = alert
-        self._emit(AlertRaised(alert))
+        so, watches alone and tries to attach again until a sentinel answers:
+        then it stops watching alone and shows the new stream, whose replay
+        clears what it does not hold (the lost alert first of all)."""
+        assert self._sentinel is not None
+        lanes: set[str] | None = None
+        """Once re-attached: the lanes this console shows (the last sentinel's, its own)."""
+        while True:
+            try:
+                shown = None
+                if lanes is not None:  # re-attached: its own watch stops first
+                    lanes |= set(self._lanes)
+                    await self._stop_alone()
+                    self._mirror(feed)
+                    shown = (lanes, set(self._alerts))
+                    log.info("re-attached to the sentinel (pid %d)", feed.pid)
+                why = await feed.follow(self._from_remote, shown)
+            finally:
+                await feed.close()
+            self.attached = ""
+            self._watch_alone()
+            alert = lost_alert(feed.pid, why)
+            self._alerts[alert.key] = alert
+            self._emit(AlertRaised(alert))
+            lanes = set(feed.state.lanes)
+            feed = await reattach(self._sentinel, self.clock)
 
     def _from_remote(self, event: ServiceEvent) -> None:
         """An event of the sentinel's: its night desk recorded it and sent the
@@ -274,7 +318,7 @@ class ClusterService:
         await self.night.stop()
         if self.poller is not None:
             await self.poller.stop()
-        tasks, self._tasks = self._tasks, []
+        tasks, self._tasks, self._alone = [*self._tasks, *self._alone], [], []
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)

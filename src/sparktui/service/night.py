@@ -177,6 +177,16 @@ class NightDesk:
             log.warning("[notify] service is set but Home Assistant is not available: "
                         "no phone alerts")
 
+    def detach(self) -> None:
+        """The service attached to a sentinel again: the sentinel's desk records
+        and phones from now on, so this one stops both (a bundle it is
+        collecting still finishes; `attach` starts them again)."""
+        self._emit = _drop
+        self._phone = None
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
+
     async def phone_problem(self) -> str | None:
         """Why phone alerts would not arrive (the service is missing from Home
         Assistant, or it did not say), or None: asked once, at the start."""

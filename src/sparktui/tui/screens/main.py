@@ -33,6 +33,7 @@ from sparktui.ops.events import (
     WorkflowStarted,
 )
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
+from sparktui.service.attach import LOST_KEY
 from sparktui.service.events import (
     AlertCleared,
     AlertRaised,
@@ -202,10 +203,19 @@ class MainScreen(Screen[None]):
         elif isinstance(ev, AlertRaised):
             self.alerts.raised(ev.alert, self.spark.now() if ev.at is None else ev.at)
             self.show_alerts()
+            if ev.alert.key == LOST_KEY:
+                self._summary = ""  # the header's mark goes now, not at the next change
+                self._summarise()
             if ev.alert.level == PREDICTED_OOM_STEP:
                 self._predictions_changed()
         elif isinstance(ev, AlertCleared):
-            self.alerts.cleared_key(ev.key, self.spark.now() if ev.at is None else ev.at)
+            back = ev.key == LOST_KEY  # the console is attached to a sentinel again
+            self.alerts.cleared_key(ev.key, self.spark.now() if ev.at is None else ev.at,
+                                    "re-attached" if back else "")
+            if back:
+                self.notify(f"re-attached: {self.spark.service.attached}", timeout=20)
+                self._summary = ""  # the header's "attached to sentinel" mark, now
+                self._summarise()
             self.show_alerts()
             if ev.key.startswith(PREDICTED_OOM_STEP):
                 self._predictions_changed()
