@@ -4,7 +4,8 @@ It reaches the nodes through the config: with `[simulator] enabled = true`
 through the running simulator's endpoints file (`sparktui sim`, or use
 `sparktui demo`, which starts both). With a `sparktui sentinel` running on
 the same state directory, the console attaches to it (its events, its
-history of the night) instead of polling the nodes a second time.
+history of the night) instead of polling the nodes a second time; if the
+sentinel goes, the console polls alone and attaches again once it is back.
 """
 
 from __future__ import annotations

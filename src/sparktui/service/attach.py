@@ -84,8 +84,9 @@ REPLAY_SAMPLES = 150
 
 REATTACH_FIRST_S = 2.0
 REATTACH_MAX_S = 60.0
-"""A console watching alone tries to attach again this often at most rarely
-(a sentinel under systemd is restarted 15 s after it dies)."""
+"""A console watching alone first tries to attach again REATTACH_FIRST_S after
+the loss, then waits twice as long each time, up to REATTACH_MAX_S (systemd
+restarts a dead sentinel after 15 s: it is back within a minute)."""
 LOST_KEY = "sentinel:lost"
 
 
