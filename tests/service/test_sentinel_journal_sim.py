@@ -17,13 +17,15 @@ from sparktui.ops.events import StepFinished, WorkflowFinished, WorkflowStarted
 from sparktui.ops.journal import Journal
 from sparktui.service.attach import LINE_LIMIT, socket_path
 from sparktui.service.cluster import ClusterService
+from sparktui.service.codec import encode
 from sparktui.service.events import (
     AlertRaised,
     LaneGone,
     ServiceEvent,
     WorkflowProgressed,
 )
-from sparktui.service.recording import RECORDING_DIR, encode, read_recording
+from sparktui.service.recorded import read_recording
+from sparktui.service.recording import RECORDING_DIR
 from sparktui.service.sentinel import Sentinel
 
 from .simnight import advance_until, boot_unwatched, night, phase, with_phone
