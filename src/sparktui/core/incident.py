@@ -314,14 +314,19 @@ def render_summary(inc: Incident) -> str:
     out += [f"{n}. {s}" for n, s in enumerate(inc.next_steps, 1)]
     out += ["", "## Not collected", ""]
     out += [f"- {m}" for m in inc.missing] or ["- everything listed was collected"]
+    stamp = f"`t` on {inc.clocks.ours}"
     out += ["", "## Parts", "",
-            "- `ranks/`: last lines of every rank with timestamps",
-            "- `kernel/`: each node's kernel journal (OOM killer, NVRM, journald pressure)",
-            "- `snapshots/`: the nodes' polls (MemAvailable, PSI, load, state) in the window",
+            "- `ranks/`: last lines of every rank with timestamps (the nodes' clocks)",
+            "- `kernel/`: each node's kernel journal (OOM killer, NVRM, journald pressure; "
+            "the nodes' clocks)",
+            f"- `snapshots/`: the nodes' polls (MemAvailable, PSI, load, state) in the window "
+            f"({stamp})",
             "- `plan.json`: the plan and the guard verdicts that started the lane",
             "- `recipe/`, `config/`, `hashes.txt`: the recipe and config (no token), sha256",
-            "- `commands.sh`: the rendered commands", "- `journal.jsonl`: the journal entries",
-            "- `alerts.jsonl`: the alerts the console raised", ""]
+            "- `commands.sh`: the rendered commands",
+            "- `journal.jsonl`: the journal entries (`t` on the clock of the process that "
+            "ran each workflow)",
+            f"- `alerts.jsonl`: the alerts the console raised ({stamp})", ""]
     return "\n".join(out)
 
 
