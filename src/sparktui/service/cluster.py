@@ -23,9 +23,10 @@ from sparktui.core.canary import CanaryVerdict
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
+from sparktui.core.measured import BootFigures
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
-from sparktui.core.recipe_load import load_all_recipes
+from sparktui.core.recipe_load import load_all_recipes, load_recipe
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
@@ -53,6 +54,7 @@ from sparktui.ops.workflows.qualify import (
     oom_news,
     recipe_ceiling,
 )
+from sparktui.ops.workflows.record_boot import RecordBoot
 from sparktui.ops.workflows.recover import Recover
 from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
@@ -401,6 +403,12 @@ class ClusterService:
         """The bench table of a serving lane (`sparktui bench LANE`, its default
         depths and concurrency): a report, the headline figures into the recipe."""
         return await self._preview(LaneBench(lane, overrides=overrides), f"Bench lane {lane}")
+
+    async def preview_record_boot(self, recipe: str, boot: BootFigures) -> ActionPreview:
+        """Record what ``boot`` measured into the recipe as it is on disk now (the
+        console's offer after a serve it ran; `sparktui fit --record` alike)."""
+        return await self._preview(RecordBoot(load_recipe(self.config, recipe), boot),
+                                   f"Record boot {boot.boot}'s figures into {recipe}")
 
     def prompt_ceiling(self, lane: str) -> int | None:
         """The lane's measured longest safe prompt (read from its recipe now: an

@@ -22,7 +22,9 @@ from textual.worker import Worker, WorkerFailed, WorkerState
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.core.measured import BootFigures, boot_of
 from sparktui.ops.guards import Override, protected_lane
+from sparktui.ops.recipe_record import unrecorded
 from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
@@ -82,6 +84,9 @@ class SparkTUI(App[None]):
         self.sub_title = f"{len(config.nodes)} nodes · {self.base_sub_title}"
         self.demo_commands = demo_commands
         """The demo's scenario triggers, offered first in the palette."""
+        self.record_offers: dict[str, BootFigures] = {}
+        """Per recipe, the last boot this console ran whose measured figures the
+        recipe does not hold yet: the palette offers to record them."""
         self.notices: deque[Notice] = deque(maxlen=NOTICES)
         self.crashed: Exception | None = None
         """The first error nobody caught inside the running console (a handler,
@@ -202,6 +207,16 @@ class SparkTUI(App[None]):
                             title="done" if result.ok else "FAILED",
                             severity="information" if result.ok else "error",
                             timeout=10 if result.ok else 30)
+                if result.kind == "serve" and result.ok:
+                    self._offer_record(result)
+
+    def _offer_record(self, result: WorkflowResult) -> None:
+        """A boot's measured figures the recipe does not hold yet become the
+        palette's "record RECIPE's boot figures" (its confirm shows them)."""
+        recipe = self.service.recipes.get(str(result.detail.get("recipe")))
+        boot = boot_of(result.wf, self.now(), result.detail)
+        if recipe is not None and boot is not None and unrecorded(recipe, boot):
+            self.record_offers[recipe.name] = boot
 
     # -- messages and alerts -------------------------------------------------
 

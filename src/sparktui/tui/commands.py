@@ -46,6 +46,11 @@ class ActionCommands(Provider):
             return out
         if app.demo_commands is not None:
             out[:0] = app.demo_commands()
+        for recipe, boot in sorted(app.record_offers.items()):
+            out.append((f"record {recipe}'s boot figures",
+                        partial(app.propose, partial(service.preview_record_boot, recipe, boot),
+                                f"record {recipe}"),
+                        f"boot {boot.boot} measured {boot.describe()}"))
         out.append(("serve a recipe…", app.pick_and_serve, "pick a recipe and a cluster"))
         for recipe in sorted(service.recipes):
             out.append((f"serve {recipe}", partial(app.propose_serve, recipe),
