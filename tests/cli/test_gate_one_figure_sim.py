@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from sparktui.core.config_load import load_config
 from sparktui.service.cluster import ClusterService
 
 _spec = importlib.util.spec_from_file_location(
@@ -82,3 +83,22 @@ async def test_a_garbled_gate_fails_serve_and_marks_the_lane_unqualified(tmp_pat
         assert code == 1, (out, err)
         assert f"serve {lane}: FAILED: {lane} serving on {B}" in out, out
         assert ", UNQUALIFIED (garbled): quality gate: GARBLED (RU" in out, out
+
+
+async def test_a_slow_gate_fails_serve_and_marks_the_lane_unqualified(config_copy, tmp_path,
+                                                                    capsys, monkeypatch):
+    """Decode below the recipe's floor: `serve` exits 1, the lane serves SLOW."""
+    path = config_copy(lambda t: t.replace(
+        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"'))
+    recipe = tmp_path / "recipes" / LANE / "recipe.toml"
+    recipe.write_text(recipe.read_text() + "\n[qualify]\ndecode_tps_min = 5000\n"
+                                           "decode_tps = 5000\n")
+    cfg = load_config(path)
+    async with h.published(cfg, speed=SPEED):
+        code = await asyncio.wait_for(h.sparktui(cfg, "serve", LANE, "--cluster", B, "--yes",
+                                                 monkeypatch=monkeypatch), BOUND_S)
+        out, err = capsys.readouterr()
+        assert code == 1, (out, err)
+        assert f"serve {LANE}: FAILED: {LANE} serving on {B}" in out, out
+        assert ", UNQUALIFIED (slow): quality gate: SLOW" in out, out
+        assert "< the recipe's floor 5000 tg (qualify.decode_tps_min)" in out, out
