@@ -3,7 +3,8 @@ re-attaches twice. Each time it watched alone (its own poller, its own
 thrash alert for a node it saw starve); each time a sentinel is back, its
 own watch stops (no probe from it after that, no task of watching alone
 left), its own alert and the lost alert are cleared, and it shows exactly
-the new sentinel's alerts."""
+the new sentinel's alerts. A workflow the console started while alone runs
+to its end on its own watch before the console re-attaches."""
 
 from __future__ import annotations
 
@@ -13,9 +14,16 @@ from pathlib import Path
 
 from sparktui.core.clock import SystemClock
 from sparktui.core.config_load import load_config
+from sparktui.ops.events import WorkflowStarted
 from sparktui.service.attach import LOST_KEY, SentinelHub, socket_path
 from sparktui.service.cluster import ClusterService
-from sparktui.service.events import Alert, AlertCleared, AlertRaised, ServiceEvent
+from sparktui.service.events import (
+    Alert,
+    AlertCleared,
+    AlertRaised,
+    ServiceEvent,
+    WorkflowProgressed,
+)
 
 from ..tui.fakecluster import GIB_KIB, FakePower, fake_endpoints, fake_fleet
 from ..tui.harness import ROOT, ScaledClock
@@ -75,6 +83,44 @@ async def test_a_console_re_attaches_each_time_a_sentinel_is_back(tmp_path: Path
             starved.avail_kib, starved.psi_some, starved.psi_full = 110 * GIB_KIB, 0.0, 0.0
         raised_lost = [e for e in events if isinstance(e, AlertRaised) and e.alert.key == LOST_KEY]
         assert len(raised_lost) == 2
+    finally:
+        await service.stop()
+        await hub.close()
+
+
+async def test_no_re_attach_while_a_workflow_of_the_console_runs(tmp_path: Path) -> None:
+    """A power cycle the console started while it watched alone runs on its
+    own watch to the end: the console re-attaches only after it finished."""
+    config = load_config(ROOT / "config.toml")
+    fleet = fake_fleet(config)
+    path = socket_path(tmp_path)
+    hub = SentinelHub(path, clock=SystemClock(), pid=200)
+    await hub.start()
+    events: list[ServiceEvent] = []
+    service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
+                             clock=ScaledClock(200.0), liveness=fleet.alive,
+                             power=FakePower(fleet, config), sentinel=path,
+                             state_dir=tmp_path / "state")
+    await service.start(events.append)
+    try:
+        await hub.close()
+        await until(lambda: LOST_KEY in {a.key for a in service.alerts()})
+        await until(lambda: all(s.online for s in service.snapshot().nodes))  # its own poller
+        preview = await service.preview_power_cycle("dgx8")
+        assert preview.allowed and preview.run is not None
+        run = asyncio.create_task(preview.run())
+        await until(lambda: any(isinstance(e, WorkflowProgressed)
+                                and isinstance(e.event, WorkflowStarted) for e in events))
+        hub = SentinelHub(path, clock=SystemClock(), pid=201)
+        await hub.start()
+        attached_while_running = False
+        async with asyncio.timeout(20):
+            while not run.done():
+                attached_while_running |= bool(service.attached)
+                await asyncio.sleep(0.005)
+        assert run.result().ok, run.result().message
+        assert not attached_while_running
+        await until(lambda: service.attached == "attached to sentinel (pid 201)")
     finally:
         await service.stop()
         await hub.close()

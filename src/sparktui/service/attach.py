@@ -48,6 +48,7 @@ import json
 import logging
 import os
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -344,13 +345,17 @@ class SentinelFeed:
                 await self._writer.wait_closed()
 
 
-async def reattach(path: Path, clock: Clock) -> SentinelFeed:
+async def reattach(path: Path, clock: Clock, ready: Callable[[], bool]) -> SentinelFeed:
     """A sentinel's stream at ``path`` once one answers again: tried after
     REATTACH_FIRST_S, then twice as long each time up to REATTACH_MAX_S (on
-    ``clock``), each try bounded by CONNECT_TIMEOUT_S. Cancel to give up."""
+    ``clock``), each try bounded by CONNECT_TIMEOUT_S; while not ``ready()``
+    nothing is tried (asked every REATTACH_FIRST_S). Cancel to give up."""
     delay = REATTACH_FIRST_S
     while True:
         await clock.sleep(delay)
+        if not ready():
+            delay = REATTACH_FIRST_S
+            continue
         if (feed := await SentinelFeed.attach(path, clock, retry=True)) is not None:
             return feed
         delay = min(2 * delay, REATTACH_MAX_S)

@@ -31,7 +31,7 @@ from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
-from sparktui.ops.events import StepFinished, WorkflowEvent
+from sparktui.ops.events import StepFinished, WorkflowEvent, WorkflowFinished, WorkflowStarted
 from sparktui.ops.guards import Override
 from sparktui.ops.journal_tail import JournalTail
 from sparktui.ops.lanes import discover_lanes
@@ -131,6 +131,9 @@ class ClusterService:
         self._snapshots: asyncio.Queue[NodeSnapshot] | None = None
         self._alone: list[asyncio.Task[None]] = []
         """The tasks of watching alone (`_watch_alone`), stopped on re-attaching."""
+        self._running: set[str] = set()
+        """Workflows this console runs now (their ids): while it watches alone
+        their lane watchers are its own, so it re-attaches only when none runs."""
         self.attached = ""
         """``attached to sentinel (pid N)`` while attached, else empty."""
         self._ha: Phone | None = None
@@ -247,9 +250,10 @@ class ClusterService:
 
     async def _from_sentinel(self, feed: SentinelFeed) -> None:
         """The sentinel's events until its stream ends; then this console says
-        so, watches alone and tries to attach again until a sentinel answers:
-        then it stops watching alone and shows the new stream, whose replay
-        clears what it does not hold (the lost alert first of all)."""
+        so, watches alone and tries to attach again (not while a workflow it
+        runs is going) until a sentinel answers: then it stops watching alone
+        and shows the new stream, whose replay clears what it does not hold
+        (the lost alert first of all)."""
         assert self._sentinel is not None
         lanes: set[str] | None = None
         """Once re-attached: the lanes this console shows (the last sentinel's, its own)."""
@@ -271,7 +275,7 @@ class ClusterService:
             self._alerts[alert.key] = alert
             self._emit(AlertRaised(alert))
             lanes = set(feed.state.lanes)
-            feed = await reattach(self._sentinel, self.clock)
+            feed = await reattach(self._sentinel, self.clock, lambda: not self._running)
 
     def _from_remote(self, event: ServiceEvent) -> None:
         """An event of the sentinel's: its night desk recorded it and sent the
@@ -296,6 +300,10 @@ class ClusterService:
     def _workflow_event(self, event: WorkflowEvent) -> None:
         if isinstance(event, StepFinished) and self.poller is not None:
             self.poller.refresh(event.target)  # containers, disks: read them now
+        if isinstance(event, WorkflowStarted):
+            self._running.add(event.wf)
+        elif isinstance(event, WorkflowFinished):
+            self._running.discard(event.wf)
         self._emit(WorkflowProgressed(event))
         if (news := lane_news(event)) is not None:
             self._lane_news(news)
