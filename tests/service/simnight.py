@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import shutil
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -63,22 +64,29 @@ class Night:
                 if isinstance(e, AlertRaised) and e.alert.key.startswith(prefix)]
 
 
-def night_config(tmp_path: Path, cluster: str, **console: object) -> Config:
-    """The shipped config with only ``cluster``'s nodes, its state in tmp_path."""
+def night_config(tmp_path: Path, cluster: str, *, own_recipes: bool = False,
+                 **console: object) -> Config:
+    """The shipped config with only ``cluster``'s nodes, its state in tmp_path;
+    ``own_recipes``: the recipes copied there too (a gate records its figures
+    into the recipe)."""
     config = load_config(ROOT / "config.toml")
     keep = config.clusters[cluster].nodes
+    recipes = config.recipes_dir
+    if own_recipes:
+        recipes = tmp_path / "recipes"
+        shutil.copytree(config.recipes_dir, recipes)
     return dataclasses.replace(
         config, nodes={n: c for n, c in config.nodes.items() if n in keep},
-        clusters={cluster: config.clusters[cluster]},
+        clusters={cluster: config.clusters[cluster]}, recipes_dir=recipes,
         console=dataclasses.replace(config.console, state_dir=str(tmp_path / "state"),
                                     **console))
 
 
 @asynccontextmanager
 async def night(tmp_path: Path, scenario: str, cluster: str, *, start: bool = True,
-                **console: object) -> AsyncIterator[Night]:
+                own_recipes: bool = False, **console: object) -> AsyncIterator[Night]:
     """The night; ``start=False`` leaves starting the service to the test."""
-    config = night_config(tmp_path, cluster, **console)
+    config = night_config(tmp_path, cluster, own_recipes=own_recipes, **console)
     async with running_sim(config, scenario=scenario, workdir=tmp_path / "sim") as sim:
         path = sim_endpoints_path(config)
         path.parent.mkdir(parents=True, exist_ok=True)
