@@ -9,6 +9,8 @@ import json
 import tarfile
 from pathlib import Path
 
+import pytest
+
 from sparktui.service.events import LogLinesArrived
 
 _spec = importlib.util.spec_from_file_location(
@@ -101,11 +103,19 @@ async def test_replay_refuses_a_bad_from_before_reading_and_says_what_was_damage
     def refuse(*a, **k):
         raise AssertionError("read before the flags were checked")
 
+    from sparktui.cli import replay_cmd
+
+    load = replay_cmd.load
     monkeypatch.setattr(recorded, "open_sessions", refuse)
-    code = await h.sparktui(cfg, "replay", str(night), "--from", "yesterday-ish",
-                            monkeypatch=monkeypatch)
-    _, err = capsys.readouterr()
-    assert code == 2 and "--from: not a time" in err and "Traceback" not in err
+    monkeypatch.setattr(replay_cmd, "load", refuse)  # nor the config
+    for bad, said in (("yesterday-ish", "not a time"), ("+" + "9" * 400 + "h", "not an offset"),
+                      ("+200h", "more than a week after the start")):
+        with pytest.raises(SystemExit) as exit_:
+            await h.sparktui(cfg, "replay", str(night), "--from", bad, monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert exit_.value.code == 2 and "argument --from: " in err and said in err
+        assert "Traceback" not in err
+    monkeypatch.setattr(replay_cmd, "load", load)
     monkeypatch.setattr(recorded, "open_sessions", read)
     monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run", lambda self: None)
     code = await h.sparktui(cfg, "replay", str(night), monkeypatch=monkeypatch)

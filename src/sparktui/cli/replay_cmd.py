@@ -18,7 +18,9 @@ from .shiftlog_cmd import parse_since
 if TYPE_CHECKING:
     from ..service.recorded import Recorded
 
-_OFFSET = re.compile(r"^\+(\d+(?:\.\d+)?)([smh])$")
+_OFFSET = re.compile(r"^\+(\d{1,9}(?:\.\d{1,6})?)([smh])$")
+MAX_OFFSET_S = 7 * 86400.0
+"""An offset past a week is past any night (400 digits would be infinity)."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speed", type=number(float, Range(0, 10_000, lo_open=True)), default=1.0,
                    metavar="X",
                    help="replay seconds per real second (default 1)")
-    p.add_argument("--from", dest="start", default=None, metavar="TIME",
+    p.add_argument("--from", dest="start", type=from_flag, default=None, metavar="TIME",
                    help="start at TIME: 2026-11-29T22:40 (UTC) or +90m after the start")
     p.set_defaults(func=run)
 
@@ -38,8 +40,19 @@ def start_time(text: str | None, first: float) -> float | None:
     if text is None:
         return None
     if m := _OFFSET.match(text.strip()):
-        return first + float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+        offset = float(m.group(1)) * {"s": 1, "m": 60, "h": 3600}[m.group(2)]
+        if not offset <= MAX_OFFSET_S:
+            raise argparse.ArgumentTypeError(f"{text!r} is more than a week after the start")
+        return first + offset
+    if text.strip().startswith("+"):
+        raise argparse.ArgumentTypeError(f"not an offset: {text[:20]!r} (e.g. +90m, +2h, +30s)")
     return parse_since(text)
+
+
+def from_flag(text: str) -> str:
+    """``--from`` checked when the flags are read, before any file is."""
+    start_time(text, 0.0)
+    return text
 
 
 def pick_session(sessions: list[Recorded], text: str | None
@@ -73,11 +86,6 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not args.speed > 0:
         print("sparktui replay: --speed must be greater than 0", file=sys.stderr)
-        return 2
-    try:  # a malformed --from is refused before the file is read
-        start_time(args.start, 0.0)
-    except argparse.ArgumentTypeError as exc:
-        print(f"sparktui replay: --from: {exc}", file=sys.stderr)
         return 2
     damage = Damage()
     try:
