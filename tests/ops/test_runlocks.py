@@ -133,3 +133,28 @@ def test_a_stale_lock_blocks_no_guard(tmp_path):
     assert not verdict.passed and "power-cycle dgx8 (power-2, pid" in verdict.message
     assert list(state.stale_locks()) == ["dgx6"]
     assert "taken 60 s ago" in state.stale_locks()["dgx6"]
+
+
+def test_a_resume_is_not_refused_by_another_workflows_stale_lock(tmp_path):
+    """`power resume` reads the locks of other workflows as every plan does: a
+    stale one (a killed earlier resume of the same cycle) holds nothing."""
+    from pathlib import Path
+
+    from sparktui.core.config_load import load_config
+    from sparktui.core.state import ClusterSnapshot
+    from sparktui.ops.journal import StepRecord, WorkflowRecord
+    from sparktui.ops.plan import OpsState
+    from sparktui.ops.workflows.power import Resume
+
+    config = load_config(Path(__file__).resolve().parents[2] / "config.toml")
+    entity = config.nodes["dgx6"].switch
+    cycle = WorkflowRecord("pc-1", "power-cycle", "dgx6", 1.0, {"off_seconds": 35.0},
+                           (StepRecord("plug off", entity, "POST", 1.0, True),))
+    host = os.uname().nodename
+    for pid, refused in ((dead_pid(), False), (os.getpid(), True)):
+        lock = RunLock("dgx6", "resume-2", "resume", "pc-1", pid, host, 2.0)
+        state = OpsState(config=config, snapshot=ClusterSnapshot(3.0, ()), locks=(lock,),
+                         owner_alive={"dgx6": owner_alive(lock)}, unfinished=(cycle,))
+        verdicts = [v for v in Resume("pc-1").plan(state).report.verdicts
+                    if v.guard == "runlock"]
+        assert [v.refused for v in verdicts] == [refused], verdicts

@@ -689,7 +689,8 @@ class Resume:
                 "journal", self.wf, False,
                 f"{self.wf} left no plug off: nothing to complete -> close it "
                 f"(`sparktui power resume {self.wf} --close REASON`)"))
-        others = {lock.node: lock.describe() for lock in state.locks if lock.wf != self.wf}
+        others = {n: who for n, who in state.holders().items()  # a stale lock holds nothing
+                  if (lk := state.lock(n)) is not None and lk.wf != self.wf}
         verdicts += [guards.runlock(n, others) for n in nodes]
         if entities or dark:
             verdicts.append(guards.home_assistant(self.wf, state.power_error))
