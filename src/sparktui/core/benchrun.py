@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .qualify import Bench
+from .qualify import Bench, BenchClock
 
 MIN_SPREAD = 0.08
 """Run-to-run spread assumed when a run cannot show its own (8 %)."""
@@ -34,6 +34,9 @@ class Cell:
     ttft_ms: float
     spread: Mapping[str, float]
     """Per figure (:data:`FIGURES` keys), the relative range over the cell's requests."""
+    clock: BenchClock = BenchClock.ENGINE
+    """The engine's when each request was timed by its /metrics timers (at
+    concurrency 1), else the client's (concurrent requests overlap in them)."""
 
     def to_json(self) -> dict[str, Any]:
         """The issue's keys (``spread`` is kept in the report file, not the CLI's JSON)."""
@@ -44,8 +47,9 @@ class Cell:
 
     def describe(self) -> str:
         tg = f"{self.decode_tps:.1f}" if self.decode_tps is not None else "?"
+        on = " (on the client's clock)" if self.clock is BenchClock.CLIENT else ""
         return (f"d{self.depth} c{self.concurrency}: {self.prefill_tps:,.0f} pp / {tg} tg / "
-                f"{self.ttft_ms:,.0f} ms")
+                f"{self.ttft_ms:,.0f} ms{on}")
 
 
 def _spread(values: Sequence[float]) -> float:
@@ -60,19 +64,23 @@ def cell_of(depth: int, concurrency: int, benches: Sequence[Bench]) -> Cell:
     pp = [b.prefill_tps for b in benches]
     ttft = [b.ttft_ms for b in benches]
     tg = [b.decode_tps for b in benches if b.decode_tps is not None]
+    clock = BenchClock.ENGINE if all(b.clock is BenchClock.ENGINE for b in benches) \
+        else BenchClock.CLIENT
     return Cell(depth, concurrency, sum(pp) / len(pp), sum(tg) / len(tg) if tg else None,
                 sum(ttft) / len(ttft), {"prefill_tps": _spread(pp), "decode_tps": _spread(tg),
-                                        "ttft_ms": _spread(ttft)})
+                                        "ttft_ms": _spread(ttft)}, clock)
 
 
 def regressions(now: Sequence[Cell], previous: Sequence[Mapping[str, Any]]) -> list[str]:
     """Each figure of ``now`` worse than the same cell of ``previous`` (a report's
-    ``runs``) by more than the run-to-run spread, in words."""
+    ``runs``) by more than the run-to-run spread, in words. A cell timed on
+    another clock than the previous one is not compared (a report without
+    ``clock`` was timed on the client's)."""
     before = {(int(p["depth"]), int(p["concurrency"])): p for p in previous}
     out = []
     for c in now:
         p = before.get((c.depth, c.concurrency))
-        if p is None:
+        if p is None or p.get("clock", BenchClock.CLIENT.value) != c.clock.value:
             continue
         kept = p.get("spread")
         old_spread: Mapping[str, Any] = kept if isinstance(kept, Mapping) else {}
@@ -100,6 +108,11 @@ def markdown(lane: str, when: str, cells: Sequence[Cell], flagged: Sequence[str]
         tg = f"{c.decode_tps:.1f}" if c.decode_tps is not None else "?"
         lines.append(f"| {c.depth} | {c.concurrency} | {c.prefill_tps:,.0f} | {tg} | "
                      f"{c.ttft_ms:,.0f} |")
+    client = [f"d{c.depth} c{c.concurrency}" for c in cells if c.clock is BenchClock.CLIENT]
+    lines += ["", "Timed on the engine's clock (its /metrics timers)" + (
+        f", except {', '.join(client)}: the client's (concurrent requests overlap in the "
+        "engine's timers); a cell is compared only with one timed on the same clock."
+        if client else ".")]
     lines.append("")
     if previous:
         lines.append(f"Compared with {previous}: " + ("no drop beyond the spread." if not flagged

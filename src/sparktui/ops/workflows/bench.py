@@ -187,8 +187,8 @@ class LaneBench:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{when}{REPORT_SUFFIX}.json"
         body = {"lane": self.lane, "utc": when,
-                "runs": [{**c.to_json(), "spread": {k: round(v, 4) for k, v in c.spread.items()}}
-                         for c in cells],
+                "runs": [{**c.to_json(), "spread": {k: round(v, 4) for k, v in c.spread.items()},
+                          "clock": c.clock.value} for c in cells],
                 "previous": before.name if before else None, "regressions": flagged}
         path.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
         md = path.with_suffix(".md")
