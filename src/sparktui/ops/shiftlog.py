@@ -131,6 +131,32 @@ def _off_spell(events: list[_Switched], off: _Switched) -> str:
     return f"off {format_duration(back.at - off.at)} → on at {_hm(back.at)}{by}"
 
 
+def _off_before(events: list[_Switched], on: _Switched) -> str:
+    """How long the plug turned on by `on` had been off (journal times), and by
+    whose confirmation."""
+    off = next((e for e in reversed(events) if e.entity == on.entity and not e.on
+                and e.at <= on.at), None)
+    if off is None:
+        return "no plug-off confirmed before it"
+    by = "" if off.wf == on.wf else f" by {off.wf}"
+    return f"off {format_duration(on.at - off.at)} since {_hm(off.at)}{by}"
+
+
+def _resume(w: WorkflowRecord, mine: list[_Switched], events: list[_Switched],
+            head: str, state: str, finished: str) -> str:
+    """A resume as it was: what each plug read, what it switched (with the off
+    time the confirmations measure), how it ended."""
+    reads = [f"{s.target} read {s.detail.get('state', '?')} at "
+             f"{_hm(s.finished_at or s.started_at)}"
+             for s in w.steps if s.step == "plug read" and s.ok]
+    switched = [f"{e.entity} {'on' if e.on else 'off'} at {_hm(e.at)}"
+                + (f" ({_off_before(events, e)})" if e.on else "") for e in mine]
+    said = "; ".join([*reads, *(["switched " + ", ".join(switched)] if switched
+                                else ["nothing switched"])])
+    return (f"{head} resume {w.detail.get('resumes', w.target)}: {state}{finished}; {said}: "
+            f"{w.message}")
+
+
 def _power(w: WorkflowRecord, events: list[_Switched]) -> str:
     """What a power workflow actually did: the plugs it switched, for how long a
     plug was really off, when it finished; an attempt that switched nothing
@@ -140,6 +166,8 @@ def _power(w: WorkflowRecord, events: list[_Switched]) -> str:
     finished = (f", finished {_hm(w.ended_at)} ({format_duration(w.ended_at - w.began_at)})"
                 if w.ended_at else ", never finished")
     head = f"- {_hm(w.began_at)}"
+    if w.workflow == "resume":
+        return _resume(w, mine, events, head, state, finished)
     if not mine:
         return f"{head} {w.workflow} {w.target}: {state}, nothing switched{finished}: {w.message}"
     if w.workflow in ("power-cycle", "recover"):
