@@ -217,3 +217,18 @@ def test_mutated_lines_are_events_or_counted_never_a_traceback(mutations) -> Non
         assert isinstance(ev, codec.EVENTS)
         if isinstance(ev, NodeSampled):
             assert isinstance(ev.snapshot.node, str) and isinstance(ev.snapshot.taken_at, float)
+
+
+def test_a_missing_field_takes_its_default_or_the_line_is_counted(tmp_path: Path) -> None:
+    ev = sampled(T0)
+    data = codec.encode(ev)
+    del data["snapshot"]["node"]  # required
+    alert = codec.encode(AlertRaised(Alert("k", "fatal", "x", ("boom",), "stop")))
+    del alert["at"], alert["alert"]["notified"]  # both have defaults
+    path = tmp_path / "m.jsonl.gz"
+    path.write_bytes(gzip.compress("\n".join(json.dumps({"t": T0 + i, "e": e}) for i, e in
+                                             enumerate([data, alert])).encode()))
+    damage = Damage()
+    assert [e for _, e in read_recording(path, damage)] == [
+        AlertRaised(Alert("k", "fatal", "x", ("boom",), "stop"))]
+    assert damage.lines == 1

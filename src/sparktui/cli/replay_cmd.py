@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
               f"(--from TIME picks by recorded time)", file=sys.stderr)
     source = ReplaySource(config, events, speed=args.speed, start=start)
     said = damage.describe()
-    ReplayApp(config, source).run()
+    ReplayApp(config, source, tune_gc=True).run()
     if damage.describe() != said:  # lines found damaged when the replay decoded them
         print(f"sparktui replay: {args.file}: {damage.describe()}", file=sys.stderr)
     return 0

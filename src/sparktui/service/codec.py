@@ -109,7 +109,7 @@ def decode(data: Any, hint: Any = None) -> Any:
 
 Conv = Callable[[Any, int], Any]
 _CONVERTERS: dict[Any, Conv] = {}
-_FIELDS: dict[type, tuple[tuple[str, Conv], ...]] = {}
+_FIELDS: dict[type, tuple[tuple[str, Conv, Any], ...]] = {}
 
 
 def _fail(want: str, data: Any) -> SchemaError:
@@ -179,28 +179,65 @@ def _dataclass(base: type | None) -> Conv:
         if base is not None and cls is not base and not issubclass(cls, base):
             raise SchemaError(f"{name} where {base.__name__} belongs")
         fields = _FIELDS.get(cls) or _fields(cls)
-        kwargs = {}
+        kwargs: dict[str, Any] = {}
         try:
-            for fname, fconv in fields:
+            for fname, fconv, missing in fields:
                 if fname in data:
                     kwargs[fname] = fconv(data[fname], depth + 1)
+                elif missing is _REQUIRED:
+                    raise SchemaError("missing")
+                elif missing is not _BY_INIT:
+                    kwargs[fname] = missing()
         except SchemaError as exc:
             raise SchemaError(f"{name}.{fname}: {exc}") from None
-        try:
-            return cls(**kwargs)
-        except (TypeError, ValueError) as exc:  # a missing field
-            raise SchemaError(f"{name}: {exc}") from None
+        if cls in _BY_CONSTRUCTOR:
+            try:
+                return cls(**{k: v for k, v in kwargs.items() if k in _INIT_NAMES[cls]})
+            except (TypeError, ValueError) as exc:
+                raise SchemaError(f"{name}: {exc}") from None
+        obj: Any = object.__new__(cls)  # what a dataclass __init__ does, without its
+        obj.__dict__.update(kwargs)  # per-field object.__setattr__ (a frozen one's)
+        return obj
     return conv
 
 
 _some_class = _dataclass(None)
 
 
-def _fields(cls: type) -> tuple[tuple[str, Conv], ...]:
+_REQUIRED = object()
+_BY_INIT = object()
+_BY_CONSTRUCTOR: set[type] = set()
+"""Classes built through their constructor (a __post_init__, slots, a field
+the constructor sets)."""
+_INIT_NAMES: dict[type, frozenset[str]] = {}
+Missing = Any
+"""A missing field: its default's maker, _REQUIRED or _BY_INIT."""
+
+
+def _fields(cls: type) -> tuple[tuple[str, Conv, Missing], ...]:
+    """Per field: its name, its converter and what a missing one is (its
+    default's maker, required, or left to the constructor)."""
     hints = typing.get_type_hints(cls)
-    out = _FIELDS[cls] = tuple((f.name, _converter(hints[f.name]))
-                               for f in dataclasses.fields(cls) if f.init)
-    return out
+    by_constructor = hasattr(cls, "__post_init__") or "__slots__" in vars(cls) \
+        or not all(f.init for f in dataclasses.fields(cls))
+    if by_constructor:
+        _BY_CONSTRUCTOR.add(cls)
+        _INIT_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls) if f.init)
+    out = []
+    for f in dataclasses.fields(cls):
+        missing: Missing
+        if by_constructor:
+            missing = _BY_INIT
+        elif f.default is not dataclasses.MISSING:
+            missing = (lambda v: lambda: v)(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            missing = f.default_factory
+        else:
+            missing = _REQUIRED
+        if f.init:
+            out.append((f.name, _converter(hints[f.name]), missing))
+    _FIELDS[cls] = tuple(out)
+    return _FIELDS[cls]
 
 
 def _converter(hint: Any) -> Conv:

@@ -235,7 +235,9 @@ class ReplaySource:
 @contextmanager
 def _bulk() -> Iterator[None]:
     """No cyclic collection while a seek decodes thousands of acyclic events
-    (each pass would walk the history already decoded: half a seek's time)."""
+    (each pass would walk the history already decoded: half a seek's time).
+    Not `gc.freeze` after it: a screen the seek replaced, still referenced
+    then, would never be collected."""
     was = gc.isenabled()
     gc.disable()
     try:

@@ -38,8 +38,12 @@ class ReplayApp(SparkTUI):
     READS_SWITCHES = False
     """The recording holds no switch states; nothing is asked of Home Assistant."""
 
-    def __init__(self, config: Config, source: ReplaySource) -> None:
-        super().__init__(config, source, read_only=True)  # type: ignore[arg-type]
+    def __init__(self, config: Config, source: ReplaySource, *, tune_gc: bool = False) -> None:
+        """``tune_gc``: the process is the replay's alone (the CLI), as the
+        console's: its collector's full passes come on the console's timer,
+        not right after a seek decoded its thousands of events."""
+        super().__init__(config, source, read_only=True,  # type: ignore[arg-type]
+                         tune_gc=tune_gc)
         self.source = source
         self._damaged = 0
         """Lines the recording's replay found damaged so far (each told once)."""
