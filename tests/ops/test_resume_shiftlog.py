@@ -80,6 +80,8 @@ async def test_a_plug_that_stayed_on_is_reported_as_nothing_switched(sim_ctx):
         text = render(j.entries())
         resume = next(line for line in text.splitlines() if f"resume {wf}" in line)
         assert "switch.dgx6 read on at" in resume and "nothing switched" in resume, resume
+        cycle = next(line for line in text.splitlines() if "power-cycle dgx6" in line)
+        assert f"{result.wf} read it on at" in cycle and "it was never off" in cycle, cycle
         assert "Unfinished" not in text and " off " not in resume
 
 
@@ -107,3 +109,8 @@ async def test_a_plug_off_that_lands_late_is_read_again_and_turned_back_on(sim_c
         read = next(s for s in resumed.steps if s.step == "plug read")
         assert read.detail == {"state": "off"}
         assert [s.step for s in resumed.steps][:2] == ["plug read", "plug on"]
+        text = render(j.entries())
+        cycle = next(line for line in text.splitlines() if "power-cycle dgx6" in line)
+        assert "nothing switched" not in cycle, cycle
+        assert (f"switch.dgx6: its plug-off call was in flight when it stopped; {result.wf} "
+                f"read it off at") in cycle and "(off at most " in cycle, cycle

@@ -157,10 +157,41 @@ def _resume(w: WorkflowRecord, mine: list[_Switched], events: list[_Switched],
             f"{w.message}")
 
 
-def _power(w: WorkflowRecord, events: list[_Switched]) -> str:
+def _in_doubt(w: WorkflowRecord, records: Sequence[WorkflowRecord],
+              events: list[_Switched]) -> list[str]:
+    """Each plug-off call of `w` that was in flight when it stopped (no outcome),
+    told by what its resume read: never off, or off until turned on again (at
+    most since the call: the plug's own off time is not in the journal)."""
+    out = []
+    for s in w.steps:
+        if s.step != "plug off" or s.ok is not None:
+            continue
+        read = next(((r, x) for r in records if r.detail.get("resumes") == w.wf
+                     for x in r.steps if x.step == "plug read" and x.target == s.target
+                     and x.ok), None)
+        call = f"{s.target}: its plug-off call was in flight when it stopped"
+        if read is None:
+            out.append(f"{call}, and no plug read since")
+            continue
+        r, x = read
+        state, at = x.detail.get("state", "?"), x.finished_at or x.started_at
+        if state != "off":
+            out.append(f"{call}; {r.wf} read it {state} at {_hm(at)}: it was never off")
+            continue
+        on = next((e for e in events if e.entity == s.target and e.on and e.at >= at), None)
+        out.append(f"{call}; {r.wf} read it off at {_hm(at)}, "
+                   + (f"on at {_hm(on.at)} by {on.wf} (off at most "
+                      f"{format_duration(on.at - s.started_at)}, from the call at "
+                      f"{_hm(s.started_at)})" if on else "**still OFF**"))
+    return out
+
+
+def _power(w: WorkflowRecord, events: list[_Switched],
+           records: Sequence[WorkflowRecord] = ()) -> str:
     """What a power workflow actually did: the plugs it switched, for how long a
     plug was really off, when it finished; an attempt that switched nothing
-    says so (it is not a power cycle)."""
+    says so (it is not a power cycle), one whose call was in flight says what
+    its resume found."""
     mine = [e for e in events if e.wf == w.wf]
     state = "done" if w.ok else "**FAILED**"
     finished = (f", finished {_hm(w.ended_at)} ({format_duration(w.ended_at - w.began_at)})"
@@ -169,6 +200,9 @@ def _power(w: WorkflowRecord, events: list[_Switched]) -> str:
     if w.workflow == "resume":
         return _resume(w, mine, events, head, state, finished)
     if not mine:
+        if doubts := _in_doubt(w, records, events):
+            return (f"{head} {w.workflow} {w.target}: {state}{finished}; {'; '.join(doubts)}: "
+                    f"{w.message}")
         return f"{head} {w.workflow} {w.target}: {state}, nothing switched{finished}: {w.message}"
     if w.workflow in ("power-cycle", "recover"):
         spells = "; ".join(_off_spell(events, e) for e in mine if not e.on)
@@ -193,7 +227,7 @@ def render(entries: Sequence[Entry], *, since: float | None = None) -> str:
     boots = [b for b in (_boot(w) if w.workflow == "serve" else _gate(w) for w in records
                          if w.workflow in ("serve", "qualify") and w.finished) if b]
     events = _switched(records)
-    power = [_power(w, events) for w in records if w.finished and
+    power = [_power(w, events, records) for w in records if w.finished and
              (w.workflow.startswith("power") or w.workflow in ("recover", "resume")
               or w.workflow.startswith("cluster-power"))
              and not w.end_detail.get("refused")]
