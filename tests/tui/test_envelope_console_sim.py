@@ -100,6 +100,9 @@ async def test_after_a_boot_the_console_offers_to_record_what_it_measured(
         await pilot.press("tab", "enter")
         await until(c, lambda: "measured at boot" in path.read_text(),
                     why=lambda: str([n[2] for n in c.app.notices]))
+        # recorded: no longer offered
+        await until(c, lambda: lane not in c.app.record_offers)
+        assert f"record {lane}'s boot figures" not in palette(c)
     text = path.read_text()
     assert f"# measured at boot {boot.boot}" in text
     assert [ln for ln in before.splitlines() if ln.lstrip().startswith("#")] == \

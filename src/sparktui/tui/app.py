@@ -21,8 +21,10 @@ from textual.worker import Worker, WorkerFailed, WorkerState
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
+from sparktui.core.errors import InputError
 from sparktui.core.fit import fit
 from sparktui.core.measured import BootFigures, boot_of
+from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.guards import Override, protected_lane
 from sparktui.ops.recipe_record import unrecorded
 from sparktui.ops.resume import Offer
@@ -209,13 +211,18 @@ class SparkTUI(App[None]):
                             timeout=10 if result.ok else 30)
                 if result.kind == "serve" and result.ok:
                     self._offer_record(result)
+                elif result.kind == "record" and result.ok:
+                    self.record_offers.pop(result.target, None)
 
     def _offer_record(self, result: WorkflowResult) -> None:
         """A boot's measured figures the recipe does not hold yet become the
         palette's "record RECIPE's boot figures" (its confirm shows them)."""
-        recipe = self.service.recipes.get(str(result.detail.get("recipe")))
         boot = boot_of(result.wf, self.now(), result.detail)
-        if recipe is not None and boot is not None and unrecorded(recipe, boot):
+        try:  # as it is on disk now: a figure recorded since is not offered again
+            recipe = load_recipe(self.config, str(result.detail.get("recipe")))
+        except InputError:
+            return
+        if boot is not None and unrecorded(recipe, boot):
             self.record_offers[recipe.name] = boot
 
     # -- messages and alerts -------------------------------------------------
