@@ -34,6 +34,8 @@ from ..core.config_load import load_config
 from ..core.tomlschema import flag
 from ..ops.guards import Override
 from ..sim.scenarios import SCENARIOS, scenario_listing
+from ..tui.logsink import logged_to_file
+from .crash import DEBUG_LOG
 from .main import default_config_path
 
 if TYPE_CHECKING:  # the console, the service and the simulator load only to run one:
@@ -79,12 +81,17 @@ def run(args: argparse.Namespace) -> int:
               "runs on the simulator (use `sparktui` for the real cluster)", file=sys.stderr)
         return 2
     try:
-        with contextlib.suppress(KeyboardInterrupt):
+        # the simulator shuts down after the console closed: what it (or the
+        # service) logs meanwhile goes to the debug log, not over the shell
+        with logged_to_file(config.state_dir() / DEBUG_LOG) as logged, \
+                contextlib.suppress(KeyboardInterrupt):
             asyncio.run(_demo(args, config))
     except AlreadyRunning as exc:
         print(f"sparktui demo: {exc}\nsparktui demo: open the console on it with `sparktui`, "
               "or stop it first", file=sys.stderr)
         return 2
+    if said := logged.summary("sparktui demo"):
+        print(said, file=sys.stderr)
     return 0
 
 
