@@ -29,11 +29,11 @@ async def test_the_palette_offers_the_running_scenarios_trigger_first(scenario: 
                                                     scenario)
     async with c.app.run_test(size=(80, 24)) as pilot:
         await wait_for(pilot, lambda: all(s.probe is not None
-                                          for s in c.service.snapshot().nodes))
+                                          for s in c.service.snapshot().nodes), timeout=20)
         await pilot.press("colon")
         first = f"demo: long prompt 1/2 — serve {LANE} first"
         await wait_for(pilot, lambda: first in screen_text(c.app)
-                       and "demo: Boot D" in screen_text(c.app))
+                       and "demo: Boot D" in screen_text(c.app), timeout=20)
         rows = [r for r in screen_text(c.app).splitlines() if r.lstrip().startswith("demo:")]
         assert rows and (first in rows[0]) is (scenario == "long-prompt"), rows
         assert ("Boot D" in rows[0]) is (scenario == "boot-d-oom"), rows
