@@ -16,6 +16,7 @@ from typing import ClassVar
 from rich.text import Text
 from textual.app import App, AutopilotCallbackType
 from textual.binding import BindingType
+from textual.command import CommandInput, CommandPalette, Provider
 from textual.notifications import SeverityLevel
 from textual.worker import Worker, WorkerFailed, WorkerState
 
@@ -61,7 +62,8 @@ class SparkTUI(App[None]):
     CSS_PATH = "sparktui.tcss"
     TITLE = "sparktui"
     BINDINGS: ClassVar[list[BindingType]] = list(APP_BINDINGS)
-    COMMANDS = App.COMMANDS | {ActionCommands}
+    COMMANDS: ClassVar[set[type[Provider] | Callable[[], type[Provider]]]] = {ActionCommands}
+    """Ours alone (tui/commands.py: Textual's system commands came first at random)."""
     COMMAND_PALETTE_BINDING = "ctrl+p"
     ACKS_ALERTS = True
     """``a`` acknowledges on the main screen (a replay keeps the key for itself)."""
@@ -247,6 +249,19 @@ class SparkTUI(App[None]):
             # gone already, and a late worker's message must not crash the exit
             for line in main.query(NoticeLine):
                 line.say(message, title, severity)
+
+    def command_mode(self, verb: str) -> None:
+        """The palette again with ``verb`` typed: its suggestions are that
+        verb's entries (k9s' ``:serve <recipe>``). Nothing is awaited."""
+        palette = CommandPalette(id="--command-palette")
+
+        def typed() -> None:
+            box = palette.query_one(CommandInput)
+            box.value = f"{verb} "
+            box.cursor_position = len(box.value)
+
+        self.push_screen(palette)
+        palette.call_after_refresh(typed)
 
     def acknowledge(self, key: str) -> None:
         if self.alerts.acknowledge(self.now(), key):

@@ -1,4 +1,14 @@
-"""The command palette: every action by name (`:` or ctrl+p)."""
+"""The command palette: every action by name (`:` or ctrl+p), k9s-like.
+
+Opened empty it offers a short list: the demo's triggers first, then one
+entry per verb (``serve <recipe>``, ``recover <node>``, ...) and the commands
+that take nothing. Choosing a verb opens it again with the verb typed
+(``serve ``), so its suggestions are that verb's entries (``serve glm53-…``);
+typing a query searches every entry (``recover dgx6`` directly). The flat
+list of ~40 entries (fit × 12, serve × 12, ...) is what a search reaches, not
+what the palette opens on. The only provider the console has: Textual's own
+system commands (theme, screenshot, ...) came first or last at random
+(discovery hits all score 0, shown as they arrive)."""
 
 from __future__ import annotations
 
@@ -15,6 +25,8 @@ if TYPE_CHECKING:
 
 Command: TypeAlias = tuple[str, Callable[[], object], str]
 """(name, callback, help) of one palette entry."""
+PLAIN = ("help", "runlock list", "shift log", "serve a recipe…", "runlock close…")
+"""The entries without an argument, offered as they are."""
 
 
 def _propose_lane(app: SparkTUI, kind: str, lane: str,
@@ -81,8 +93,36 @@ class ActionCommands(Provider):
                     "remove a node's workflow lock (typed confirmation)"))
         return out
 
+    def _verbs(self) -> list[Command]:
+        """What the empty palette offers: the demo's triggers, each verb once,
+        the commands without an argument, quit."""
+        app = cast("SparkTUI", self.app)
+        service = app.service
+        lanes = sorted(service.lanes().items())
+        verbs = [("fit", "recipe", "memory envelope of a recipe (changes nothing)")]
+        if not app.read_only:
+            verbs += [("serve", "recipe", "guards, then the confirm; each recipe on its own "
+                                          "cluster"),
+                      *([("qualify", "lane", "quality gate of a serving lane"),
+                         ("envelope", "lane", "long-prompt ladder of a serving lane"),
+                         ("bench", "lane", "throughput bench of a serving lane")]
+                        if any(v.phase == "serving" for _, v in lanes) else []),
+                      *([("stop", "lane", "stop every rank (typed confirmation)")]
+                        if lanes else []),
+                      ("power-cycle", "node", "Home Assistant plug off, wait, on"),
+                      ("recover", "node", "SSH retries, then a plug cycle"),
+                      ("cluster power", "off|on cluster", "every node's plug")]
+        out: list[Command] = list(app.demo_commands()) \
+            if app.demo_commands is not None and not app.read_only else []
+        out += [(f"{verb} <{arg}>", partial(app.command_mode, verb), help_text)
+                for verb, arg, help_text in verbs]
+        out += [c for c in self._commands()
+                if c[0] in PLAIN or c[0].startswith("record ")]  # a boot's offers, as they are
+        out.append(("quit", app.exit, "close the console (workflows it runs are stopped)"))
+        return out
+
     async def discover(self) -> Hits:
-        for name, callback, help_text in self._commands():
+        for name, callback, help_text in self._verbs():
             yield DiscoveryHit(name, callback, help=help_text)
 
     async def search(self, query: str) -> Hits:
