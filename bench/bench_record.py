@@ -157,6 +157,13 @@ def main() -> None:
     c0 = time.perf_counter()
     source.seek(night.times[0] + (night.times[-1] - night.times[0]) / 4)
     back_s = time.perf_counter() - c0
+    source.seek(middle + 600)  # on ten minutes (as played), then back one, then back ten
+    c0 = time.perf_counter()
+    source.seek(middle + 540)
+    step_s = time.perf_counter() - c0
+    c0 = time.perf_counter()
+    source.seek(middle - 60)
+    step10_s = time.perf_counter() - c0
     print(f"replay open: {len(night)} events indexed in {index_s:.2f} s "
           f"({damage.describe() or 'no damage'}); at --from the middle "
           f"{index_s + from_s:.2f} s in all (a 12-hour night: ~{index_s * scale + from_s:.1f} s)")
@@ -165,6 +172,8 @@ def main() -> None:
     print(f"replay seek: forward to three quarters {fwd_s * 1000:.0f} ms, back to a quarter "
           f"{back_s * 1000:.0f} ms (each folds from the tail or a kept copy: "
           f"no longer with the night)")
+    print(f"replay step back through what was just played: one minute {step_s * 1000:.0f} ms, "
+          f"ten minutes {step10_s * 1000:.0f} ms")
     path.unlink()
 
 

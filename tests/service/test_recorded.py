@@ -75,6 +75,10 @@ def test_opening_decodes_nothing_and_from_decodes_a_history_per_node(
     assert len(decoded) <= 3 * 20 + 21  # a history per node and the log batches
     assert src.snapshot().get("dgx6").taken_at == T0 + 400  # type: ignore[union-attr]
     assert len(src.history("dgx6")) == 20
+    src.seek(T0 + 450)  # on (folded: 75 node samples and 3 log batches)
+    decoded.clear()
+    src.seek(T0 + 420)  # back through what was just folded: nothing decoded again
+    assert decoded == [] and src.snapshot().get("dgx6").taken_at == T0 + 420  # type: ignore[union-attr]
 
 
 def test_a_line_whose_body_does_not_say_what_its_start_said_is_counted(tmp_path: Path) -> None:

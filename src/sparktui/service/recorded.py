@@ -57,6 +57,10 @@ SESSION_GAP_S = 60.0
 file written before runs were marked: two demo runs' simulated clocks overlap)."""
 MEMBERS_CACHED = 8
 """Members whose event lines are kept decompressed (a replay reads on in order)."""
+DECODED_KEPT = 8192
+"""Events kept decoded (the newest asked for): a seek back into ground the
+replay has just played folds them again without decoding them again (most
+are the very objects the folded state holds)."""
 MAX_MEMBER_BYTES = 64 << 20
 """Event lines one member may hold (a flush holds a few seconds of events):
 a larger member is counted as damaged, its events skipped."""
@@ -131,6 +135,7 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
         self._where = where
         self.damage = damage
         self._failed: set[int] = set()
+        self._decoded: OrderedDict[int, ServiceEvent] = OrderedDict()
         self._members: OrderedDict[int, dict[int, bytes]] = OrderedDict()
         self._spans: dict[int, list[tuple[int, int]]] = {}
         for w in where:
@@ -153,6 +158,9 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
         where = self._where[i]
         if not isinstance(where, tuple):
             return where
+        if (ev := self._decoded.get(i)) is not None:
+            self._decoded.move_to_end(i)
+            return ev
         if i in self._failed:
             return None
         try:
@@ -160,6 +168,9 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
             if t != self.times[i] or ev is None or type(ev).__name__ != self.kinds[i] \
                     or route(ev) != self.keys[i]:
                 raise SchemaError("the line does not say what its start said")
+            self._decoded[i] = ev
+            if len(self._decoded) > DECODED_KEPT:
+                self._decoded.popitem(last=False)
             return ev
         except (OSError, zlib.error, ValueError, TypeError, KeyError, RecursionError) as exc:
             self._failed.add(i)
