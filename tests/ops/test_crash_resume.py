@@ -15,7 +15,7 @@ import pytest
 from sparktui.ops.resume import close, offers
 from sparktui.ops.runlocks import owner_alive
 from sparktui.ops.workflows.execute import execute, prepare
-from sparktui.ops.workflows.power import Resume
+from sparktui.ops.workflows.power_resume import Resume
 
 
 async def run_wf(ctx, workflow):

@@ -516,7 +516,8 @@ def test_console_cli_and_run_agree_verdict_for_verdict(service, runner, recipes_
 
 
 def _workflow_of(argv: list[str], config: Config):
-    from sparktui.ops.workflows.power import PowerSwitch, Resume
+    from sparktui.ops.workflows.power import PowerSwitch
+    from sparktui.ops.workflows.power_resume import Resume
 
     if argv[:2] == ["power", "resume"]:
         return Resume(argv[2])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sparktui.ops.events import StepFinished, StepStarted
 from sparktui.ops.workflows.execute import execute, prepare
-from sparktui.ops.workflows.power import Resume
+from sparktui.ops.workflows.power_resume import Resume
 
 
 def killed_mid_plug_off(ctx, wf: str = "power-cycle-killed") -> str:

@@ -11,7 +11,7 @@ import re
 
 from sparktui.ops.shiftlog import render
 from sparktui.ops.workflows.execute import execute, prepare
-from sparktui.ops.workflows.power import Resume
+from sparktui.ops.workflows.power_resume import Resume
 
 OFF_S = 30
 

@@ -144,7 +144,7 @@ def test_a_resume_is_not_refused_by_another_workflows_stale_lock(tmp_path):
     from sparktui.core.state import ClusterSnapshot
     from sparktui.ops.journal import StepRecord, WorkflowRecord
     from sparktui.ops.plan import OpsState
-    from sparktui.ops.workflows.power import Resume
+    from sparktui.ops.workflows.power_resume import Resume
 
     config = load_config(Path(__file__).resolve().parents[2] / "config.toml")
     entity = config.nodes["dgx6"].switch

@@ -15,7 +15,8 @@ from sparktui.ops.confirm import confirmation_for
 from sparktui.ops.context import OpsContext, open_context
 from sparktui.ops.resume import close, offers
 from sparktui.ops.workflows.cluster_power import ClusterPower
-from sparktui.ops.workflows.power import PowerCycle, PowerSwitch, Resume
+from sparktui.ops.workflows.power import PowerCycle, PowerSwitch
+from sparktui.ops.workflows.power_resume import Resume
 
 from .ops_common import (
     EXIT_DECLINED,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord
 from sparktui.ops.runlocks import format_age, process_alive
-from sparktui.ops.workflows.power import (
+from sparktui.ops.workflows.power_resume import (
     KEEP_OFF,
     cycle_off_seconds,
     plugs_left_off,

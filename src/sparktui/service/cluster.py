@@ -45,7 +45,8 @@ from sparktui.ops.workflows.bench import LaneBench
 from sparktui.ops.workflows.cluster_power import ClusterPower
 from sparktui.ops.workflows.envelope import Envelope
 from sparktui.ops.workflows.execute import execute, prepare
-from sparktui.ops.workflows.power import PowerCycle, Resume
+from sparktui.ops.workflows.power import PowerCycle
+from sparktui.ops.workflows.power_resume import Resume
 from sparktui.ops.workflows.prompt import LanePrompt
 from sparktui.ops.workflows.qualify import (
     LaneNews,

@@ -17,7 +17,7 @@ from sparktui.ops.journal import WorkflowRecord
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.resume import close
 from sparktui.ops.runlocks import RunLock
-from sparktui.ops.workflows.power import plugs_left_off
+from sparktui.ops.workflows.power_resume import plugs_left_off
 from sparktui.ops.workflows.runner import WorkflowRun
 
 
