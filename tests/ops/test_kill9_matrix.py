@@ -175,10 +175,22 @@ class World:
                 await asyncio.sleep(0.05)
             assert read(), "the console never read the cluster"
             await asyncio.sleep(0.5)  # a few polls more: a phase that flips shows
+            deadline = loop.time() + 10.0  # a poll or two: the console comes to the truth
+            while (wrong := self.wrong_nodes(service)) and loop.time() < deadline:
+                await asyncio.sleep(0.1)
+            assert not wrong, f"the console shows {wrong}"
             view = service.lanes().get(LANE)
             return None if view is None else view.phase
         finally:
             await service.stop()
+
+    def wrong_nodes(self, service: ClusterService) -> list[str]:
+        """The nodes the console shows otherwise than the simulator has them."""
+        true = {"on": {NodeState.ONLINE},
+                "off": {NodeState.POWERED_OFF, NodeState.UNREACHABLE},
+                "halted": {NodeState.UNREACHABLE}}  # plug on, OS shut down
+        return [f"{s.node} {s.state} (it is {power})" for s in service.snapshot().nodes
+                if (power := self.sim.nodes[s.node].power) in true and s.state not in true[power]]
 
     def check_stale(self, pid: int, where: str) -> None:
         """Every lock left is the killed process's, stale (pid, age shown), blocking
@@ -199,7 +211,8 @@ class World:
             assert code == 0, f"{where}: stop after the kill: {err[-1500:]}"
         assert not self.lane_containers(), where
         code, _, err = await self.cli(*SERVE, "--yes")
-        assert code == 0, f"{where}: the next serve: {err[-1500:]}"
+        refused = "\n".join(line for line in err.splitlines() if "[REFUSE]" in line)
+        assert code == 0, f"{where}: the next serve: {refused or err[-1500:]}"
         end = [e for e in self.journal.entries() if e.kind == "end" and e.workflow == "serve"][-1]
         assert end.ok and end.detail.get("outcome") == "ready", (where, end)
 
