@@ -221,6 +221,13 @@ async def test_kill_9_during_the_off_wait_then_resume_honours_the_off_time(tmp_p
         assert [s.step for s in resumed.steps][:3] == ["plug read", "wait off", "plug on"]
         assert on_at - off_at >= OFF_S, f"off only {on_at - off_at:.1f} s"
         assert not journal.unfinished()
+        # the shift log tells the off time from the confirmations, nothing unfinished
+        assert await h.sparktui(cfg, "shiftlog", monkeypatch=monkeypatch) == 0
+        out, _ = capsys.readouterr()
+        assert "Unfinished" not in out, out
+        cycle = next(line for line in out.splitlines() if "power-cycle dgx7" in line)
+        assert "→ on at" in cycle and f"by {resumed.wf})" in cycle, cycle
+        assert f"resume {killed.wf}: done" in out and "(off " in out, out
 
 
 async def test_health_with_a_refused_token_sends_one_request(tmp_path, capsys, monkeypatch,

@@ -70,3 +70,16 @@ def test_record_boolean_over_a_commented_value(config_copy, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "engine_args.max_num_seqs" in err and "Traceback" not in err
     assert "max_num_seqs = 4" in path.read_text()
+
+
+def test_record_of_hundreds_of_digits_is_an_error_naming_the_key(config_copy, capsys):
+    """Issue 27: a 400-digit value was an OverflowError (exit 70)."""
+    config = config_copy()
+    path = config.parent / "recipes" / "dsv41-flash-8x" / "recipe.toml"
+    before = path.read_text()
+    for value in ("9" * 400, "9" * 5000, "-" + "9" * 400):
+        code = main(["record", "dsv41-flash-8x", "model.kv_bytes_per_token", value,
+                     "--config", str(config)])
+        err = capsys.readouterr().err
+        assert code == 2 and "model.kv_bytes_per_token" in err and "unexpected" not in err
+    assert path.read_text() == before
