@@ -114,3 +114,25 @@ async def test_a_lane_alert_clears_once_acknowledged_after_its_lane_is_gone() ->
         await pilot.press("a")
         await wait_for(pilot, lambda: f"fatal:{LANE}" not in c.app.alerts.active)
         assert " 1 acknowledged alert(s) still active" in screen_text(c.app)
+
+
+async def test_a_fatal_with_long_distinct_evidence_keeps_its_next_step_in_view() -> None:
+    """The tmux walk of the incident at 80x24: a FATAL whose four evidence lines
+    are all different and long (the engine's words) put `next:` below the fold."""
+    long_fatal = Alert(f"fatal:{LANE}", "fatal", LANE, (
+        "rank 0 (failed): EngineCore encountered a fatal error.",
+        "cause: TimeoutError: RPC call to sample_tokens timed out.",
+        "Engine 000: " + STATS + ", Prefix cache hit rate: 0.0%",
+        "No available shared memory broadcast block found in 60 seconds. This typically "
+        "happens when some processes are hanging or doing some time-consuming work (e.g. "
+        "compilation, weight/kv cache quantization)."),
+        "stop the lane (x), then recover the starved nodes (R)")
+    c = build()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        c.app.main_screen.post_message(ServiceReported(AlertRaised(long_fatal)))
+        await wait_for(pilot, lambda: len(c.app.alerts.active) == 1)
+        await pilot.press("exclamation_mark")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, AlertsScreen))
+        await pilot.pause(0.2)
+        text = screen_text(c.app)
+        assert "next: stop the lane (x), then recover the starved nodes (R)" in text, text

@@ -63,11 +63,13 @@ def entry_text(e: Entry, *, full: bool = True) -> Text:
         return text
     text.append(f"  [{entry_state(e)}]" + (" [notified]" if a.notified else "")
                 + f"  raised {clock_time(e.raised_at)}, updated {clock_time(e.updated_at)}")
-    for line, count in folded(a.evidence):
-        text.append(f"\n  evidence: {line}" + (f" ({count}x)" if count > 1 else ""))
+    # what to do before why: a FATAL's evidence (four long engine lines) put
+    # its next step below the fold at 80x24
     if a.next_step:
         text.append("\n  next: ", style="bold")
         text.append(a.next_step)
+    for line, count in folded(a.evidence):
+        text.append(f"\n  evidence: {line}" + (f" ({count}x)" if count > 1 else ""))
     return text
 
 

@@ -1,6 +1,6 @@
 """The modals in front of every destructive action, summary first: the guard
-verdicts (passed / refused / overridable) and one line per planned step at
-the top, the exact commands behind a details toggle; Cancel by default, the
+verdicts (passed / refused / overridable) and every planned step, numbered,
+at the top, the exact commands behind a details toggle; Cancel by default, the
 name typed for power, stop and overrides (focus starts in the name field);
 and the refusal, with the reasons and their numbers."""
 
@@ -107,24 +107,10 @@ def plan_parts(preview: ActionPreview) -> tuple[tuple[PlannedStep, ...], GuardRe
     return (plan.steps, plan.report) if plan is not None else (preview.steps, preview.report)
 
 
-def steps_summary(preview: ActionPreview) -> Text:
-    """One line per step: what and where, not the command."""
-    text = Text()
-    for i, step in enumerate(plan_parts(preview)[0], 1):
-        text.append(f"{i:2}. {step.step}", style="bold")
-        text.append(f" [{step.target}]\n")
-    text.append("nodes: ", style="bold")
-    text.append(", ".join(preview.nodes) or "—")
-    if preview.entities:
-        text.append("   Home Assistant: ", style="bold")
-        text.append(", ".join(preview.entities))
-    return text
-
-
 def steps_flowing(preview: ActionPreview) -> Text:
     """Every step, numbered, as one flowing paragraph, each target said when
-    it changes: a refusal's "would have run" whole in three rows at 80x24
-    (one line per step put all but the first below the fold)."""
+    it changes: a confirm's plan, a refusal's "would have run", whole in three
+    rows at 80x24 (one line per step put all but the first few below the fold)."""
     steps = plan_parts(preview)[0]
     text = Text()
     where = ""
@@ -231,8 +217,8 @@ class ConfirmActionScreen(ActionModal):
                     yield Static(Text(f"! {self.heads_up}", style="bold"), id="heads-up")
                 yield Label("Guards", classes="section" + ("" if self.heads_up else " first"))
                 yield Static(verdict_summary(plan_parts(p)[1]), id="verdicts")
-                yield Label("Plan", classes="section")
-                yield Static(steps_summary(p), id="steps")
+                yield Label(f"Plan ({len(plan_parts(p)[0])} steps)", classes="section")
+                yield Static(steps_flowing(p), id="steps")
                 yield from self.details()
             if typed:
                 # what to do first, why last: a cut at 80 columns takes the why
