@@ -1,8 +1,10 @@
 """Acceptance: the real console (`sparktui demo`, its own process) in a real
 terminal (tmux, 80x24), driven by keys alone through the long-prompt night:
-serve -> follow -> trigger the long prompt -> the alert line, nothing covered
--> recover the starved node by typing its name -> acknowledge -> stop the
-lane -> quit. Every assertion reads the captured screen."""
+the palette's first step (serve the scenario's lane) -> follow -> trigger the
+long prompt -> the alert line, nothing covered -> `!`: the top alert's next
+step -> recover the starved node by typing its name -> acknowledge -> the node
+back online -> stop the lane -> quit. Every assertion reads the captured
+screen."""
 
 from __future__ import annotations
 
@@ -20,8 +22,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 LANE = "glm53-mxfp4-fp8-4x-r39-196k"
-RECIPE_INDEX = 10
-"""Its place in the serve picker (recipes sorted by name)."""
 SPEED = 200.0
 """Fast enough for a CI run, slow enough that ranks started a real second
 apart still meet at NCCL init (at 600x a loaded host made them miss)."""
@@ -148,10 +148,14 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t = terminal
     t.wait("eight nodes online", lambda s: "8/8 online" in s, timeout=180)
 
-    # serve the 196k lane: the picker, its own cluster (refused by fit), override
-    t.keys("s")
-    t.wait("the recipe picker", lambda s: "Serve which recipe?" in s)
-    t.keys(*["Down"] * RECIPE_INDEX, "Enter")
+    # the palette says which lane the night needs first, and serves it: the
+    # cluster picker, its own cluster (refused by fit), override
+    t.keys(":")
+    t.wait("the palette, the scenario's step first",
+           lambda s: f"demo: long prompt 1/2 — serve {LANE} first" in s)
+    t.type("long prompt 1/2")
+    t.wait("the step offered", lambda s: "the 22:45 lane (196K context)" in s)
+    t.keys("Down", "Enter")
     t.wait("the cluster picker with verdicts",
            lambda s: "on which cluster?" in s and ("REFUSED" in s or "OVERRIDABLE" in s
                                                    or "PASS" in s),
@@ -205,8 +209,19 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     assert "a:ack" in rows[1], screen
     assert any(line.startswith("╰") for line in rows), screen  # the pane's frame is intact
 
-    # recover the starved node by typing its name
     node = starved(screen)[0]
+
+    # the alerts list: the top alert whole, its next step readable at 80x24
+    t.keys("!")
+    screen = t.wait("the alerts list", lambda s: "a ack  b bundle" in s)
+    marked = [line for line in lines(screen) if "▶" in line]
+    assert len(marked) == 1 and ("THRASH" in marked[0] or "FATAL" in marked[0]), screen
+    # the FATAL's (stop the lane) or the THRASH's (SSH retries, then its plug)
+    assert "next: stop the lane (x)" in screen or "next: SSH retry 1/3" in screen, screen
+    t.keys("Escape")
+    t.wait("the alerts list closed", lambda s: "a ack  b bundle" not in s)
+
+    # recover the starved node by typing its name
     t.keys("Home", *["j"] * (int(node.removeprefix("dgx")) - 1), "R")
     t.wait("the recover confirm", lambda s: f"Recover {node}" in s, timeout=60)
     t.type(node)
@@ -230,6 +245,12 @@ def test_long_prompt_night_from_the_keyboard(terminal: Terminal) -> None:
     t.wait("the acknowledged alert in the list", lambda s: "acknowledged]" in s, timeout=10)
     t.keys("Escape")
     t.wait("the alerts list closed", lambda s: "a ack  b bundle" not in s)
+
+    # the recovered node back online in the Nodes pane, the recover's verdict said
+    t.keys("1")
+    t.wait(f"{node} back online", lambda s: any(
+        line.startswith(f"│ {node} ") and " online " in line for line in lines(s)),
+           timeout=600)
 
     # stop the lane by typing its name
     t.keys("2", "x")
