@@ -1,0 +1,43 @@
+"""A recorded line found damaged only when the replay decodes it (its start
+in the writer's form, its body not an event) is said in the console, once,
+with the file: the operator knows the night on screen is missing a line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+from sparktui.core.config_load import load_config
+from sparktui.service import codec
+from sparktui.service.recorded import open_sessions
+from sparktui.service.replay import ReplaySource
+from sparktui.tui.replay import ReplayApp
+
+from .harness import wait_for
+from .test_replay_snapshot import ROOT, T0, node_sample
+
+
+async def test_a_line_found_damaged_while_replaying_is_said_once(tmp_path: Path) -> None:
+    lines = []
+    for i in range(4):
+        data = {"t": T0 + 30 * i, "e": codec.encode(node_sample("dgx1", T0 + 30 * i, 100, 0))}
+        if i == 2:
+            data["e"]["snapshot"]["taken_at"] = "late"  # a float field
+        lines.append(json.dumps(data, separators=(",", ":")))
+    path = tmp_path / "night.jsonl.gz"
+    path.write_bytes(gzip.compress("\n".join(lines).encode()))
+    [session] = open_sessions(path)
+    assert not session.damage  # its start is in the writer's form: found when decoded
+    config = load_config(ROOT / "config.toml")
+    source = ReplaySource(config, session, start=T0)
+    source.paused = True
+    app = ReplayApp(config, source)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        source.seek(T0 + 90)
+        app._show_clock()  # its timer's work
+        app._show_clock()
+        said = [m for _, _, m, _ in app.notices if "skipped" in m]
+        assert said == [f"1 recorded line(s) skipped: not events ({path})"]
+        await wait_for(pilot, lambda: source.snapshot().get("dgx1") is not None)
