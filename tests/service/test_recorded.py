@@ -156,6 +156,15 @@ def test_a_time_far_past_the_one_before_is_no_recorded_time(tmp_path: Path) -> N
     damage = Damage()
     sessions = open_sessions(path, damage)
     assert [s.times for s in sessions] == [[T0, T0 + 2]] and damage.lines == 1
+    path.write_bytes(gzip.compress("\n".join([*lines[::2], _line(ev, 9e10)]).encode()))
+    damage = Damage()  # the last line far past the one before: no recorded time either
+    assert [s.times for s in open_sessions(path, damage)] == [[T0, T0 + 2]] and damage.lines == 1
+    later = T0 + 13 * 3600  # a host asleep 13 h: the run goes on, a session of its own
+    path.write_bytes(gzip.compress("\n".join(
+        [_line(ev, T0), _line(ev, later), _line(ev, later + 2)]).encode()))
+    damage = Damage()
+    assert [s.times for s in open_sessions(path, damage)] == [[T0], [later, later + 2]]
+    assert not damage
 
 
 def test_lines_in_another_form_are_parsed_whole_and_replayed(tmp_path: Path) -> None:

@@ -51,7 +51,9 @@ MAX_T = 1e11
 """Epoch seconds past this (year 5138) are not a recorded time."""
 MAX_AHEAD_S = 12 * 3600.0
 """A recorded time this far past the one before it in its session is not a
-recorded time (a night is shorter)."""
+recorded time (a night is shorter) when the next one is back near the one
+before; when the next one follows it, the run went on from there (a host
+that slept): a new session."""
 SESSION_GAP_S = 60.0
 """A recorded time this far behind the one before starts a new session (a
 file written before runs were marked: two demo runs' simulated clocks overlap)."""
@@ -230,32 +232,45 @@ def open_sessions(path: Path, damage: Damage | None = None) -> list[Recorded]:
     sessions: list[tuple[list[float], list[str], list[str], list[Span | ServiceEvent]]] = []
     cur: tuple[list[float], list[str], list[str], list[Span | ServiceEvent]] = ([], [], [], [])
     last: float | None = None
+    ahead: tuple[float, str, str, Span | ServiceEvent] | None = None
+    """An entry far past the one before, until the next tells whether the run
+    went on from there (a host asleep) or it was no recorded time."""
     with open(path, "rb") as f:
         for member, offset, line in _lines(f, seen):
             try:
                 entry = _entry(member, offset, line)
-                if entry is None:
-                    continue
-                if isinstance(entry, float):  # a run began
-                    if cur[0]:
-                        sessions.append(cur)
-                        cur, last = ([], [], [], []), None
-                    continue
-                t, kind, key, where = entry
-                if last is not None and t > last + MAX_AHEAD_S:
-                    raise ValueError(f"t={t!r} is {t - last:.0f} s past the one before")
             except (ValueError, TypeError, KeyError, RecursionError) as exc:
                 seen.lines += 1
                 log.debug("recording line skipped: %r", exc)
+                continue
+            if entry is None:
+                continue
+            if isinstance(entry, float):  # a run began
+                seen.lines += ahead is not None  # the last of a run, far past it
+                if cur[0]:
+                    sessions.append(cur)
+                cur, last, ahead = ([], [], [], []), None, None
+                continue
+            if ahead is not None:
+                assert last is not None
+                if last - SESSION_GAP_S <= entry[0] <= last + MAX_AHEAD_S:
+                    seen.lines += 1  # back where it was: that was no recorded time
+                else:
+                    sessions.append(cur)
+                    cur = ([], [], [], [])
+                    _add(cur, ahead)
+                    last = ahead[0]
+                ahead = None
+            t = entry[0]
+            if last is not None and t > last + MAX_AHEAD_S:
+                ahead = entry
                 continue
             if last is not None and t < last - SESSION_GAP_S and cur[0]:
                 sessions.append(cur)
                 cur = ([], [], [], [])
             last = t
-            cur[0].append(t)
-            cur[1].append(kind)
-            cur[2].append(key)
-            cur[3].append(where)
+            _add(cur, entry)
+    seen.lines += ahead is not None
     if cur[0]:
         sessions.append(cur)
     totals: dict[int, int] = {}
@@ -275,6 +290,12 @@ def open_sessions(path: Path, damage: Damage | None = None) -> list[Recorded]:
             out.append(Recorded(path, [times[i] for i in order], [kinds[i] for i in order],
                                 [keys[i] for i in order], [places[i] for i in order], seen))
     return out
+
+
+def _add(session: tuple[list[float], list[str], list[str], list[Span | ServiceEvent]],
+         entry: tuple[float, str, str, Span | ServiceEvent]) -> None:
+    for column, value in zip(session, entry, strict=True):
+        column.append(value)  # type: ignore[attr-defined]
 
 
 def _inside(where: Span | ServiceEvent, members: set[int]) -> bool:
