@@ -44,6 +44,7 @@ from sparktui.core.state import (
     PsiLine,
 )
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.service import recording
 from sparktui.service.events import LogLinesArrived, NodeSampled
 from sparktui.service.recorded import Damage, open_sessions, read_recording
 from sparktui.service.recording import Recorder
@@ -106,6 +107,7 @@ def main() -> None:
                         f"INFO Avg prompt throughput: {k}.0 tokens/s, Running: 1 reqs")
                 for k in range(20)), 20 * (i // 15 + 1)))
     path = Path(tempfile.mkdtemp(prefix="bench-record-")) / "night.jsonl.gz"
+    recording.CLOSE_WAIT_S = 3600.0  # a whole night queued at once: close waits for all of it
     rec = Recorder(path, max_bytes=1 << 40, clock=clock)  # type: ignore[arg-type]
     rec.open()
     samples = [e for e in events if isinstance(e, NodeSampled)]
