@@ -9,7 +9,7 @@ import pytest
 
 from sparktui.adapters.homeassistant import HomeAssistant, HomeAssistantError, load_token
 
-TOKEN = "notify-token-0123456789"
+TOKEN = "q7Zx-test-token-0123456789"
 
 
 def client(monkeypatch: pytest.MonkeyPatch, handler) -> tuple[HomeAssistant, list]:  # type: ignore[no-untyped-def]
