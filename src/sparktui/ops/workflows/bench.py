@@ -27,11 +27,11 @@ from sparktui.core.errors import InputError
 from sparktui.core.qualify import BENCH_MAX_TOKENS, Bench
 from sparktui.core.recipe_load import recipe_file
 from sparktui.ops.guards import Override, evaluate
-from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.plan import OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
 from sparktui.ops.workflows.qualify import (
+    OnServingLane,
     bench_request,
-    lane_needs,
     lane_prompt_length,
     serving_lane,
 )
@@ -60,7 +60,7 @@ def previous_report(folder: Path) -> Path | None:
 
 
 @dataclass(frozen=True)
-class LaneBench:
+class LaneBench(OnServingLane):
     """``sparktui bench LANE [--depths ...] [--concurrency ...]``."""
 
     lane: str
@@ -68,13 +68,6 @@ class LaneBench:
     concurrency: tuple[int, ...] = (1, 2)
     overrides: frozenset[Override] = frozenset()
     kind: str = field(default="bench", init=False)
-
-    @property
-    def target(self) -> str:
-        return self.lane
-
-    def needs(self, config: Config) -> Needs:
-        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, rank0 = serving_lane(state, self.lane)

@@ -25,7 +25,6 @@ from typing import Any
 
 from sparktui.adapters.engine_http import EngineClient
 from sparktui.core.clock import within
-from sparktui.core.config import Config
 from sparktui.core.envelope import (
     DEFAULT_RUNGS,
     Rung,
@@ -39,11 +38,11 @@ from sparktui.core.qualify import bench_prompt
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.thrash import NodeSample, ThrashLevel, ThrashRules
 from sparktui.ops.guards import Override, evaluate
-from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
+from sparktui.ops.plan import OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record
 from sparktui.ops.workflows.qualify import (
     PROMPT_SLACK,
-    lane_needs,
+    OnServingLane,
     lane_prompt_length,
     recipe_ceiling,
     recipe_window,
@@ -168,20 +167,13 @@ class _Sampler:
 
 
 @dataclass(frozen=True)
-class Envelope:
+class Envelope(OnServingLane):
     """``sparktui envelope LANE [--rungs ...]`` (and the console's envelope action)."""
 
     lane: str
     rungs: tuple[int, ...] = DEFAULT_RUNGS
     overrides: frozenset[Override] = frozenset()
     kind: str = field(default="envelope", init=False)
-
-    @property
-    def target(self) -> str:
-        return self.lane
-
-    def needs(self, config: Config) -> Needs:
-        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
         ranks, verdicts, rank0 = serving_lane(state, self.lane)

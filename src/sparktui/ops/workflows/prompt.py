@@ -14,28 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sparktui.core.config import Config
 from sparktui.ops.guards import Override, evaluate
-from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
-from sparktui.ops.workflows.qualify import lane_needs, lane_prompt_length, serving_lane
+from sparktui.ops.plan import OpsState, Plan, PlannedStep
+from sparktui.ops.workflows.qualify import OnServingLane, lane_prompt_length, serving_lane
 from sparktui.ops.workflows.runner import WorkflowRun
 
 
 @dataclass(frozen=True)
-class LanePrompt:
+class LanePrompt(OnServingLane):
     lane: str
     tokens: int
     send: Callable[[], object] = field(compare=False, repr=False)
     """Sends the prompt (returns at once; what it returns is not read)."""
     overrides: frozenset[Override] = frozenset()
     kind: str = field(default="prompt", init=False)
-
-    @property
-    def target(self) -> str:
-        return self.lane
-
-    def needs(self, config: Config) -> Needs:
-        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, _ = serving_lane(state, self.lane)

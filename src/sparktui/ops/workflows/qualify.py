@@ -251,6 +251,20 @@ def lane_needs(config: Config, lane: str) -> Needs:
                  ports=tuple((n, port) for n in config.nodes) if port else ())
 
 
+class OnServingLane:
+    """A workflow on one serving lane (the gate, the ladder, the bench, a
+    prompt): the lane is its target, and it reads what `lane_needs` says."""
+
+    lane: str
+
+    @property
+    def target(self) -> str:
+        return self.lane
+
+    def needs(self, config: Config) -> Needs:
+        return lane_needs(config, self.lane)
+
+
 def serving_lane(state: OpsState, lane: str
                  ) -> tuple[tuple[RankContainer, ...], list[Verdict], RankContainer | None]:
     """A serving lane's ranks, its guards (`qualify_guards`) and rank 0 when it
@@ -298,7 +312,7 @@ def qualify_guards(state: OpsState, lane: str, ranks: Sequence[RankContainer],
 
 
 @dataclass(frozen=True)
-class Qualify:
+class Qualify(OnServingLane):
     """``sparktui qualify LANE [--depth N]`` (and the console's qualify action):
     the gate on a serving lane. It changes nothing on the cluster, but it has
     its plan and guards like every workflow (the lane exists and serves)."""
@@ -307,13 +321,6 @@ class Qualify:
     depth: int = 0
     overrides: frozenset[Override] = frozenset()
     kind: str = field(default="qualify", init=False)
-
-    @property
-    def target(self) -> str:
-        return self.lane
-
-    def needs(self, config: Config) -> Needs:
-        return lane_needs(config, self.lane)
 
     def plan(self, state: OpsState) -> Plan:
         _, verdicts, rank0 = serving_lane(state, self.lane)
