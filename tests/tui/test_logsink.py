@@ -61,3 +61,31 @@ def test_the_demo_says_where_its_shutdown_logged_in_one_line(config_copy, tmp_pa
     assert err.splitlines() == [f"sparktui demo: 1 warning(s) or error(s) logged while it ran "
                                 f"or shut down: {state / 'debug.log'}"], err
     assert "Cannot write to closing transport" in (state / "debug.log").read_text()
+
+
+def test_the_console_logs_to_the_debug_log_too(tmp_path, capsys, monkeypatch,
+                                               config_copy) -> None:
+    """`sparktui console` (F's leftover): a read-only console quit after its
+    simulator died printed the service's connection errors over the shell."""
+    from sparktui.cli import console_cmd
+    from sparktui.core.config_load import load_config
+
+    config = load_config(config_copy(lambda t: t.replace(
+        'state_dir = "~/.local/state/sparktui"', f'state_dir = "{tmp_path / "state"}"')))
+
+    class App:
+        def run(self) -> None:  # what a service logs as its nodes go away at quit
+            logging.getLogger("sparktui.watch.poller").warning("dgx1: connection refused")
+
+    monkeypatch.setattr(console_cmd, "load", lambda args: config)
+    monkeypatch.setattr(console_cmd, "resolve_endpoints", lambda c: None)
+    monkeypatch.setattr(console_cmd, "ClusterService", lambda *a, **k: None)
+    monkeypatch.setattr(console_cmd, "make_app", lambda *a, **k: App())
+    args = argparse.Namespace(read_only=True, attached_only=False)
+    assert console_cmd.run(args) == 0
+    err = capsys.readouterr().err
+    log = config.state_dir() / "debug.log"
+    assert "connection refused" not in err
+    assert err.strip() == (f"sparktui: 1 warning(s) or error(s) logged while it ran or shut "
+                           f"down: {log}")
+    assert "dgx1: connection refused" in log.read_text()

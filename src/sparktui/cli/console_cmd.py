@@ -18,7 +18,9 @@ from ..service.attach import socket_path
 from ..service.cluster import ClusterService
 from ..service.sentinel import running_sentinel
 from ..tui.app import make_app
+from ..tui.logsink import logged_to_file
 from .common import load
+from .crash import DEBUG_LOG
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -49,5 +51,10 @@ def run(args: argparse.Namespace) -> int:
         return 2
     service = ClusterService(config, endpoints=endpoints,
                              sentinel=socket_path(config.state_dir()))
-    make_app(config, service=service, read_only=args.read_only, tune_gc=True).run()
+    # what the service logs while the console runs and shuts down (a node or
+    # Home Assistant gone at quit) goes to the debug log, never over the shell
+    with logged_to_file(config.state_dir() / DEBUG_LOG) as logged:
+        make_app(config, service=service, read_only=args.read_only, tune_gc=True).run()
+    if said := logged.summary("sparktui"):
+        print(said, file=sys.stderr)
     return 0
