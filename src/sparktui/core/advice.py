@@ -22,7 +22,8 @@ NEXT_STEP: dict[Kind, str] = {
     Kind.HF_ENTRY_MISSING: "the HF cache on that node is not the NAS symlink: fix it, re-serve",
     Kind.RPC_TIMEOUT: "the engine is dead: stop the lane (x); watch memory of its nodes "
                       "(the 22:45 signature) and recover (R) a node that stops answering",
-    Kind.ENGINE_DEAD: "stop the lane (x); read the first fatal line above for the cause",
+    Kind.ENGINE_DEAD: "stop the lane (x); the cause is the first fatal line of its boot log "
+                      "(3), the evidence here quotes it",
     Kind.PAGE_SIZE_ASSERT: "the KV cache dtype or block size does not fit this model's "
                            "hybrid layers: change kv_cache_dtype or block_size, re-serve",
     Kind.CONTAINER_EXIT: "read that rank's last lines; exit 137 is a SIGKILL, an OOM only if "
