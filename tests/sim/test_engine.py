@@ -186,3 +186,23 @@ async def test_eight_way_load_is_slower_per_node(fleet, serve):
     eight = await load_seconds(lane, "8nodes-switch")
     # ~1 GB/s shared 8 ways: ~100 min, the seeds' "141 shards, ~40 s/shard, ETA ~95 min"
     assert eight == pytest.approx(753.3e9 / 125e6, rel=0.01)
+
+
+async def test_a_client_that_hangs_up_mid_stream_is_no_server_error(sim, serve, caplog):
+    """A canary round past its bound closes its stream before the first token:
+    the engine ends that stream quietly (as uvicorn does), no handler error."""
+    import asyncio
+    import logging
+
+    await serve(sim, LANE)
+    await sim.advance(4 * 3600)
+    host = sim.nodes["dgx1"].api_host
+    caplog.set_level(logging.ERROR, logger="aiohttp.server")
+    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client:
+        async with client.stream("POST", "/v1/chat/completions", json={
+                "model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 8, "stream": True,
+                "messages": [{"role": "user", "content": "hello " * 4000}]}) as resp:
+            assert resp.status_code == 200  # headers at once, the first token after prefill
+    await sim.advance(60)  # prefill ends: the engine writes to a stream nobody reads
+    await asyncio.sleep(0.2)
+    assert [r.getMessage() for r in caplog.records if r.name == "aiohttp.server"] == []

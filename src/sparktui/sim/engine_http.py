@@ -212,9 +212,17 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
                       usage: bool, thinks: bool = False) -> web.StreamResponse:
         """Server-sent events: headers at once, the first token when prefill ends,
         the rest at the end, then the usage chunk when asked (an engine death ends
-        the stream with an error event)."""
+        the stream with an error event). A client that hung up meanwhile (a
+        canary round past its bound) ends it quietly, as uvicorn does."""
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
+        try:
+            return await _events(resp, req, answer, finish, usage, thinks)
+        except ConnectionResetError:
+            return resp
+
+    async def _events(resp: web.StreamResponse, req: Request, answer: str, finish: str,
+                      usage: bool, thinks: bool) -> web.StreamResponse:
         await wait_for(lambda: req.first_token_t > 0 or req.done)
         if req.error:
             await resp.write(("data: " + json.dumps(error_body(
