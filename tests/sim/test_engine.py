@@ -198,11 +198,11 @@ async def test_a_client_that_hangs_up_mid_stream_is_no_server_error(sim, serve, 
     await sim.advance(4 * 3600)
     host = sim.nodes["dgx1"].api_host
     caplog.set_level(logging.ERROR, logger="aiohttp.server")
-    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client:
-        async with client.stream("POST", "/v1/chat/completions", json={
-                "model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 8, "stream": True,
-                "messages": [{"role": "user", "content": "hello " * 4000}]}) as resp:
-            assert resp.status_code == 200  # headers at once, the first token after prefill
+    body = {"model": "RedHatAI/GLM-5.3-MXFP4", "max_tokens": 8, "stream": True,
+            "messages": [{"role": "user", "content": "hello " * 4000}]}
+    async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=10) as client, \
+            client.stream("POST", "/v1/chat/completions", json=body) as resp:
+        assert resp.status_code == 200  # headers at once, the first token after prefill
     await sim.advance(60)  # prefill ends: the engine writes to a stream nobody reads
     await asyncio.sleep(0.2)
     assert [r.getMessage() for r in caplog.records if r.name == "aiohttp.server"] == []
