@@ -41,8 +41,9 @@ def fatal_next_step(kind: Kind, rank: int) -> str:
 
 
 PRESSURE_NEXT = "watch memory; do not send long prompts or start loads on this node"
-UNRESPONSIVE_NEXT = ("the engine no longer generates while its API answers /health: stop the "
-                     "lane (x) and re-serve; read rank 0's log for its last lines first")
+UNRESPONSIVE_NEXT = ("the engine is hung (its process lives, it generates nothing or its "
+                     "/health gives no answer): stop the lane (x) and re-serve; read rank "
+                     "0's log for its last lines first")
 
 
 def thrash_next_step(retries: int, interval_s: float) -> str:
