@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.clock import Clock, within
+from sparktui.service.codec import decode, encode
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -60,7 +61,6 @@ from sparktui.service.events import (
     ServiceEvent,
     Sink,
 )
-from sparktui.service.recording import decode, encode
 from sparktui.service.stream import StreamState
 
 log = logging.getLogger(__name__)

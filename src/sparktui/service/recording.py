@@ -40,7 +40,6 @@ from typing import Any
 
 from sparktui.core.clock import Clock
 from sparktui.service import events as _events
-from sparktui.service.codec import decode as decode  # the stream reader's (service/attach.py)
 from sparktui.service.codec import encode
 
 log = logging.getLogger(__name__)
