@@ -24,6 +24,7 @@ from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.service.sentinel import Sentinel
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import connect, running_sim
 from sparktui.watch.canary import Completer, completer_for
@@ -150,6 +151,23 @@ async def boot_unwatched(n: Night, recipe: str) -> None:
     # whole minutes: the simulated world runs its events in order whatever the step
     await n.sim.clock.step_until(ready, step=60.0, max_s=6 * 3600 - n.sim.clock.monotonic(),
                                  why=lambda: "the lane never became ready")
+
+
+def recording_sentinel(n: Night) -> tuple[Sentinel, list[str]]:
+    """The night's sentinel over its service (not started): the lines it
+    prints are kept, and every event it publishes is recorded in ``n.events``
+    as well."""
+    lines: list[str] = []
+    sentinel = Sentinel(n.config, n.service, clock=n.sim.clock,
+                        emit=lambda priority, text: lines.append(text))
+    publish = sentinel.on_event
+
+    def record(event: ServiceEvent) -> None:
+        n.record(event)
+        publish(event)
+
+    sentinel.on_event = record  # type: ignore[method-assign]
+    return sentinel, lines
 
 
 def phase(n: Night, lane: str) -> str:

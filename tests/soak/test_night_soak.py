@@ -33,9 +33,16 @@ from sparktui.ops.workflows.stop import Stop
 from sparktui.service.attach import socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertCleared, AlertRaised, ServiceEvent
-from sparktui.service.sentinel import Sentinel
 
-from ..service.simnight import Night, advance_until, boot_unwatched, night, phase, with_phone
+from ..service.simnight import (
+    Night,
+    advance_until,
+    boot_unwatched,
+    night,
+    phase,
+    recording_sentinel,
+    with_phone,
+)
 
 NIGHT_S = 8 * 3600.0
 """Simulated seconds of the night (the issue: >= 8 simulated hours)."""
@@ -111,16 +118,7 @@ async def test_a_night_with_the_sentinel_a_console_and_the_operator_raises_no_al
     async with night(tmp_path, "normal", OPS_CLUSTER, start=False, own_recipes=True,
                      poll_interval_s=60.0) as n:
         with_phone(n)
-        lines: list[str] = []
-        sentinel = Sentinel(n.config, n.service, clock=n.sim.clock,
-                            emit=lambda p, text: lines.append(text))
-        sink = sentinel.on_event
-
-        def record(event: ServiceEvent) -> None:
-            n.record(event)
-            sink(event)
-
-        sentinel.on_event = record  # type: ignore[method-assign]
+        sentinel, lines = recording_sentinel(n)
         await boot_unwatched(n, OPS_LANE)
         stop = asyncio.Event()
         task = asyncio.create_task(sentinel.run(stop))
@@ -186,16 +184,7 @@ async def test_the_incident_night_raises_exactly_its_alerts_each_once(tmp_path: 
     async with night(tmp_path, "long-prompt", OPS_CLUSTER, start=False,
                      poll_interval_s=20.0) as n:
         with_phone(n)
-        lines: list[str] = []
-        sentinel = Sentinel(n.config, n.service, clock=n.sim.clock,
-                            emit=lambda p, text: lines.append(text))
-        sink = sentinel.on_event
-
-        def record(event: ServiceEvent) -> None:
-            n.record(event)
-            sink(event)
-
-        sentinel.on_event = record  # type: ignore[method-assign]
+        sentinel, lines = recording_sentinel(n)
         await boot_unwatched(n, INCIDENT_LANE)
         stop = asyncio.Event()
         task = asyncio.create_task(sentinel.run(stop))
@@ -236,6 +225,8 @@ async def test_the_incident_night_raises_exactly_its_alerts_each_once(tmp_path: 
         assert ended["thrash:dgx5"] is not None
         seen = {e.alert.key for e in console.events if isinstance(e, AlertRaised)}
         assert seen == set(expected)
+        printed = {t.split()[2].rstrip(":") for t in lines if t.startswith("ALERT thrash ")}
+        assert printed == {f"dgx{i}" for i in (5, 6, 7, 8)}, lines  # the sentinel's own lines
         assert n.sim.ha is not None
         titles = [str(body["title"]) for _, body in n.sim.ha.notifications]
         assert sorted(t for t in titles if "RECOVERED" not in t) == sorted(
