@@ -325,7 +325,8 @@ def render_summary(inc: Incident) -> str:
             "- `recipe/`, `config/`, `hashes.txt`: the recipe and config (no token), sha256",
             "- `commands.sh`: the rendered commands",
             "- `journal.jsonl`: the journal entries (`t` on the clock of the process that "
-            "ran each workflow)",
+            "ran each workflow: `\"clock\": \"simulated\"` a simulator's, none the wall's; "
+            "the timeline holds those on its clocks only)",
             f"- `alerts.jsonl`: the alerts the console raised ({stamp})", ""]
     return "\n".join(out)
 

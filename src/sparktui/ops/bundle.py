@@ -59,7 +59,7 @@ from sparktui.core.recipe_load import load_recipe, recipe_file
 from sparktui.core.render import plan
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.context import NodeLink
-from sparktui.ops.journal import Entry, Journal, fold
+from sparktui.ops.journal import SIMULATED, Entry, Journal, clock_of, fold
 from sparktui.watch.follower import JOURNAL_MATCHES, docker_logs_command
 
 BUNDLE_DIR = "bundles"
@@ -138,8 +138,11 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     kind, lanes, nodes = _resolve(config, subject, entries, held)
     bundle_dir(src.state_dir)  # a state dir it cannot write to is said before collecting
     serves = [w for w in fold(entries) if w.workflow == "serve" and w.target in lanes]
-    if since is None:
-        since = default_since(serves, held.alerts, (*lanes, *nodes), now)
+    stamp = journal_stamp(src.clock, clocks)
+    if since is None:  # from the serves journaled on our clock: no window across two
+        ours = {e.wf for e in entries if stamp(e) == OURS}
+        since = default_since([w for w in serves if w.wf in ours], held.alerts,
+                              (*lanes, *nodes), now)
     recipes = {lane: _recipe(config, lane) for lane in lanes}
     ranks = {lane: _ranks(config, lane, recipes[lane], serves, held) for lane in lanes}
     if kind == "node":
@@ -250,8 +253,9 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     fatal_t = parse_timestamp(failure.timestamp) if failure else None
     timeline = build_timeline(
         clocks,
-        (TimelineItem(e.t, _journal_words(e)) for e in mine if e.kind in ("begin", "end")
-         or (e.kind == "outcome" and not e.ok)),
+        (TimelineItem(e.t, _journal_words(e), clock) for e in mine
+         if (e.kind in ("begin", "end") or (e.kind == "outcome" and not e.ok))
+         and (clock := stamp(e)) is not None),
         ([TimelineItem(since if fatal_t is None else fatal_t,
                        f"first fatal line, rank {failure.rank}: {failure.line[:160]}"
                        + (" (unstamped: at the window's start)" if fatal_t is None else ""),
@@ -267,6 +271,24 @@ async def write_bundle(src: BundleSources, subject: str, *, held: Held | None = 
     summary = scrub(render_summary(incident), src.secrets).encode()
     path = _write(src, subject, now, {"SUMMARY.md": summary, **members})
     return BundleResult(path, subject, incident, path.stat().st_size)
+
+
+def journal_stamp(clock: Clock, clocks: Clocks) -> Callable[[Entry], str | None]:
+    """Whose clock a journal entry is on, for this bundle's timelines: ours
+    (:data:`OURS`), the nodes' (:data:`NODES`: a demo's entries, on its
+    simulator's clock, bundled on wall time beside that simulator), or None:
+    a clock this bundle has no timeline for (a shell's wall-clock entries in a
+    demo's bundle). Such entries stay in journal.jsonl, off the timeline."""
+    ours = clock_of(clock)
+
+    def stamp(entry: Entry) -> str | None:
+        if entry.clock == ours:
+            return OURS
+        if not clocks.shared and entry.clock == SIMULATED:
+            return NODES
+        return None
+
+    return stamp
 
 
 def bundle_clocks(src: BundleSources) -> Clocks:

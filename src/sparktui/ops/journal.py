@@ -59,6 +59,15 @@ JOURNAL_FILE = "journal.jsonl"
 LATEST_T = 4_102_444_800.0
 """2100-01-01: a journal time after this (or before 0) is absurd, not a record."""
 RESERVE_FILE = "journal.reserve"
+SIMULATED = "simulated"
+"""An entry's ``clock`` when the writing process ran on a simulator's clock
+(the demo's console); absent (``""``) for the wall clock. One state dir can hold
+both, and the two are never compared (issue 25)."""
+
+
+def clock_of(clock: Clock) -> str:
+    """The ``clock`` a journal written on ``clock`` stamps its entries with."""
+    return "" if isinstance(clock, SystemClock) else SIMULATED
 RESERVE_BYTES = 256 * 1024
 """Space held for a workflow's way out of a full disk: a resume-sized tail of
 entries (intents, outcomes, notes, end) for every plug of a cluster is a few KiB."""
@@ -100,10 +109,12 @@ class Entry:
     ok: bool | None = None
     message: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
+    clock: str = ""
+    """Which clock ``t`` is on: ``""`` the wall's, :data:`SIMULATED` a simulator's."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"t": round(self.t, 3), "wf": self.wf, "kind": self.kind}
-        for key in ("workflow", "target", "step", "action", "message"):
+        for key in ("workflow", "target", "step", "action", "message", "clock"):
             if value := getattr(self, key):
                 out[key] = value
         if self.ok is not None:
@@ -122,12 +133,14 @@ class Entry:
             raise ValueError(f"ok is {data['ok']!r}")
         if not isinstance(data.get("detail") or {}, dict):
             raise ValueError("detail is not an object")
+        if data.get("clock", "") not in ("", SIMULATED):
+            raise ValueError(f"clock is {data['clock']!r}")
         return cls(
             t=t, wf=str(data["wf"]), kind=str(data["kind"]),
             workflow=str(data.get("workflow", "")), target=str(data.get("target", "")),
             step=str(data.get("step", "")), action=str(data.get("action", "")),
             ok=data.get("ok"), message=str(data.get("message", "")),
-            detail=dict(data.get("detail") or {}),
+            detail=dict(data.get("detail") or {}), clock=str(data.get("clock", "")),
         )
 
 
@@ -263,7 +276,7 @@ class Journal:
     def append(self, wf: str, kind: str, **fields: Any) -> Entry:
         """Write one entry completely and fsync it before returning; raise
         `JournalError` (saying why and what to do) when it cannot be."""
-        entry = Entry(t=self.clock.time(), wf=wf, kind=kind,
+        entry = Entry(t=self.clock.time(), wf=wf, kind=kind, clock=clock_of(self.clock),
                       **{k: redact_value(v) for k, v in fields.items()})
         line = (json.dumps(_finite(entry.to_json()), separators=(",", ":"), default=str)
                 + "\n").encode()
