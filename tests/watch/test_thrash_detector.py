@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult, Psi, PsiLine
 from sparktui.core.thrash import RETURN_GRACE_S, ThrashLevel, ThrashVerdict
@@ -177,3 +181,35 @@ def test_node_verdict_from_one_snapshot() -> None:
     v = node_verdict(starved("dgx3", 1.8e9))
     assert v.level is ThrashLevel.SUSPECTED
     assert v.evidence == ("ping answers, SSH probe failed 1x in a row",)
+
+
+@settings(max_examples=150, deadline=None)
+@given(speed=st.floats(0.3, 100.0), poll=st.floats(0.5, 5.0), boot=st.floats(0.0, 1e6))
+def test_the_boot_grace_is_measured_on_the_nodes_clock(speed: float, poll: float,
+                                                       boot: float) -> None:
+    """RETURN_GRACE_S is of the node's time: a node seen off is coming back for
+    600 of its seconds, whatever clock the watcher runs on (a sentinel on wall
+    time beside a 60x simulator waited 600 wall s, ten simulated hours, before
+    a node that never came back was evidence again). The node cannot be read
+    while it boots: its pace is its uptime's over the watcher's clock before
+    the cycle."""
+    clock = Clock()
+    det = ThrashDetector(clock=clock)
+    t0 = clock.t
+
+    def at(dt: float, snap: NodeSnapshot) -> ThrashVerdict:
+        clock.t = t0 + dt
+        det.on_snapshot(snap)
+        return det.verdict("dgx3")
+
+    for i in range(5):  # the node's uptime passes `speed` times the watcher's clock
+        snap = online("dgx3", t0 + i * poll)
+        probe = dataclasses.replace(snap.probe, uptime_s=boot + i * poll * speed)
+        at(i * poll, dataclasses.replace(snap, probe=probe))
+    off = 5 * poll
+    at(off, NodeSnapshot("dgx3", NodeState.POWERED_OFF, t0 + off, powered=False))
+    soon = off + 0.9 * RETURN_GRACE_S / speed
+    v = at(soon, starved("dgx3", t0 + soon))
+    assert v.level is ThrashLevel.OK and "back from a power cycle" in v.evidence[-1], v
+    late = off + 1.1 * RETURN_GRACE_S / speed
+    assert at(late, starved("dgx3", t0 + late)).level is ThrashLevel.SUSPECTED

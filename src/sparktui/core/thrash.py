@@ -54,9 +54,13 @@ MEM_TREND_S = 30.0
 GIB_KIB = 1024 * 1024
 RETURN_GRACE_S = 600.0
 """A node seen powered off is *coming back*, not starved, while it pings and
-its SSH does not answer yet, until its first good probe or this long after it
-was seen off (a GB10 boots in 2-4 min; past this a silent sshd is evidence
-again)."""
+its SSH does not answer yet, until its first good probe or this long of the
+node's own time after it was seen off (a GB10 boots in 2-4 min; past this a
+silent sshd is evidence again). The node cannot be read while it boots, so
+its time is the watcher's scaled by the node's rate (:meth:`ThrashRules.node_rate`:
+its uptime's pace over the watcher's, from its last boot's samples): a
+sentinel on wall time beside a simulator at 60x once waited 600 wall s, ten
+of the node's hours."""
 
 
 class ThrashLevel(IntEnum):
@@ -118,16 +122,42 @@ class ThrashRules:
     _last_failed_at: float | None = field(default=None, init=False)
     _engine_stall: tuple[float, str] | None = field(default=None, init=False)
     _off_at: float | None = field(default=None, init=False)
+    _rate: float | None = field(default=None, init=False)
+    """The node's seconds per watcher second, as last measured (kept across a
+    power cycle, when nothing of the node can be read)."""
 
-    def power_cycled(self, at: float) -> None:
+    def power_cycled(self, at: float, rate: float | None = None) -> None:
         """The node was seen powered off at ``at`` (its plug said so): what
         follows until its first good probe is a boot, and an SSH that does
         not answer yet while ping does (the reconnect backing off) is no
-        thrash evidence."""
+        thrash evidence, for `RETURN_GRACE_S` of the node's time. ``rate``:
+        the node's pace measured before (:meth:`node_rate` of its history)."""
         self._off_at = at
+        if rate is not None:
+            self._rate = rate
+
+    def node_rate(self) -> float | None:
+        """How many of the node's seconds (its uptime) pass per second of the
+        watcher's clock, from the current boot's good samples (their oldest
+        and newest; an uptime that went back starts a boot); else the last
+        rate known; None when never measured."""
+        timed = [(s.at, up) for s in self._samples
+                 if s.probe_ok and (up := s.uptime_s) is not None]
+        if timed:
+            newest = oldest = timed[-1]
+            for at, up in reversed(timed[:-1]):
+                if up > oldest[1]:
+                    break  # an earlier boot
+                oldest = (at, up)
+            if newest[0] > oldest[0] and newest[1] > oldest[1]:
+                return (newest[1] - oldest[1]) / (newest[0] - oldest[0])
+        return self._rate
 
     def _coming_back(self, now: float) -> bool:
-        return self._off_at is not None and now - self._off_at <= RETURN_GRACE_S
+        """Seen off, no good probe since, and less than `RETURN_GRACE_S` of
+        the node's time since (the watcher's when its pace was never read)."""
+        return (self._off_at is not None
+                and (now - self._off_at) * (self._rate or 1.0) <= RETURN_GRACE_S)
 
     def add_sample(self, s: NodeSample) -> None:
         self._samples.append(s)

@@ -75,8 +75,9 @@ class ThrashDetector:
 
     def on_snapshot(self, snap: NodeSnapshot) -> ThrashVerdict:
         if snap.state is NodeState.POWERED_OFF:
-            self._rules.pop(snap.node, None)  # a power cycle starts a fresh history
-            self.rules(snap.node).power_cycled(snap.taken_at)
+            before = self._rules.pop(snap.node, None)  # a power cycle starts a fresh history
+            self.rules(snap.node).power_cycled(  # its grace on the node's clock
+                snap.taken_at, before.node_rate() if before is not None else None)
         sample = sample_of(snap)
         if sample is not None:
             self.rules(snap.node).add_sample(sample)
