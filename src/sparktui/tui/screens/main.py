@@ -22,7 +22,7 @@ from textual.screen import Screen
 from textual.widget import Widget
 from textual.widgets import DataTable, Header, Input, Static
 
-from sparktui.core.state import NodeSnapshot, NodeState
+from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.events import (
     StepFinished,
@@ -49,13 +49,14 @@ from sparktui.tui.bindings import MAIN_BINDINGS, READ_ONLY_BINDINGS
 from sparktui.tui.details import lane_details, node_details
 from sparktui.tui.messages import LogLinesPending, ServiceReported
 from sparktui.tui.screens.info import PickerScreen, TextScreen
+from sparktui.tui.screens.main_lines import activity_text, banner_text, busy_with, summary_line
 from sparktui.tui.screens.picker import rank_options
 from sparktui.tui.widgets.alerts import AlertLine, NoticeLine
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.footer import StableFooter
 from sparktui.tui.widgets.memory import MemoryPane
 from sparktui.tui.widgets.pane import Pane
-from sparktui.tui.widgets.tables import LanesTable, NodesTable, gate_brief
+from sparktui.tui.widgets.tables import LanesTable, NodesTable
 from sparktui.watch.follower import LogLine
 from sparktui.watch.readiness import RankContainer
 
@@ -65,9 +66,6 @@ if TYPE_CHECKING:
 PANES = ("nodes", "lanes", "bootlog", "memory")
 PANE_TITLES = {"nodes": "1 Nodes", "lanes": "2 Lanes", "bootlog": "3 Boot log",
                "memory": "4 Memory"}
-SUMMARY_WORDS = ((NodeState.ONLINE, "online"), (NodeState.STARVED, "STARVED"),
-                 (NodeState.UNREACHABLE, "UNREACHABLE"), (NodeState.POWERED_OFF, "off"),
-                 (NodeState.UNKNOWN, "unknown"))
 LOG_PAINT_EVERY_S = 0.05
 """A flooding boot log is drained into its pane at most 20 times a second.
 Each drain of a following log is a scroll (and, while its buffer grows, a
@@ -245,12 +243,7 @@ class MainScreen(Screen[None]):
 
     def _show_activity(self) -> None:
         """Below the lanes: each running workflow's step, each predicted OOM."""
-        text = Text()
-        for k, t, step, _ in self._workflows.values():
-            text.append(f"\n> {k} {t}: {step}" if text else f"> {k} {t}: {step}")
-        for line in self._predicted.values():
-            text.append("\n" if text else "")
-            text.append(f"! {line}", style="bold red")
+        text = activity_text(self._workflows.values(), self._predicted.values())
         if text != self._activity_text:
             self._activity_text = text
             self.query_one("#activity", Static).update(text)
@@ -318,12 +311,7 @@ class MainScreen(Screen[None]):
     def _summarise(self) -> None:
         """The header's one line: how many nodes are in which state."""
         snapshot = self.spark.service.snapshot()
-        counts = [(snapshot.count(state), word) for state, word in SUMMARY_WORDS]
-        parts = [f"{counts[0][0]}/{len(snapshot.nodes)} online"]
-        parts += [f"{n} {word}" for n, word in counts[1:] if n]
-        parts += [f"{name} {(state or 'unknown').upper()}"
-                  for name, state in self._switches.items() if state != "on"]
-        summary = " · ".join(parts)
+        summary = summary_line(snapshot, self._switches)
         lost = cluster_lost(snapshot.nodes)
         if (lost is None) == (CLUSTER_LOST in self.alerts.active):  # it changed
             if lost is None:
@@ -350,7 +338,7 @@ class MainScreen(Screen[None]):
         table = self.query_one(NodesTable)
         service = self.spark.service
         for snap, verdict in self._pending_nodes.values():
-            table.show(snap, verdict, _busy(snap), service.findings(snap.node))
+            table.show(snap, verdict, busy_with(snap), service.findings(snap.node))
         self._pending_nodes.clear()
 
     def _flush_nodes(self) -> None:
@@ -416,36 +404,8 @@ class MainScreen(Screen[None]):
         self._update_banner()
 
     def _update_banner(self) -> None:
-        """Two rows, each cut at the pane's edge with …, never wrapped (a
-        wrapped third row hid under the log): the lane's state, its verdicts
-        and progress, then its subject (what a cut takes); then the log's own
-        view state."""
-        log = self.query_one(BootLog)
-        state = "following" if log.follow else "PAUSED"
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if self.lane is None or self.lane not in self._lanes:
-            text.append("no lane selected — the log of the lane selected in Lanes shows here")
-        else:
-            lv = self._lanes[self.lane]
-            node = lv.node_of(self.rank) or "?"
-            text.append(f" {lv.phase.upper()} ", style="bold reverse")
-            if lv.failure:
-                text.append(f" first fatal: {lv.failure} ·", style="bold")
-            if lv.gate:  # in a few words (details: enter)
-                bad = lv.gate in ("garbled", "slow", "failed")
-                text.append(f" gate {lv.gate}" + (f": {gate_brief(lv)}" if bad else "") + " ·",
-                            style="bold" if bad else "")
-            if lv.progress_text:
-                text.append(f" {lv.progress_text} ·")
-            text.append(f" {lv.name} rank {self.rank} on {node}")
-        text.append(f"\n[{state} · level {log.level_name}"
-                    + (f" · filter '{log.text_filter}'" if log.text_filter else "")
-                    + (f" · search '{log.search}'" if log.search else "")
-                    + (" · wrap" if log.wrap else "")
-                    + (f" · {log.folded} probe lines folded (h)" if log.folded
-                       and not log.show_probes else "")
-                    + (" · probe lines shown (h)" if log.show_probes else "") + "]",
-                    style="dim")
+        text = banner_text(self._lanes.get(self.lane) if self.lane else None, self.rank,
+                           self.query_one(BootLog))
         if text != self._banner:  # unchanged text: no repaint, no layout pass
             self._banner = text
             self.query_one("#phase-banner", Static).update(text)
@@ -611,13 +571,3 @@ class MainScreen(Screen[None]):
         self.app.push_screen(PickerScreen(f"Boot log of {lv.name}: which rank?", options),
                              chosen)
 
-
-def _busy(snap: NodeSnapshot) -> str:
-    if snap.probe is None:
-        return "?"
-    running = snap.probe.running_containers
-    if not running:
-        return ""
-    c = running[0]
-    rank = c.labels.get("sparktui.rank")
-    return f"{c.lane} r{rank}" if c.lane and rank else c.name
