@@ -201,7 +201,7 @@ class World:
         for line in self.locks.lines(now=0.0):
             assert "STALE" in line and f"pid {pid} is gone" in line, (where, line)
         (record,) = [r for r in self.journal.unfinished() if r.detail.get("pid") == pid]
-        assert f"pid {pid}) is gone" in stale_note(record, record.began_at + 5), where
+        assert f"pid {pid}) is gone" in stale_note(record, record.began_at + 5, record.clock), where
 
     async def serve_reaches_serving(self, where: str) -> None:
         """The operator's next serve of the lane: stop what is left (the stale lock

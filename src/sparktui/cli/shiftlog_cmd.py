@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TextIO
 
+from sparktui.core.clock import SystemClock
 from sparktui.core.errors import InputError, Problem
-from sparktui.ops.journal import Journal
+from sparktui.ops.journal import Journal, clock_of
 from sparktui.ops.shiftlog import render
 
 from .common import load
@@ -41,13 +42,24 @@ def parse_since(text: str, now: float | None = None) -> float:
     return dt.timestamp()
 
 
+def parse_window(text: str) -> tuple[float | None, float | None]:
+    """``--since``: (a UTC time, None) or (None, seconds ago): an age is
+    measured back from each clock's own now (ops/shiftlog.py `render`), a time
+    is read on each clock as its own UTC."""
+    if _AGO.match(text.strip()):
+        now = time.time()
+        return None, now - parse_since(text, now)
+    return parse_since(text), None
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("shiftlog", help="render the journal as a markdown night log",
                        description="Boots with phases, durations and KV pool; failures with "
                                    "the first fatal line; power cycles, stops, refusals, "
                                    "overrides and what is left unfinished.")
-    p.add_argument("--since", type=parse_since, default=None, metavar="T",
-                   help="only workflows begun since T: 12h, 90m, 2026-11-29T22:00 (UTC)")
+    p.add_argument("--since", type=parse_window, default=(None, None), metavar="T",
+                   help="only workflows begun since T: 12h, 90m (ago, on each entry's own "
+                        "clock), 2026-11-29T22:00 (UTC)")
     p.add_argument("--output", "-o", default=None, help="write to this file instead of stdout")
     p.set_defaults(func=run)
 
@@ -56,7 +68,9 @@ def run(args: argparse.Namespace) -> int:
     config = load(args)
     out = _open_output(args.output) if args.output else None  # before any work
     journal = Journal.in_state_dir(config.state_dir())
-    text = render(journal.entries(), since=args.since)
+    since, ago = args.since
+    text = render(journal.entries(), since=since, ago=ago, now=time.time(),
+                  clock=clock_of(SystemClock()))
     if out is None:
         sys.stdout.write(text)
         return 0

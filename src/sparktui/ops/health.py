@@ -54,7 +54,7 @@ def fleet_findings(state: OpsState, names: Sequence[str]) -> list[Finding]:
     out += [Finding("runlock", node, "stale lock (holds nothing)", stale[node], False)
             for node in names if node in stale]
     for record in state.unfinished:
-        note = stale_note(record, state.snapshot.taken_at)
+        note = stale_note(record, state.snapshot.taken_at, state.clock)
         out.append(Finding("unfinished", record.wf,
                            f"unfinished {record.workflow} {record.target}"
                            + (" (stale)" if note else ""),

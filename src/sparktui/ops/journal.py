@@ -68,6 +68,12 @@ both, and the two are never compared (issue 25)."""
 def clock_of(clock: Clock) -> str:
     """The ``clock`` a journal written on ``clock`` stamps its entries with."""
     return "" if isinstance(clock, SystemClock) else SIMULATED
+
+
+def clock_name(clock: str) -> str:
+    """An entry's ``clock`` as the operator reads it."""
+    return "the simulator's clock" if clock == SIMULATED else "the wall clock"
+
 RESERVE_BYTES = 256 * 1024
 """Space held for a workflow's way out of a full disk: a resume-sized tail of
 entries (intents, outcomes, notes, end) for every plug of a cluster is a few KiB."""
@@ -172,6 +178,11 @@ class WorkflowRecord:
     ok: bool | None = None
     message: str = ""
     end_detail: dict[str, Any] = field(default_factory=dict)
+    clock: str = ""
+    """The clock its ``begin`` and steps are on (its own process's, :data:`SIMULATED` or "")."""
+    end_clock: str = ""
+    """The clock its ``end`` is on: another process's when a resume or the
+    operator ended it (a shell on wall time ending a demo's cycle)."""
 
     @property
     def finished(self) -> bool:
@@ -182,8 +193,9 @@ class WorkflowRecord:
                    for s in self.steps)
 
     def describe(self) -> str:
+        on = " (the simulator's clock)" if self.clock == SIMULATED else ""
         parts = [f"{self.workflow} {self.target} ({self.wf}) began "
-                 f"{_hhmm(self.began_at)} and never ended"]
+                 f"{_hhmm(self.began_at)}{on} and never ended"]
         for s in self.steps:
             state = "in doubt (no outcome)" if s.ok is None else ("done" if s.ok else "failed")
             parts.append(f"{s.step} [{s.target}] {state} at {_hhmm(s.started_at)}")
@@ -392,7 +404,8 @@ def fold(entries: list[Entry]) -> list[WorkflowRecord]:
             wf=wf, workflow=b.workflow, target=b.target, began_at=b.t, detail=b.detail,
             steps=tuple(steps[wf]), ended_at=end.t if end else None,
             ok=end.ok if end else None, message=end.message if end else "",
-            end_detail=end.detail if end else {},
+            end_detail=end.detail if end else {}, clock=b.clock,
+            end_clock=end.clock if end else "",
         ))
     return out
 

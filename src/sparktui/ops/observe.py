@@ -15,6 +15,7 @@ import time
 from sparktui.adapters.homeassistant import HomeAssistantError
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.context import OpsContext
+from sparktui.ops.journal import clock_of
 from sparktui.ops.plan import Needs, OpsState
 from sparktui.ops.runlocks import owner_alive
 
@@ -59,4 +60,5 @@ async def observe(ctx: OpsContext, needs: Needs) -> OpsState:
         power_error=None if ctx.power is not None else (ctx.power_error or "not configured"),
         locks=locks, owner_alive={lock.node: owner_alive(lock) for lock in locks},
         lock_ages={lock.node: ctx.locks.age(lock.node, time.time()) for lock in locks},
-        fingerprints=fps, ports=ports, unfinished=tuple(ctx.journal.unfinished()))
+        fingerprints=fps, ports=ports, unfinished=tuple(ctx.journal.unfinished()),
+        clock=clock_of(ctx.clock))

@@ -76,6 +76,9 @@ class OpsState:
     ports: Mapping[tuple[str, int], bool] = field(default_factory=dict)
     """(node, port) -> did it answer."""
     unfinished: tuple[WorkflowRecord, ...] = ()
+    clock: str = ""
+    """The clock ``snapshot.taken_at`` is on, as journal entries name it
+    (ops/journal.py `clock_of`): a record on another is not compared with it."""
 
     def holders(self) -> dict[str, str]:
         """node -> who holds its run lock (the runlock guard). A stale lock (its

@@ -9,10 +9,11 @@ said to be stale, with that pid and its age: nothing runs it any more.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from sparktui.ops.context import OpsContext
-from sparktui.ops.journal import Journal, WorkflowRecord
+from sparktui.ops.journal import Journal, WorkflowRecord, clock_name, clock_of
 from sparktui.ops.runlocks import format_age, process_alive
 from sparktui.ops.workflows.power_resume import (
     KEEP_OFF,
@@ -42,18 +43,23 @@ def owner_gone(record: WorkflowRecord) -> int | None:
     return None if process_alive(pid, started if isinstance(started, float) else None) else pid
 
 
-def stale_note(record: WorkflowRecord, now: float) -> str:
+def stale_note(record: WorkflowRecord, now: float, clock: str) -> str:
     """"stale: pid N is gone, began X ago" for an unfinished workflow whose
-    process is gone (``now`` on the journal's clock); "" otherwise."""
+    process is gone (``now`` on ``clock``, as journal entries name it); a
+    record begun on another clock says when on its own; "" otherwise."""
     pid = owner_gone(record)
     if pid is None:
         return ""
-    return f"stale: its process (pid {pid}) is gone, began {format_age(now - record.began_at)} ago"
+    began = (f"began {format_age(now - record.began_at)} ago" if record.clock == clock else
+             f"began {time.strftime('%H:%M:%S', time.gmtime(record.began_at))} on "
+             f"{clock_name(record.clock)}")
+    return f"stale: its process (pid {pid}) is gone, {began}"
 
 
 def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
     """One offer per unfinished workflow (oldest first)."""
     out = []
+    now, clock = ctx.clock.time(), clock_of(ctx.clock)
     for rec in journal.unfinished():
         if rec.workflow == "resume":
             continue
@@ -61,7 +67,7 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
         plugs = tuple(e for _, e in left)
         if plugs:
             waits = [s.action for n, e in left for s in rest_off_step(
-                rec, n, e, cycle_off_seconds(rec, ctx.config), ctx.clock.time())]
+                rec, n, e, cycle_off_seconds(rec, ctx.config), now, clock)]
             action = ("; ".join(waits) + ", then " if waits else "") + (
                 f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
                 f"(`sparktui power resume {rec.wf}`)")
@@ -72,7 +78,7 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
                       + f" (`sparktui power resume {rec.wf}`)")
         else:
             action = ""
-        stale = stale_note(rec, ctx.clock.time())
+        stale = stale_note(rec, now, clock)
         out.append(Offer(rec, rec.describe() + (f" ({stale})" if stale else ""), action, plugs))
     return out
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sparktui.adapters.homeassistant import CONFIRM_TIMEOUT_S, SwitchState, SwitchUnavailable
 from sparktui.core.config import Config
 from sparktui.ops import guards
-from sparktui.ops.journal import WorkflowRecord
+from sparktui.ops.journal import WorkflowRecord, clock_name, clock_of
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.workflows.power import (
     _power,
@@ -37,14 +37,18 @@ def plug_read_action(entity: str) -> str:
             f"power-on is claimed")
 
 
-def settled_after(record: WorkflowRecord, entity: str) -> float:
-    """When a plug-off call of `record` that was in flight (no outcome) has
-    certainly reached the plug: a real plug follows seconds after Home
-    Assistant accepted the call (REFERENCE §8), so a read before then may be
-    stale. 0 when no call was in doubt."""
+def settled_after(record: WorkflowRecord, entity: str, now: float, clock: str) -> float:
+    """When (on ``clock``, whose time is ``now``) a plug-off call of `record`
+    that was in flight (no outcome) has certainly reached the plug: a real
+    plug follows seconds after Home Assistant accepted the call (REFERENCE
+    §8), so a read before then may be stale. A call journaled on another
+    clock is of unknown age here: a full confirmation time from now. 0 when
+    no call was in doubt."""
     doubt = [s.started_at for s in record.steps
              if s.step == "plug off" and s.target == entity and s.ok is None]
-    return doubt[-1] + CONFIRM_TIMEOUT_S if doubt else 0.0
+    if not doubt:
+        return 0.0
+    return (doubt[-1] if record.clock == clock else now) + CONFIRM_TIMEOUT_S
 
 
 async def plug_read(run: WorkflowRun, entity: str, settled_at: float = 0.0) -> SwitchState:
@@ -73,24 +77,34 @@ async def plug_read(run: WorkflowRun, entity: str, settled_at: float = 0.0) -> S
                           detail=lambda st: {"state": st.state})
 
 
-def off_time_left(record: WorkflowRecord, entity: str, off_seconds: float, now: float) -> float:
+def off_time_left(record: WorkflowRecord, entity: str, off_seconds: float, now: float,
+                  clock: str) -> float:
     """How much longer `entity`'s plug must stay off for the interrupted cycle
     `record` to have been off its full `off_seconds` (0 when it already was).
-    The off time counts from the plug-off confirmation, else from its intent."""
+    The off time counts from the plug-off confirmation, else from its intent,
+    on the record's clock: from ``now`` on another ``clock`` it cannot be
+    measured, and the full off time is owed."""
     offs = [s for s in record.steps if s.step == "plug off" and s.target == entity]
     if not offs:
         return 0.0
+    if record.clock != clock:
+        return off_seconds
     since = offs[-1].finished_at if offs[-1].ok else offs[-1].started_at
     return max(0.0, min(off_seconds, off_seconds - (now - (since or now))))
 
 
 def rest_off_step(record: WorkflowRecord, node: str, entity: str, off_seconds: float,
-                  now: float) -> list[PlannedStep]:
+                  now: float, clock: str) -> list[PlannedStep]:
     """The "wait off" a resume owes before turning `entity` back on (none when the
     plug has already been off the cycle's full off time)."""
-    left = off_time_left(record, entity, off_seconds, now)
+    left = off_time_left(record, entity, off_seconds, now, clock)
     if left <= 0:
         return []
+    if record.clock != clock:
+        return [PlannedStep("wait off", node, (
+            f"if it reads off: wait {left:.0f} s with the plug off (the cycle asked "
+            f"{off_seconds:g} s off; it went off on {clock_name(record.clock)}, which "
+            f"{clock_name(clock)} here cannot measure: the full off time)"))]
     return [PlannedStep("wait off", node, f"if it reads off: wait {left:.0f} s more with the "
                                           f"plug off (the cycle asked {off_seconds:g} s off)")]
 
@@ -150,7 +164,7 @@ class Resume:
         told = shut_down_nodes(record)
         for node, entity in entities:
             steps += [PlannedStep("plug read", entity, plug_read_action(entity)),
-                      *rest_off_step(record, node, entity, off_s, now),
+                      *rest_off_step(record, node, entity, off_s, now, state.clock),
                       *([PlannedStep("plug off", entity, f"if it reads on: {node} was told to "
                                                          f"shut down, only a plug cycle boots "
                                                          f"it: {plug_action(entity, False)}, "
@@ -181,10 +195,12 @@ class Resume:
         off_s = cycle_off_seconds(record, ctx.config)
         told = shut_down_nodes(record)
         back: list[str] = []  # the nodes whose plugs are on once the plug steps are done
+        clock = clock_of(ctx.clock)
         for node, entity in plugs_left_off(record, ctx.config):
-            reads = await plug_read(run, entity, settled_after(record, entity))
+            reads = await plug_read(run, entity,
+                                    settled_after(record, entity, ctx.clock.time(), clock))
             if reads.state == "off":
-                if (left := off_time_left(record, entity, off_s, ctx.clock.time())) > 0:
+                if (left := off_time_left(record, entity, off_s, ctx.clock.time(), clock)) > 0:
                     await wait_off(run, node, left, more=True)
                 await plug_on(run, node, entity)
                 back.append(node)
