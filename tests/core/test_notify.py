@@ -109,3 +109,61 @@ def test_no_escape_byte_reaches_the_phone() -> None:
     m = NotifyPolicy(NotifyConfig(service="notify.x", events=("fatal",))).consider(colored, 0.0)
     assert m is not None and "\x1b" not in m.message + m.title and "\r" not in m.message
     assert m.message.startswith("lane: rank 0: (APIServer pid=1) ERROR EngineDeadError")
+
+
+def restarted(p: NotifyPolicy, now: float) -> NotifyPolicy:
+    """A new policy taking up ``p``'s memory, as a restarted sentinel does."""
+    again = NotifyPolicy(p.config)
+    again.restore(p.memory(now), now)
+    return again
+
+
+def test_a_restart_does_not_message_an_open_incident_again() -> None:
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    again = restarted(p, 7200.0)  # past the dedup window: only the open incident holds it
+    again.seen("thrash", "dgx6")  # its alert raised again by the new process
+    assert again.consider(thrash("dgx6"), 7201.0) is None
+    assert again.consider(thrash("dgx7"), 7201.0) is not None  # a new incident is not held
+    assert again.due(7200.0 + 2 * RECOVERY_HOLD_S) == []
+    assert again.is_open("thrash", "dgx6")  # seen: it goes on until it ends
+    # it ends as incidents end: a recovery message, then a next one is new
+    again.recover("thrash", "dgx6", 7300.0, "alert cleared")
+    [over] = again.due(7300.0 + RECOVERY_HOLD_S)
+    assert over.title == "sparktui RECOVERED THRASH dgx6" and "lasted 2 h 02 min" in over.message
+    assert restarted(again, 9000.0).consider(thrash("dgx6"), 9000.0) is not None
+
+
+def test_a_restored_incident_not_seen_again_ended_unwatched() -> None:
+    """Not raised again within the hold: it ended while nobody watched; closed
+    with no recovery message (nothing saw it end), and a next one is new
+    once the dedup window is past, as without a restart."""
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    again = restarted(p, 100.0)
+    assert again.due(100.0 + RECOVERY_HOLD_S) == []
+    assert not again.is_open("thrash", "dgx6")
+    assert again.consider(thrash("dgx6"), 300.0) is None  # within dedup_s of its message
+    assert again.consider(thrash("dgx6"), 700.0) is not None
+
+
+def test_a_restart_keeps_an_ending_incident_and_the_hourly_count() -> None:
+    p = NotifyPolicy(ON)
+    for i, node in enumerate(("dgx5", "dgx6")):
+        assert p.consider(thrash(node), float(i)) is not None
+    p.recover("thrash", "dgx5", 50.0, "alert cleared")
+    again = restarted(p, 60.0)
+    [over] = again.due(50.0 + RECOVERY_HOLD_S)  # its hold goes on across the restart
+    assert over.title == "sparktui RECOVERED THRASH dgx5"
+    assert again.consider(thrash("dgx8"), 200.0) is None  # 3 an hour: 3 sent already
+    assert again.held_back == 1
+
+
+def test_an_ending_incident_seen_again_goes_on_at_any_level() -> None:
+    """Cleared, then raised again within the hold as "thrash suspected" (not a
+    level that messages): the same incident, no recovery message."""
+    p = NotifyPolicy(ON)
+    assert p.consider(thrash("dgx6"), 0.0) is not None
+    p.recover("thrash", "dgx6", 10.0, "alert cleared")
+    p.seen("thrash", "dgx6")
+    assert p.due(10.0 + RECOVERY_HOLD_S) == [] and p.is_open("thrash", "dgx6")

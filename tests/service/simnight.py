@@ -185,14 +185,16 @@ class SentinelProcess:
 
 
 @asynccontextmanager
-async def sentinel_process(tmp_path: Path, config_path: Path) -> AsyncIterator[SentinelProcess]:
+async def sentinel_process(tmp_path: Path, config_path: Path, *,
+                           scenario: str | None = None) -> AsyncIterator[SentinelProcess]:
     """`sparktui sentinel` as its own process on ``config_path`` (its state in
     tmp_path), against a simulator at 20x; killed if the test left it running."""
     config = load_config(config_path)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("JOURNAL_STREAM", None)
     argv = [sys.executable, "-m", "sparktui", "--config", str(config_path), "sentinel"]
-    async with running_sim(config, speed=20.0, workdir=tmp_path / "sim") as sim:
+    async with running_sim(config, speed=20.0, scenario=scenario,
+                           workdir=tmp_path / "sim") as sim:
         endpoints = sim_endpoints_path(config)
         endpoints.parent.mkdir(parents=True, exist_ok=True)
         endpoints.write_text(json.dumps(sim.endpoints()))

@@ -49,12 +49,13 @@ class Phone:
         self.sent.append((service, title, message))
 
 
-def desk(tmp_path: Path, *, events: tuple[str, ...], record: bool = True):  # type: ignore[no-untyped-def]
+def desk(tmp_path: Path, *, events: tuple[str, ...], record: bool = True,  # type: ignore[no-untyped-def]
+         clock: Clock | None = None):
     config = load_config(ROOT / "config.toml")
     config = dataclasses.replace(
         config, notify=NotifyConfig(service="notify.mobile_app_pixel", events=events),
         record=RecordConfig(enabled=record))
-    clock = Clock()
+    clock = clock or Clock()
     d = NightDesk(config, clock=clock, state_dir=tmp_path)  # type: ignore[arg-type]
     d.auto_bundle = False
     phone = Phone()

@@ -38,6 +38,22 @@ class Message:
     message: str
 
 
+@dataclass(frozen=True)
+class PhoneMemory:
+    """What the policy must not forget when its process dies (the service keeps
+    it on disk): an operator woken for an incident is not woken again for it by
+    a restarted sentinel. Times on the clock of the policy that wrote it."""
+
+    open: tuple[tuple[str, str, float], ...] = ()
+    """(event, subject, when its message went) of each incident messaged, not over."""
+    ending: tuple[tuple[str, str, float, str], ...] = ()
+    """(event, subject, since, why) of each open incident over, within its hold."""
+    last: tuple[tuple[str, str, float], ...] = ()
+    """(event, subject, when) of each message within the dedup window."""
+    sent: tuple[float, ...] = ()
+    """When each message of the last hour went (the hourly limit)."""
+
+
 class NotifyPolicy:
     """An incident (an event on a node or lane) is *open* from its first
     message until `close`; while open nothing more is sent about it, and
@@ -54,6 +70,9 @@ class NotifyPolicy:
         """Incidents over, not for RECOVERY_HOLD_S yet -> (since, why)."""
         self._last: dict[tuple[str, str], float] = {}
         self._sent: deque[float] = deque()
+        self._unconfirmed: dict[tuple[str, str], float] = {}
+        """Incidents open in the memory a restart restored, not `seen` since -> when
+        restored: not seen within RECOVERY_HOLD_S, they ended while nobody watched."""
         self.held_back = 0
         """Messages the rate limit dropped since the last one sent."""
 
@@ -103,17 +122,24 @@ class NotifyPolicy:
     def close(self, event: str, subject: str) -> None:
         """The incident is over, with nothing to tell (news, not a condition)."""
         self._open.pop((event, subject), None)
+        self._unconfirmed.pop((event, subject), None)
 
     def recover(self, event: str, subject: str, now: float, why: str) -> None:
         """The incident is over (alert cleared, lane gone or moved on): its
         recovery message comes from `due` once it stayed over RECOVERY_HOLD_S."""
         key = (event, subject)
+        self._unconfirmed.pop(key, None)  # seen to end: a recovery is told
         if key in self._open and key not in self._ending:
             self._ending[key] = (now, why)
 
     def due(self, now: float) -> list[Message]:
         """Recovery messages of the incidents over for RECOVERY_HOLD_S, once each,
-        under the hourly limit (one held back is counted, as an alert would be)."""
+        under the hourly limit (one held back is counted, as an alert would be);
+        restored incidents not seen for as long are closed, with no message."""
+        for key, restored in list(self._unconfirmed.items()):
+            if now - restored >= RECOVERY_HOLD_S:
+                del self._unconfirmed[key]
+                self._open.pop(key, None)
         out = []
         for key, (since, why) in list(self._ending.items()):
             if now - since < RECOVERY_HOLD_S:
@@ -131,6 +157,38 @@ class NotifyPolicy:
 
     def is_open(self, event: str, subject: str) -> bool:
         return (event, subject) in self._open
+
+    def seen(self, event: str, subject: str) -> None:
+        """The incident's condition is there now (its alert raised, at any level;
+        the lane still stalled, serving, qualified): an open incident goes on,
+        whether it was ending within its hold or restored by a restart."""
+        key = (event, subject)
+        self._unconfirmed.pop(key, None)
+        if key in self._open:
+            self._ending.pop(key, None)
+
+    def memory(self, now: float) -> PhoneMemory:
+        """What a restarted policy needs (`restore`), from what this one holds now."""
+        return PhoneMemory(
+            open=tuple((e, s, t) for (e, s), t in sorted(self._open.items())),
+            ending=tuple((e, s, since, why)
+                         for (e, s), (since, why) in sorted(self._ending.items())),
+            last=tuple((e, s, t) for (e, s), t in sorted(self._last.items())
+                       if now - t < self.config.dedup_s),
+            sent=tuple(t for t in self._sent if now - t < 3600.0))
+
+    def restore(self, memory: PhoneMemory, now: float) -> None:
+        """Take up a dead policy's memory (the sentinel restarted): its open incidents
+        stay open, so the alert raised again for one is no second message, until
+        they end as incidents end here, or are not `seen` for RECOVERY_HOLD_S (they
+        ended while nobody watched: closed without a recovery message, since
+        nothing here saw them end). Its dedup window and hourly count go on."""
+        self._open = {(e, s): t for e, s, t in memory.open}
+        self._ending = {(e, s): (since, why) for e, s, since, why in memory.ending
+                        if (e, s) in self._open}
+        self._last = {(e, s): t for e, s, t in memory.last}
+        self._sent = deque(sorted(memory.sent))
+        self._unconfirmed = {key: now for key in self._open if key not in self._ending}
 
 
 def format_span(seconds: float) -> str:

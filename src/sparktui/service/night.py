@@ -24,11 +24,19 @@ from typing import Protocol
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.incident import Held, HeldAlert, SnapshotRow, scrub, snapshot_row
-from sparktui.core.notify import Happening, Message, NotifyPolicy, service_problem
+from sparktui.core.notify import (
+    Happening,
+    Message,
+    NotifyPolicy,
+    PhoneMemory,
+    service_problem,
+)
 from sparktui.core.qualify import GateState
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
 from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
+from sparktui.ops.journal import clock_of
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
+from sparktui.service import phoned
 from sparktui.service.events import (
     Alert,
     AlertCleared,
@@ -153,6 +161,10 @@ class NightDesk:
         self._emit: Sink = _drop
         self._alerts: dict[str, Alert] = {}
         self._notified: set[str] = set()
+        self._remembered: PhoneMemory | None = None
+        """The policy's memory as last written to `phoned` (or tried)."""
+        self._forgetting = False
+        """The last write of it failed."""
         self.recorder: Recorder | None = None
 
     def attach(self, sources: Callable[[], BundleSources],
@@ -176,6 +188,10 @@ class NightDesk:
         if self.policy.enabled and phone is None:
             log.warning("[notify] service is set but Home Assistant is not available: "
                         "no phone alerts")
+        elif self.policy.enabled:  # what the last process that phoned had told
+            now = self.clock.time()
+            self.policy.restore(phoned.read(self.state_dir, clock_of(self.clock), now), now)
+            self._remembered = self.policy.memory(now)
 
     def detach(self) -> None:
         """The service attached to a sentinel again: the sentinel's desk records
@@ -266,21 +282,58 @@ class NightDesk:
                              "next start"), None
         return None
 
+    def _seen(self, ev: ServiceEvent) -> list[tuple[str, str]]:
+        """The incidents (event, subject) whose condition this event shows is there."""
+        if isinstance(ev, AlertRaised):
+            a = ev.alert
+            if a.level == PREDICTED_OOM_STEP:
+                return [("predicted-oom", self._subject_of(a.subject))]
+            kind = a.key.partition(":")[0]
+            return [(kind, a.subject)] if kind in ("fatal", "thrash") else []
+        if isinstance(ev, LaneChanged):
+            view = ev.lane
+            return [(event, view.name) for event, there in (
+                ("stall", view.phase == "stalled"), ("lane-ready", view.phase == "serving"),
+                ("lane-qualified", view.gate == GateState.QUALIFIED)) if there]
+        return []
+
     def _notify(self, ev: ServiceEvent) -> None:
         if self._phone is None or not self.policy.enabled:
             return
+        now = self.clock.time()
+        for event, subject in self._seen(ev):
+            self.policy.seen(event, subject)
         self._close_incidents(ev)
-        for recovered in self.policy.due(self.clock.time()):
-            self._send_soon(recovered, None)
+        out: list[tuple[Message, str | None]] = [(m, None) for m in self.policy.due(now)]
         found = self._happening(ev)
-        if found is None:
-            return
-        happening, key = found
-        message = self.policy.consider(happening, self.clock.time())
-        if happening.event == "workflow-failed":
-            self.policy.close(happening.event, happening.subject)  # each failure its own
-        if message is not None:
+        if found is not None:
+            happening, key = found
+            message = self.policy.consider(happening, now)
+            if happening.event == "workflow-failed":
+                self.policy.close(happening.event, happening.subject)  # each failure its own
+            if message is not None:
+                out.append((message, key))
+        self._remember(now)  # before a message goes: a restart must know it went
+        for message, key in out:
             self._send_soon(message, key)
+
+    def _remember(self, now: float) -> None:
+        """The policy's memory onto disk when it changed. A disk that refuses it
+        costs a second message after a restart, never this one (said once, tried
+        again at the next change)."""
+        memory = self.policy.memory(now)
+        if memory == self._remembered:
+            return
+        self._remembered = memory
+        try:
+            phoned.write(self.state_dir, memory, clock_of(self.clock))
+        except OSError as exc:
+            if not self._forgetting:
+                log.warning("the phone's memory is not kept (%s): a restart may phone "
+                            "an open incident again", exc)
+            self._forgetting = True
+            return
+        self._forgetting = False
 
     def _send_soon(self, message: Message, key: str | None) -> None:
         secrets = self._sources().secrets if self._sources is not None else ()

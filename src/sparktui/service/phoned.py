@@ -1,0 +1,73 @@
+"""The phone's memory on disk: ``<state_dir>/phone.json`` holds what the night
+desk's `NotifyPolicy` must not forget when its process dies (`PhoneMemory`:
+the incidents messaged and not over, the dedup window, the hourly count), so
+a sentinel restarted by systemd, or after ``kill -9``, does not phone an
+incident that is still open a second time.
+
+Written (temp file, fsync, rename; 0600, never through a symlink) before a
+message is handed to Home Assistant: a process killed mid-call has already
+remembered it. Whichever process phones (the sentinel, a console watching
+alone) reads it when it starts phoning and writes it as it changes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+from sparktui.core.notify import PhoneMemory
+
+FILE = "phone.json"
+
+
+def path_in(state_dir: Path) -> Path:
+    return state_dir / FILE
+
+
+def write(state_dir: Path, memory: PhoneMemory, clock: str) -> None:
+    """``clock``: the clock its times are on (ops.journal.clock_of)."""
+    path = path_in(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    data = json.dumps({"clock": clock, "open": memory.open, "ending": memory.ending,
+                       "last": memory.last, "sent": memory.sent}) + "\n"
+    tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    try:
+        os.write(fd, data.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read(state_dir: Path, clock: str, now: float) -> PhoneMemory:
+    """The memory last written, or an empty one (none, unreadable, not a regular
+    file). Written on another clock (a demo's console beside a wall-clock
+    sentinel): its open incidents only, as messaged ``now``; its times say
+    nothing on ours."""
+    try:
+        fd = os.open(path_in(state_dir), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return PhoneMemory()
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return PhoneMemory()
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = json.loads(f.read(1 << 20))
+        opened = tuple((str(e), str(s), float(t)) for e, s, t in data["open"])
+        if data.get("clock", "") != clock:
+            return PhoneMemory(open=tuple((e, s, now) for e, s, _ in opened))
+        return PhoneMemory(
+            open=opened,
+            ending=tuple((str(e), str(s), float(t), str(why))
+                         for e, s, t, why in data["ending"]),
+            last=tuple((str(e), str(s), float(t)) for e, s, t in data["last"]),
+            sent=tuple(float(t) for t in data["sent"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return PhoneMemory()
+    finally:
+        os.close(fd)

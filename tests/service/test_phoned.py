@@ -1,0 +1,73 @@
+"""The phone's memory on disk (service/phoned.py): a night desk started again
+on the same state dir (a restarted sentinel) does not phone an incident the
+last one phoned and that is still open; the file is 0600, written before the
+message goes, never through a symlink; written on another clock, only its
+open incidents count."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+from sparktui.core.notify import PhoneMemory
+from sparktui.service import phoned
+from sparktui.service.events import Alert, AlertCleared, AlertRaised
+
+from .test_night_desk import desk
+
+FATAL = Alert("fatal:x", "fatal", "x", ("rank 1: boom",), "stop the lane (x)")
+THRASH = Alert("thrash:dgx6", "thrash", "dgx6", ("ping answers, SSH probe failed 3x",), "")
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_a_restarted_desk_does_not_phone_an_open_incident_again(tmp_path: Path) -> None:
+    first, phone, _, clock = desk(tmp_path, events=("fatal", "thrash"))
+    first.on_event(AlertRaised(FATAL))
+    # on disk before the call is made (the phone task has not run yet)
+    assert phoned.read(tmp_path, "simulated", clock.t).open == (("fatal", "x", clock.t),)
+    assert oct(phoned.path_in(tmp_path).stat().st_mode & 0o777) == "0o600"
+    await settle()
+    assert [t for _, t, _ in phone.sent] == ["sparktui FATAL x"]
+    await first.stop()  # or killed: the memory is on disk already
+
+    again, phone2, _, _ = desk(tmp_path, events=("fatal", "thrash"), clock=clock)
+    again.on_event(AlertRaised(FATAL))  # the new process finds the dead ranks again
+    again.on_event(AlertRaised(THRASH))  # a new incident
+    await settle()
+    assert [t for _, t, _ in phone2.sent] == ["sparktui THRASH dgx6"]
+    await again.stop()
+
+
+async def test_an_incident_cleared_before_the_restart_is_new_after_it(tmp_path: Path) -> None:
+    first, _, _, clock = desk(tmp_path, events=("thrash",))
+    first.on_event(AlertRaised(THRASH))
+    await settle()
+    first.on_event(AlertCleared(THRASH.key))
+    clock.t += 3600.0 + 1  # past the hold (its recovery goes) and the dedup window
+    first.on_event(AlertCleared("nothing"))
+    await settle()
+    await first.stop()
+    again, phone, _, _ = desk(tmp_path, events=("thrash",), clock=clock)
+    again.on_event(AlertRaised(THRASH))
+    await settle()
+    assert [t for _, t, _ in phone.sent] == ["sparktui THRASH dgx6"]
+    await again.stop()
+
+
+def test_a_symlink_is_not_followed_and_another_clock_keeps_only_the_open(
+        tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_text("keep")
+    os.symlink(target, phoned.path_in(tmp_path))
+    assert phoned.read(tmp_path, "", 5.0) == PhoneMemory()
+    memory = PhoneMemory(open=(("fatal", "x", 1.0),), last=(("fatal", "x", 1.0),),
+                         sent=(1.0,))
+    phoned.write(tmp_path, memory, "simulated")
+    assert target.read_text() == "keep" and not phoned.path_in(tmp_path).is_symlink()
+    assert phoned.read(tmp_path, "simulated", 5.0) == memory
+    assert phoned.read(tmp_path, "", 5.0) == PhoneMemory(open=(("fatal", "x", 5.0),))
