@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="for observers: no action keys, no action commands")
     p.add_argument("--attached-only", action="store_true",
                    help="start only attached to a running sentinel, never polling the nodes "
-                        "itself (each `sparktui web` session)")
+                        "itself, not even while it restarts: its last state is shown stale "
+                        "until it is back (each `sparktui web` session)")
     p.set_defaults(func=run, read_only=False)
 
 
@@ -50,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
               "attaches (start `sparktui sentinel`)", file=sys.stderr)
         return 2
     service = ClusterService(config, endpoints=endpoints,
-                             sentinel=socket_path(config.state_dir()))
+                             sentinel=socket_path(config.state_dir()),
+                             attached_only=args.attached_only)
     # what the service logs while the console runs and shuts down (a node or
     # Home Assistant gone at quit) goes to the debug log, never over the shell
     with logged_to_file(config.state_dir() / DEBUG_LOG) as logged:

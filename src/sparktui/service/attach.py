@@ -361,8 +361,16 @@ async def reattach(path: Path, clock: Clock, ready: Callable[[], bool]) -> Senti
         delay = min(2 * delay, REATTACH_MAX_S)
 
 
-def lost_alert(pid: int, why: str) -> Alert:
-    return Alert(LOST_KEY, "sentinel lost", "sentinel",
-                 (f"the sentinel (pid {pid}) {why}: this console now polls the nodes itself",),
+def lost_alert(pid: int | None, why: str, *, polls: bool = True) -> Alert:
+    """The console lost its sentinel (``pid`` None: none answered at the start).
+    ``polls``: it watches alone meanwhile; else (``--attached-only``, each web
+    session) it shows the sentinel's last state, marked stale, and only waits."""
+    who = f"the sentinel (pid {pid})" if pid is not None else "no sentinel"
+    if polls:
+        said = f"{who} {why}: this console now polls the nodes itself"
+    else:
+        said = (f"sentinel lost, re-attaching…: {who} {why}; shown is the last it sent, "
+                "marked stale (this console never polls the nodes itself)")
+    return Alert(LOST_KEY, "sentinel lost", "sentinel", (said,),
                  "restart the sentinel (systemctl --user restart sparktui-sentinel): this "
                  "console attaches to it again by itself")

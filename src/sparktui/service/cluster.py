@@ -76,6 +76,7 @@ from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk, Phone
 from sparktui.service.reads import ClusterReads, LocalReads, MirrorReads
+from sparktui.service.stream import StreamState
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
 from sparktui.watch.lane import LaneEvent, LaneWatcher, LaneWatchers, MemoryRead
@@ -109,13 +110,16 @@ class ClusterService:
         state_dir: Path | None = None,
         follow_journals: bool = True,
         sentinel: Path | None = None,
+        attached_only: bool = False,
     ) -> None:
         """Everything that does I/O can be injected (tests, benchmarks); by
         default the endpoints come from the config (or the running simulator),
         the links are an SSH `Fleet` and power is Home Assistant, all made by
         `start()` and closed by `stop()`. ``sentinel``: the socket of a running
         sentinel (service/attach.py) to take the nodes' and lanes' events from
-        instead of polling them a second time (the console's)."""
+        instead of polling them a second time (the console's); ``attached_only``
+        (each `sparktui web` session): never poll them itself, not even while
+        that sentinel is gone (its last state shown stale until it is back)."""
         self.config = config
         self.clock = clock or SystemClock()
         self._links = links
@@ -126,6 +130,7 @@ class ClusterService:
         self._state_dir = state_dir or config.state_dir()
         self._follow_journals = follow_journals
         self._sentinel = sentinel
+        self._attached_only = attached_only and sentinel is not None
         self._serve_watchers: LaneWatchers | None = None
         """While attached: the watchers of a boot a serve from here starts (the
         sentinel's watch of the lane is the one shown)."""
@@ -195,9 +200,10 @@ class ClusterService:
         self.journal = JournalTail(rt.ops.journal.path)
         self._stops = StopIntents(rt.ops.journal, self.journal)  # another process's stop
         self._ha = rt.ha
-        if feed is not None:
+        if feed is not None or self._attached_only:
             # the sentinel polls, watches, records and notifies
-            self._mirror(feed)
+            if feed is not None:
+                self._mirror(feed)
             self._tasks.append(asyncio.create_task(self._from_sentinel(feed),
                                                    name="service:sentinel"))
         else:
@@ -249,33 +255,45 @@ class ClusterService:
         self._reads = MirrorReads(feed.state, tuple(self.config.nodes), self.clock)
         self.attached = f"attached to sentinel (pid {feed.pid})"
 
-    async def _from_sentinel(self, feed: SentinelFeed) -> None:
+    async def _from_sentinel(self, feed: SentinelFeed | None) -> None:
         """The sentinel's events until its stream ends; then this console says
-        so, watches alone and tries to attach again (not while a workflow it
-        runs is going) until a sentinel answers: then it stops watching alone
+        so, watches alone (or, ``attached_only``, shows the sentinel's last state
+        as stale and only waits) and tries to attach again (not while a workflow
+        it runs is going) until a sentinel answers: then it stops watching alone
         and shows the new stream, whose replay clears what it does not hold
-        (the lost alert first of all)."""
+        (the lost alert first of all). ``feed`` None: none answered at the start
+        (``attached_only``)."""
         assert self._sentinel is not None
         lanes: set[str] | None = None
         """Once re-attached: the lanes this console shows (the last sentinel's, its own)."""
+        pid: int | None = None
+        state = StreamState()
+        why = f"answers at {self._sentinel}"
         while True:
-            try:
-                shown = None
-                if lanes is not None:  # re-attached: its own watch stops first
-                    lanes |= set(self._lanes)
-                    await self._stop_alone()
-                    self._mirror(feed)
-                    shown = (lanes, set(self._alerts))
-                    log.info("re-attached to the sentinel (pid %d)", feed.pid)
-                why = await feed.follow(self._from_remote, shown)
-            finally:
-                await feed.close()
+            if feed is not None:
+                try:
+                    shown = None
+                    if lanes is not None:  # re-attached: its own watch stops first
+                        lanes |= set(self._lanes)
+                        if self._alone:
+                            await self._stop_alone()
+                        self._mirror(feed)
+                        shown = (lanes, set(self._alerts))
+                        log.info("re-attached to the sentinel (pid %d)", feed.pid)
+                    why = await feed.follow(self._from_remote, shown)
+                finally:
+                    await feed.close()
+                pid, state = feed.pid, feed.state
             self.attached = ""
-            self._watch_alone()
-            alert = lost_alert(feed.pid, why)
+            if self._attached_only:
+                self._reads = MirrorReads(state, tuple(self.config.nodes), self.clock,
+                                          lost_at=self.clock.time())
+            else:
+                self._watch_alone()
+            alert = lost_alert(pid, why, polls=not self._attached_only)
             self._alerts[alert.key] = alert
             self._emit(AlertRaised(alert))
-            lanes = set(feed.state.lanes)
+            lanes = set(state.lanes)
             feed = await reattach(self._sentinel, self.clock, lambda: not self._running)
 
     def _from_remote(self, event: ServiceEvent) -> None:

@@ -7,6 +7,7 @@ reading methods never ask which one it is."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Protocol
 
 from sparktui.core.clock import Clock
@@ -65,12 +66,16 @@ class LocalReads:
 
 class MirrorReads:
     """An attached sentinel watches: its stream, as folded so far. A node it
-    has not reported yet reads as unknown, saying so."""
+    has not reported yet reads as unknown, saying so. ``lost_at``: the sentinel
+    went then and nothing replaces it (an ``--attached-only`` console): its last
+    state is shown, every lane stale since (a node's age shows by itself)."""
 
-    def __init__(self, state: StreamState, nodes: Sequence[str], clock: Clock) -> None:
+    def __init__(self, state: StreamState, nodes: Sequence[str], clock: Clock, *,
+                 lost_at: float | None = None) -> None:
         self._state = state
         self._nodes = nodes
         self._clock = clock
+        self._lost_at = lost_at
 
     def snapshot(self) -> ClusterSnapshot:
         now = self._clock.time()
@@ -83,7 +88,11 @@ class MirrorReads:
         return self._state.history(node)
 
     def lanes(self) -> dict[str, LaneView]:
-        return dict(self._state.lanes)
+        if self._lost_at is None:
+            return dict(self._state.lanes)
+        since = self._clock.time() - self._lost_at
+        return {name: replace(v, stale_s=(v.stale_s or 0.0) + since)
+                for name, v in self._state.lanes.items()}
 
     def log_tail(self, lane: str, rank: int) -> tuple[list[LogLine], int]:
         return self._state.log_tail(lane, rank)
