@@ -159,6 +159,11 @@ def test_workflow_runs_counted_from_the_journal_incrementally(tmp_path: Path) ->
         f.write(b"\n" + json.dumps({"t": 1, "wf": "w5", "kind": "end",
                                     "workflow": "Bad Kind {x}", "ok": True}).encode() + b"\n")
     assert runs()[("other", "ok")] == 1  # a torn line is skipped, a foreign kind is bounded
+    fresh = journal.path.with_name("fresh.jsonl")  # the journal replaced: counted anew
+    fresh.write_text(json.dumps({"t": 1, "wf": "w6", "kind": "end", "workflow": "stop",
+                                 "ok": True}) + "\n")
+    fresh.replace(journal.path)
+    assert runs() == {("stop", "ok"): 1}
 
 
 async def test_the_server_serves_metrics_and_nothing_else(tmp_path: Path) -> None:

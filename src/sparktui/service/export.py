@@ -16,12 +16,9 @@ survives a sentinel restart. The HTTP side is adapters/exposition.py.
 
 from __future__ import annotations
 
-import json
-import os
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
@@ -31,6 +28,7 @@ from sparktui.core.config import Config
 from sparktui.core.logsig import Phase
 from sparktui.core.state import NodeState
 from sparktui.ops.journal import JOURNAL_FILE, Entry
+from sparktui.ops.journal_tail import JournalTail
 from sparktui.service.events import (
     AlertCleared,
     AlertRaised,
@@ -51,8 +49,6 @@ SEVERITIES: tuple[str, ...] = ("pressure", "thrash suspected", "thrash", "fatal"
 MAX_KINDS = 32
 """Distinct workflow kinds counted by name; more (a foreign journal) are ``other``."""
 _KIND = re.compile(r"[a-z][a-z0-9-]{0,31}")
-JOURNAL_CHUNK = 1 << 20
-"""Journal bytes read per scrape at most (the rest on the next scrape)."""
 
 
 def label(value: str) -> str:
@@ -63,36 +59,18 @@ def label(value: str) -> str:
 
 @dataclass
 class _WorkflowTally:
-    """``end`` entries of the journal by (kind, outcome), read incrementally."""
+    """``end`` entries of the journal by (kind, outcome): a reader of the one
+    journal reader (ops/journal_tail.py), told every entry from the file's start."""
 
-    path: Path
-    offset: int = 0
-    inode: int | None = None
     refused: set[str] = field(default_factory=set)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
 
-    def read(self) -> None:
-        try:
-            with open(self.path, "rb") as f:
-                st = os.fstat(f.fileno())
-                if st.st_ino != self.inode or st.st_size < self.offset:  # replaced or cut
-                    self.inode, self.offset = st.st_ino, 0
-                    self.counts.clear()
-                    self.refused.clear()
-                f.seek(self.offset)
-                data = f.read(JOURNAL_CHUNK)
-        except OSError:
-            return
-        whole = data.rfind(b"\n") + 1  # a line still being written waits
-        self.offset += whole
-        for raw in data[:whole].splitlines():
-            self._count(raw)
+    def reset(self, replaced: bool) -> None:
+        """Replaced or cut: the journal is told again from its start."""
+        self.counts.clear()
+        self.refused.clear()
 
-    def _count(self, raw: bytes) -> None:
-        try:
-            entry = Entry.from_json(json.loads(raw))
-        except (ValueError, KeyError, TypeError, RecursionError):
-            return  # the journal's own reader names bad lines
+    def entry(self, seq: int, entry: Entry) -> None:
         if entry.kind == "refused":
             self.refused.add(entry.wf)
             return
@@ -118,7 +96,11 @@ class FleetMetrics(Collector):
         self._nodes: dict[str, NodeSampled] = {}
         self._lanes: dict[str, LaneView] = {}
         self._alerts: dict[str, str] = {}
-        self._tally = _WorkflowTally(config.state_dir() / JOURNAL_FILE)
+        self._tally = _WorkflowTally()
+        self._journal = JournalTail(config.state_dir() / JOURNAL_FILE)
+        """Its own tail: it counts from the file's start, where the service's
+        readers begin from when they subscribed."""
+        self._journal.subscribe(self._tally)
 
     def registry(self) -> CollectorRegistry:
         """A registry holding only this collector (no process or GC series
@@ -154,7 +136,7 @@ class FleetMetrics(Collector):
         for severity, n in counts.items():
             alerts.add_metric([severity], n)
         yield alerts
-        self._tally.read()
+        self._journal.read()
         runs = CounterMetricFamily("sparktui_workflow_runs",
                                    "Workflows that ended, from the journal, by kind and outcome",
                                    labels=["workflow", "outcome"])
