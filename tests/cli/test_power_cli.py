@@ -119,7 +119,8 @@ async def test_a_killed_cycle_is_offered_at_the_next_start_and_resumed(tmp_path,
         err = capsys.readouterr().err
         assert code == 0
         assert "UNFINISHED: power-cycle dgx6" in err
-        assert "to complete: " in err and "turn switch.dgx6 back on" in err  # after 3 s off
+        assert "to complete: read switch.dgx6: if it reads off, " in err  # after 3 s off
+        assert "turn it back on; if it reads on, dgx6 was told to shut down" in err
         (wf,) = [w.wf for w in journal.unfinished()]
 
         assert await h.sparktui(cfg, "power", "resume", monkeypatch=monkeypatch) == 0

@@ -15,13 +15,7 @@ from dataclasses import dataclass
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal, WorkflowRecord, clock_name, clock_of
 from sparktui.ops.runlocks import format_age, process_alive
-from sparktui.ops.workflows.power_resume import (
-    KEEP_OFF,
-    cycle_off_seconds,
-    plugs_left_off,
-    rest_off_step,
-    shut_not_cut,
-)
+from sparktui.ops.workflows.power_resume import offer_action, plugs_left_off
 
 
 @dataclass(frozen=True)
@@ -63,21 +57,8 @@ def offers(journal: Journal, ctx: OpsContext) -> list[Offer]:
     for rec in journal.unfinished():
         if rec.workflow == "resume":
             continue
-        left = plugs_left_off(rec, ctx.config)
-        plugs = tuple(e for _, e in left)
-        if plugs:
-            waits = [s.action for n, e in left for s in rest_off_step(
-                rec, n, e, cycle_off_seconds(rec, ctx.config), now, clock)]
-            action = ("; ".join(waits) + ", then " if waits else "") + (
-                f"turn {', '.join(plugs)} back on, wait for the node(s), re-check "
-                f"(`sparktui power resume {rec.wf}`)")
-        elif dark := shut_not_cut(rec, ctx.config):
-            action = (f"{', '.join(n for n, _ in dark)} was told to shut down and its plug "
-                      f"was never cut: read it, cut it"
-                      + ("" if rec.workflow in KEEP_OFF else ", wait, turn it back on, re-check")
-                      + f" (`sparktui power resume {rec.wf}`)")
-        else:
-            action = ""
+        action = offer_action(rec, ctx.config, now, clock)
+        plugs = tuple(e for _, e in plugs_left_off(rec, ctx.config))
         stale = stale_note(rec, now, clock)
         out.append(Offer(rec, rec.describe() + (f" ({stale})" if stale else ""), action, plugs))
     return out

@@ -1,6 +1,10 @@
 """Resume: complete an unfinished power workflow from what the journal says it
 did and what each plug reads now (ops/resume.py offers them; `sparktui power
-resume` and the console run them).
+resume` and the console run them). Completing means what the operator asked
+for: a cycle comes back on; a power-off (of a node or a cluster) stays off,
+its plug that reads on is cut, and what it never reached is said with the
+command that finishes it (its guards are the command's to run again: a
+shared switch another cluster now depends on, a lane started since).
 
 The journal tells which plugs a workflow turned (or was turning) off and did
 not confirm on again (`plugs_left_off`), and which nodes it told to shut down
@@ -161,17 +165,8 @@ class Resume:
                  for n in stale]
         off_s = cycle_off_seconds(record, state.config)
         now = state.snapshot.taken_at
-        told = shut_down_nodes(record)
         for node, entity in entities:
-            steps += [PlannedStep("plug read", entity, plug_read_action(entity)),
-                      *rest_off_step(record, node, entity, off_s, now, state.clock),
-                      *([PlannedStep("plug off", entity, f"if it reads on: {node} was told to "
-                                                         f"shut down, only a plug cycle boots "
-                                                         f"it: {plug_action(entity, False)}, "
-                                                         f"wait {off_s:g} s")]
-                        if node in told else []),
-                      PlannedStep("plug on", entity, f"if it reads off: "
-                                                     f"{plug_action(entity, True)}")]
+            steps += left_off_steps(record, node, entity, off_s, now, state.clock)
         for node, entity in dark:
             steps += dark_steps(record, state.config, node, entity)
         steps += [s for node in back_nodes(record, state.config)
@@ -196,15 +191,18 @@ class Resume:
         told = shut_down_nodes(record)
         back: list[str] = []  # the nodes whose plugs are on once the plug steps are done
         clock = clock_of(ctx.clock)
+        keep_off = record.workflow in KEEP_OFF
         for node, entity in plugs_left_off(record, ctx.config):
             reads = await plug_read(run, entity,
                                     settled_after(record, entity, ctx.clock.time(), clock))
-            if reads.state == "off":
+            if reads.state == "off" and keep_off:  # what the power-off meant
+                said[node] = f"{entity} read off: left off, as {record.workflow} meant"
+            elif reads.state == "off":
                 if (left := off_time_left(record, entity, off_s, ctx.clock.time(), clock)) > 0:
                     await wait_off(run, node, left, more=True)
                 await plug_on(run, node, entity)
                 back.append(node)
-            elif node in told:  # shut down, plug never cut: dark with its plug on
+            elif node in told or keep_off:  # dark with its plug on, or a cut never landed
                 if await cut_and_cycle(run, record, node, entity, off_s, said):
                     back.append(node)
             else:  # nothing to switch, nothing to wait for: no off time is claimed
@@ -213,10 +211,14 @@ class Resume:
             await plug_read(run, entity)
             if await cut_and_cycle(run, record, node, entity, off_s, said):
                 back.append(node)
+        rest = unreached_note(record, ctx.config)
+        if rest:
+            said["unreached"] = rest
         ctx.journal.append(record.wf, "end", workflow=record.workflow, target=record.target,
-                           ok=False, message=f"completed by {run.wf}: every plug it left "
-                                             f"off is on again"
-                           + (" (or cut, as it meant)" if record.workflow in KEEP_OFF else ""))
+                           ok=False, message=(
+                               f"completed by {run.wf}: every plug it turned off is off, as "
+                               f"it meant" + (f"; {rest}" if rest else "")) if keep_off else
+                           f"completed by {run.wf}: every plug it left off is on again")
         for node in back:
             back_said = (await wait_back(run, node))["summary"]
             said[node] = f"{said[node]}; {back_said}" if node in said else str(back_said)
@@ -226,9 +228,9 @@ class Resume:
 
 async def cut_and_cycle(run: WorkflowRun, record: WorkflowRecord, node: str, entity: str,
                         off_s: float, said: dict[str, str]) -> bool:
-    """A node told to shut down whose plug is on: cut it; a cycle then waits its
-    off time and turns it back on (True), a power-off leaves it cut (what it
-    meant: False)."""
+    """A node told to shut down whose plug is on (or, for a power-off, any plug
+    it was cutting that reads on): cut it; a cycle then waits its off time and
+    turns it back on (True), a power-off leaves it cut (what it meant: False)."""
     await plug_off(run, node, entity)
     if record.workflow in KEEP_OFF:
         run.settle(entity)  # off is what that workflow meant
@@ -246,12 +248,85 @@ def shut_down_nodes(record: WorkflowRecord) -> set[str]:
 
 def back_nodes(record: WorkflowRecord, config: Config) -> list[str]:
     """The nodes a resume of `record` plans to wait for once their plugs are on:
-    every node it may have left off, but those a power-off meant to leave off."""
-    keep_off = record.workflow in KEEP_OFF
-    return list(dict.fromkeys(
-        [n for n, _ in plugs_left_off(record, config)
-         if not (keep_off and n in shut_down_nodes(record))]
-        + ([] if keep_off else [n for n, _ in shut_not_cut(record, config)])))
+    every node a cycle may have left off; none of a power-off (off is what it
+    meant)."""
+    if record.workflow in KEEP_OFF:
+        return []
+    return list(dict.fromkeys([n for n, _ in plugs_left_off(record, config)]
+                              + [n for n, _ in shut_not_cut(record, config)]))
+
+
+def left_off_steps(record: WorkflowRecord, node: str, entity: str, off_s: float, now: float,
+                   clock: str) -> list[PlannedStep]:
+    """What a resume plans for a plug `record` turned (or was turning) off:
+    read it; a cycle turns one that reads off back on (after the rest of its
+    off time) and cuts and cycles one that reads on if its node was told to
+    shut down; a power-off leaves one that reads off off and cuts one that
+    reads on."""
+    read = PlannedStep("plug read", entity, plug_read_action(entity))
+    if record.workflow in KEEP_OFF:
+        why = (f"{node} was told to shut down" if node in shut_down_nodes(record)
+               else f"{record.workflow} was cutting it")
+        return [read, PlannedStep("plug off", entity, (
+            f"if it reads on: {why}: {plug_action(entity, False)}; if it reads off: left "
+            f"off, as {record.workflow} meant"))]
+    cut = ([PlannedStep("plug off", entity, f"if it reads on: {node} was told to shut down, "
+                                            f"only a plug cycle boots it: "
+                                            f"{plug_action(entity, False)}, wait {off_s:g} s")]
+           if node in shut_down_nodes(record) else [])
+    return [read, *rest_off_step(record, node, entity, off_s, now, clock), *cut,
+            PlannedStep("plug on", entity, f"if it reads off: {plug_action(entity, True)}")]
+
+
+def offer_action(record: WorkflowRecord, config: Config, now: float, clock: str) -> str:
+    """What a resume of `record` will do, case by case, as the operator is
+    offered it before any plug is read ("" when it leaves nothing to switch:
+    it can only be closed)."""
+    left, dark = plugs_left_off(record, config), shut_not_cut(record, config)
+    if not left and not dark:
+        return ""
+    keep_off, told = record.workflow in KEEP_OFF, shut_down_nodes(record)
+    off_s = cycle_off_seconds(record, config)
+    parts = []
+    for node, entity in left:
+        if keep_off:
+            why = (f"{node} was told to shut down" if node in told
+                   else f"{record.workflow} was cutting it")
+            parts.append(f"read {entity}: if it reads off, leave it off ({record.workflow} "
+                         f"meant it); if it reads on, {why}: cut it")
+            continue
+        waits = [s.action.removeprefix("if it reads off: ")
+                 for s in rest_off_step(record, node, entity, off_s, now, clock)]
+        on = (f"{node} was told to shut down and only a plug cycle boots it: cut it, wait "
+              f"{off_s:g} s, turn it back on" if node in told
+              else "it was never off: nothing to switch")
+        parts.append(f"read {entity}: if it reads off, {', '.join([*waits, 'turn it back on'])}"
+                     f"; if it reads on, {on}")
+    for node, entity in dark:
+        parts.append(f"{node} was told to shut down and its plug was never cut: read {entity}, "
+                     f"cut it" + ("" if keep_off else f", wait {off_s:g} s, turn it back on"))
+    back = back_nodes(record, config)
+    rest = unreached_note(record, config)
+    return ("; ".join(parts) + (f"; then wait for {', '.join(back)} and re-check" if back else "")
+            + (f"; {rest}" if rest else "") + f" (`sparktui power resume {record.wf}`)")
+
+
+def unreached_note(record: WorkflowRecord, config: Config) -> str:
+    """A cluster power-off's nodes and shared switches it never began to switch
+    off, and the command that finishes it ("" when none, or another workflow)."""
+    if record.workflow != "cluster-power-off":
+        return ""
+    begun = {s.target for s in record.steps if s.step in ("poweroff", "plug off",
+                                                          "switch off")}
+    nodes = [n for n in record.detail.get("nodes") or [] if isinstance(n, str)
+             and n not in begun and (n not in config.nodes or config.nodes[n].switch
+                                     not in begun)]
+    switches = [e for e in record.detail.get("switches") or []
+                if isinstance(e, str) and e not in begun]
+    if not nodes and not switches:
+        return ""
+    return (f"never reached: {', '.join([*nodes, *switches])} -> to finish the power-off: "
+            f"`sparktui power cluster off {record.target}` (its guards run again)")
 
 
 KEEP_OFF = ("power-off", "cluster-power-off")
