@@ -1,13 +1,20 @@
 """Issue 28 item 7, state that reads wrong, at 80x24: a read-only console
-does not offer a key it refuses (the empty Lanes pane said "s serves a recipe")."""
+does not offer a key it refuses (the empty Lanes pane said "s serves a recipe");
+a pane hidden at 80x24 is current once the terminal widens."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from sparktui.service.events import LaneChanged
 from sparktui.tui.alertbook import CLUSTER_LOST
+from sparktui.tui.messages import ServiceReported
+from sparktui.tui.widgets.tables import LanesTable
 
 from .harness import build, wait_for
+from .scenes import LANE, scene_console, settled
 from .screen_text import screen_text
 
 
@@ -46,3 +53,22 @@ async def test_every_node_silent_after_answering_is_one_alert_that_clears() -> N
         await wait_for(pilot, lambda: CLUSTER_LOST not in c.app.alerts.active, timeout=20)
         assert [e.alert.key for e in c.app.alerts.cleared] == [CLUSTER_LOST]
         assert "UNRESPONSIVE" not in screen_text(c.app).splitlines()[1]
+
+
+async def test_a_pane_the_compact_layout_hid_is_current_once_the_terminal_widens() -> None:
+    """The README's incident at 160x48, taken after the 80x24 one, showed the
+    lane 'loading weights' in the Lanes pane beside its FAILED boot log: what
+    arrived while the pane was hidden waited for a pane key, not the resize."""
+    c = scene_console()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot, c)
+        screen = c.app.main_screen
+        assert screen.current_pane == "nodes"
+        view = dataclasses.replace(screen._lanes[LANE], phase="failed", load=None,
+                                   progress=None, progress_text="")
+        screen.post_message(ServiceReported(LaneChanged(view)))
+        await wait_for(pilot, lambda: screen._lanes[LANE].phase == "failed")
+        await pilot.resize_terminal(160, 48)
+        lanes = screen.query_one(LanesTable)
+        await wait_for(pilot, lambda: str(lanes.get_cell(LANE, "phase")) == "FAILED")
+        assert "FAILED" in screen_text(c.app)

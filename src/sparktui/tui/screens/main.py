@@ -16,7 +16,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Container
-from textual.events import ScreenResume
+from textual.events import Resize, ScreenResume
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import Widget
@@ -161,6 +161,11 @@ class MainScreen(Screen[None]):
 
     def on_screen_resume(self, event: ScreenResume) -> None:
         self._flush()
+
+    def on_resize(self, event: Resize) -> None:
+        """A pane the compact layout hid shows in the wide one: what arrived
+        meanwhile, once the new layout is in (it showed its last painted rows)."""
+        self.call_after_refresh(self._flush)
 
     def _flush(self) -> None:
         """Paint what arrived while a pane was hidden or under a modal."""
