@@ -1,7 +1,7 @@
 """Issue 28 item 5, the boot log at 80x24: wrap keeps every character at each
 fold (with the scrollbar up), clearing a search takes its sideways scroll
-with it, the console's canary request folds with its probes under `h`, and
-the header is two rows, never a third hidden under the log."""
+with it, the console's canary request and its tagged model list fold with its
+probes under `h`, and the header is two rows, never a third hidden under the log."""
 
 from __future__ import annotations
 
@@ -16,6 +16,10 @@ from .screen_text import screen_text
 
 LONG = "Launching headless engine " + " ".join(f"word{i:03d}" for i in range(40))
 CANARY = 'INFO:     127.0.0.1:41840 - "POST /v1/chat/completions HTTP/1.1" 200 OK'
+TAGGED = 'INFO:     127.0.0.1:48136 - "GET /v1/models?sparktui=33ef5641ecdd HTTP/1.1" 200 OK'
+"""The console's identity check (adapters/engine_http.py `models`, tagged): it
+stayed in a serving lane's log between the engine's lines (the demo's incident
+screenshot at 160x48), its port and tag a new pair every run."""
 
 
 class LogApp(App[None]):
@@ -31,7 +35,8 @@ async def test_wrap_keeps_every_character_and_the_canary_folds() -> None:
         log = app.query_one(BootLog)
         log.wrap = log.follow = True
         log.add_lines([LogLine(0, None, f"filler {i}") for i in range(40)]
-                      + [LogLine(0, None, LONG), LogLine(0, None, CANARY)])
+                      + [LogLine(0, None, LONG), LogLine(0, None, CANARY),
+                         LogLine(0, None, TAGGED)])
         await pilot.pause(0.1)
         log.scroll_end(animate=False, immediate=True)
         await pilot.pause(0.2)
@@ -45,7 +50,8 @@ async def test_wrap_keeps_every_character_and_the_canary_folds() -> None:
         # (a fold can fall on a space, which the row's right strip took)
         assert LONG.replace(" ", "") in joined.replace(" ", ""), rows[start:start + 4]
         assert "›" not in joined
-        assert log.folded == 1 and "POST /v1/chat" not in screen_text(app)
+        assert log.folded == 2 and "POST /v1/chat" not in screen_text(app)
+        assert "sparktui=" not in screen_text(app)
 
 
 async def test_clearing_a_search_and_the_header_at_80x24() -> None:

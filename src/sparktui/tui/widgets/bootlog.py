@@ -36,10 +36,11 @@ MARKS = {Severity.FATAL: "!", Severity.WARNING: "w", Severity.PROGRESS: "·"}
 LEVELS: tuple[tuple[str, Severity | None], ...] = (
     ("all", None), ("warn+", Severity.WARNING), ("fatal", Severity.FATAL))
 
-PROBE_ACCESS = re.compile(r'"(?:GET /(?:health|metrics|v1/models)|POST /v1/(?:chat/)?completions)'
-                          r' HTTP/[\d.]+" 200\b')
+PROBE_ACCESS = re.compile(r'"(?:GET /(?:health|metrics|v1/models(?:\?sparktui=\w+)?)'
+                          r'|POST /v1/(?:chat/)?completions) HTTP/[\d.]+" 200\b')
 """An access-log line of the requests the console itself sends every few
-seconds: its polls (adapters/engine_http.py) and its serving canary's chat
+seconds: its polls (adapters/engine_http.py; the model list's carries the
+console's tag, ``?sparktui=TAG``) and its serving canary's chat
 request (watch/canary.py), which an access line cannot tell from a client's,
 so every successful completion request folds with them (``h`` shows them);
 any other status is news and stays."""
