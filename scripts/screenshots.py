@@ -1,9 +1,8 @@
-"""Write the console's screenshots (SVG) into screenshots/: the same scenes
-the snapshot tests check (tests/tui/scenes.py), on the scripted fleet with a
-frozen clock, so the pictures in the README match the tested screens. Each is
-taken as the snapshot test takes it (pytest-textual-snapshot's own
-`take_svg_screenshot`: run headless, settle, export), so a screenshot reads
-exactly as its baseline; tests/tui/test_screenshots.py holds them equal.
+"""Write the README's screenshots (SVG) into screenshots/: the states a new
+demo reaches (`sparktui demo --scenario long-prompt` walked from the keyboard
+on the simulator's manual clock, tests/tui/demoshots.py), one run of the demo
+for all of them. tests/tui/test_screenshots.py takes them again and fails
+when a stored one no longer reads as the code renders it.
 
     .venv/bin/python scripts/screenshots.py [--out screenshots]
 """
@@ -11,29 +10,15 @@ exactly as its baseline; tests/tui/test_screenshots.py holds them equal.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
+import tempfile
 from pathlib import Path
-
-from textual._doc import take_svg_screenshot
-from textual.pilot import Pilot
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.tui.scenes import SCENES, Scene, scene_console  # noqa: E402
-
-
-def shoot(scene: Scene, out: Path) -> Path:
-    console = scene_console()
-
-    async def run_before(pilot: Pilot) -> None:
-        await scene.steps(pilot, console)
-
-    path = out / f"{scene.name}.svg"
-    path.write_text(take_svg_screenshot(app=console.app, terminal_size=scene.size,
-                                        run_before=run_before,
-                                        title=f"sparktui — {scene.name}"))
-    return path
+from tests.tui.demoshots import demo_night  # noqa: E402
 
 
 def main() -> int:
@@ -41,8 +26,12 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    for scene in SCENES:
-        print(shoot(scene, args.out))
+    with tempfile.TemporaryDirectory(prefix="sparktui-shots-") as workdir:
+        shots = asyncio.run(demo_night(Path(workdir)))
+    for name, svg in shots.items():
+        path = args.out / f"{name}.svg"
+        path.write_text(svg)
+        print(path)
     return 0
 
 

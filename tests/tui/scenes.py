@@ -1,6 +1,7 @@
-"""The screens the snapshot tests and `scripts/screenshots.py` capture, on the
-scripted fleet with a frozen clock: one poll per node, fixed boot lines, no
-time-varying text (uptimes come from docker's fixed ``Up 5 minutes``)."""
+"""The screens the snapshot tests capture (the README's screenshots come from
+the demo instead, tests/tui/demoshots.py), on the scripted fleet with a frozen
+clock: one poll per node, fixed boot lines, no time-varying text (uptimes come
+from docker's fixed ``Up 5 minutes``)."""
 
 from __future__ import annotations
 

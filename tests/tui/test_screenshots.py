@@ -1,30 +1,43 @@
 """The README's screenshots (screenshots/, written by scripts/screenshots.py)
-show what the code renders: each reads, character for character, as its
-scene's snapshot baseline, which test_snapshots.py holds to the code. A change
-that moves a screen fails here until `scripts/screenshots.py` is run again."""
+show what the demo shows: each is taken again here from the same states a new
+`sparktui demo --scenario long-prompt` reaches (tests/tui/demoshots.py, one
+run of the demo for all) and must read, SVG for SVG, as the stored one. A
+change that moves any of those screens fails here until
+`scripts/screenshots.py` is run again (and its pictures looked at)."""
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
 
 import pytest
 
+from .demoshots import NAMES, demo_night, normalized
 from .harness import ROOT
-from .scenes import SCENES
 from .screen_text import svg_text
 
-SNAPSHOTS = Path(__file__).parent / "__snapshots__" / "test_snapshots"
+SHOTS = ROOT / "screenshots"
 
 
-@pytest.mark.parametrize("name", [s.name for s in SCENES])
-def test_each_screenshot_shows_what_its_scene_renders(name: str) -> None:
-    shot = ROOT / "screenshots" / f"{name}.svg"
-    baseline = SNAPSHOTS / f"test_screen[{name}].svg"
-    assert shot.exists(), f"{shot} missing: run scripts/screenshots.py"
-    assert svg_text(shot.read_text()) == svg_text(baseline.read_text()), (
-        f"{shot.name} no longer shows what the code renders: run scripts/screenshots.py")
+@pytest.mark.timeout(300)  # one demo night, ~25 s here: handed out with the long tests
+async def test_every_readme_screenshot_is_what_the_demo_shows_now(tmp_path: Path) -> None:
+    shots = await demo_night(tmp_path)
+    stale = []
+    for name, svg in shots.items():
+        stored = SHOTS / f"{name}.svg"
+        if not stored.exists():
+            stale.append(f"{name}: missing")
+        elif normalized(stored.read_text()) != normalized(svg):
+            was, now = svg_text(stored.read_text()), svg_text(svg)
+            words = "; ".join(line for line in difflib.unified_diff(
+                was.split("  "), now.split("  "), lineterm="", n=0)
+                if line[:1] in "+-" and line[:3] not in ("+++", "---"))
+            stale.append(f"{name}: {words[:600] or 'the same text, other styles'}")
+    assert not stale, ("screenshots/ no longer show what the demo shows; run "
+                       "scripts/screenshots.py and look at them:\n" + "\n".join(stale))
 
 
-def test_every_screenshot_is_a_scene() -> None:
-    names = {s.name for s in SCENES}
-    assert {p.stem for p in (ROOT / "screenshots").glob("*.svg")} <= names
+def test_every_stored_screenshot_is_one_the_demo_takes_and_the_readme_shows() -> None:
+    assert {p.stem for p in SHOTS.glob("*.svg")} == set(NAMES)
+    readme = (ROOT / "README.md").read_text()
+    assert not [n for n in NAMES if f"(screenshots/{n}.svg)" not in readme]
