@@ -76,6 +76,7 @@ from sparktui.service.lane_feed import LaneFeed
 from sparktui.service.lanes import LaneView, lane_cluster, lane_uptime
 from sparktui.service.night import NightDesk, Phone
 from sparktui.service.reads import ClusterReads, LocalReads, MirrorReads
+from sparktui.service.recipe_copies import RecipeCopies
 from sparktui.service.stream import StreamState
 from sparktui.watch.canary import Completer, ServingCanary, completer_for
 from sparktui.watch.follower import LogLine
@@ -147,7 +148,9 @@ class ClusterService:
         if recipes is None:
             loaded, self.recipe_problems = load_all_recipes(config)
             recipes = loaded
-        self.recipes: dict[str, Recipe] = dict(recipes)
+        self._recipes = RecipeCopies(config, recipes)
+        self.recipes: dict[str, Recipe] = self._recipes.held
+        """Each recipe as last read; `recipe` reads one again once its file changed."""
         self.detector = ThrashDetector(config.thrash, clock=self.clock)
         self.poller: Poller | None = None
         self.ops: OpsContext | None = None
@@ -437,6 +440,11 @@ class ClusterService:
         return await self._preview(RecordBoot(load_recipe(self.config, recipe), boot),
                                    f"Record boot {boot.boot}'s figures into {recipe}")
 
+    def recipe(self, name: str) -> Recipe:
+        """The recipe as its file says now (service/recipe_copies.py): the next
+        preview uses what record, an envelope, a bench or a boot's figures wrote."""
+        return self._recipes.get(name)
+
     def prompt_ceiling(self, lane: str) -> int | None:
         """The lane's measured longest safe prompt (read from its recipe now: an
         envelope run since the start wrote it), None while unmeasured."""
@@ -446,7 +454,7 @@ class ClusterService:
                             overrides: frozenset[Override] = frozenset()) -> ActionPreview:
         """``overrides``: the console's override of an overridable refusal (the
         name is then typed, and the run journals them, as the CLI's --override)."""
-        r = self.recipes[recipe]
+        r = self.recipe(recipe)
         cluster = cluster or r.cluster
         return await self._preview(Serve(r, cluster, ServeOptions(overrides=overrides)),
                                    f"Serve {recipe} on {cluster}")
@@ -604,7 +612,7 @@ class ClusterService:
             canary=self._serving_canary(watch.lane))
         if old is not None:
             feed.gate = old.gate
-        if (load := lane_load_plan(self.config, self.recipes.get(watch.lane),
+        if (load := lane_load_plan(self.config, self._recipes.lane(watch.lane),
                                    [r.node for r in watch.ranks])):
             oom = OomWatch(watch.lane, lambda: watch.ranks, watch.tracker, load, self.clock,
                            lambda p: self._lane_news(oom_news(p)))
@@ -620,7 +628,7 @@ class ClusterService:
     def _serving_canary(self, lane: str) -> ServingCanary:
         """The lane's canary: rounds every [console] canary_interval_s unless
         that is 0 or the lane's recipe says ``[readiness] canary = false``."""
-        recipe = self.recipes.get(lane)
+        recipe = self._recipes.lane(lane)
         interval = self.config.console.canary_interval_s
         off = interval <= 0 or (recipe is not None and not recipe.readiness.canary)
         return ServingCanary(lane, clock=self.clock, interval_s=None if off else interval,
