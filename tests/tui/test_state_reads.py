@@ -1,6 +1,7 @@
 """Issue 28 item 7, state that reads wrong, at 80x24: a read-only console
 does not offer a key it refuses (the empty Lanes pane said "s serves a recipe");
-a pane hidden at 80x24 is current once the terminal widens."""
+a pane hidden at 80x24 is current once the terminal widens; a protected node's
+details say why it is protected."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ import pytest
 
 from sparktui.service.events import LaneChanged
 from sparktui.tui.alertbook import CLUSTER_LOST
+from sparktui.tui.details import node_details
 from sparktui.tui.messages import ServiceReported
-from sparktui.tui.widgets.tables import LanesTable
+from sparktui.tui.screens.info import TextScreen
+from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .harness import build, wait_for
 from .scenes import LANE, scene_console, settled
@@ -72,3 +75,25 @@ async def test_a_pane_the_compact_layout_hid_is_current_once_the_terminal_widens
         lanes = screen.query_one(LanesTable)
         await wait_for(pilot, lambda: str(lanes.get_cell(LANE, "phase")) == "FAILED")
         assert "FAILED" in screen_text(c.app)
+
+
+async def test_a_protected_nodes_details_say_why_it_is_protected() -> None:
+    """Enter on dgx2 said `role: prod (protected)` and nothing of what that
+    means; only a refusal said it, once the operator had tried."""
+    c = build()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await wait_for(pilot, lambda: all(s.probe is not None
+                                          for s in c.service.snapshot().nodes), timeout=20)
+        table = c.app.main_screen.query_one(NodesTable)
+        table.focus()
+        table.move_cursor(row=table.get_row_index("dgx2"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(c.app.screen, TextScreen))
+        await pilot.pause()
+        text = screen_text(c.app)
+        assert "role: prod (protected)" in text, text
+        assert "protected: dgx2 is a protected node ([guards]" in text, text
+        said = node_details(c.config, "dgx2", c.service.snapshot().get("dgx2"), None).plain
+        assert ("dgx2 is a protected node ([guards] protected_nodes: dgx1, dgx2, dgx3, dgx4): "
+                "no serve, stop, power cycle, power on/off or recover on it from the console"
+                in " ".join(said.split())), said

@@ -12,7 +12,12 @@ from sparktui.core.nodehealth import Finding
 from sparktui.core.phases import format_duration
 from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashVerdict
+from sparktui.ops.guards import protected_node
 from sparktui.service.lanes import LaneView
+
+PROTECTED_REFUSES = "serve, stop, power cycle, power on/off or recover"
+"""What the protected-node guard refuses on a protected node (ops/guards.py:
+evaluate_serve, evaluate_stop, evaluate_power; a cluster power-off skips it)."""
 
 
 def node_details(config: Config, node: str, snap: NodeSnapshot | None,
@@ -29,7 +34,10 @@ def node_details(config: Config, node: str, snap: NodeSnapshot | None,
         row("PROBLEM", f.message + (" (refuses a serve" + (", overridable)" if f.overridable
                                                           else ")") if f.blocks_serve else ""))
 
-    row("role", cfg.role + (" (protected)" if node in config.guards.protected_nodes else ""))
+    protected = node in config.guards.protected_nodes
+    row("role", cfg.role + (" (protected)" if protected else ""))
+    if protected:  # why, in the words its refusals use
+        row("protected", protected_node(config, node, PROTECTED_REFUSES).message)
     row("power entity", cfg.switch)
     if snap is None:
         row("state", "not polled")
