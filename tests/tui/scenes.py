@@ -12,18 +12,22 @@ from dataclasses import dataclass
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
+from sparktui.ops.journal import SIMULATED, StepRecord, WorkflowRecord
+from sparktui.ops.resume import Offer
+from sparktui.ops.workflows.power_resume import offer_action, plugs_left_off
 from sparktui.service.events import Alert, AlertRaised, LaneChanged
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.alerts import AlertsScreen
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
-from sparktui.tui.screens.info import HelpScreen, PickerScreen
+from sparktui.tui.screens.info import HelpScreen, PickerScreen, ResumeScreen
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .fakecluster import GIB_KIB, add_lane, ts, vllm_boot_lines
-from .harness import ROOT, Console, build, typed, wait_for
+from .harness import EPOCH, ROOT, Console, build, typed, wait_for
 
 LANE = "glm53-mxfp4-fp8-4x-r39"
 
@@ -276,6 +280,38 @@ async def gate_garbled(pilot: Pilot, c: Console) -> None:
     await pilot.pause(0.3)
 
 
+def bad_night_offers(config: Config) -> list[Offer]:
+    """Three workflows killed in one night, as ops/resume.py offers them (a
+    fixed pid and age: the snapshot does not depend on the host)."""
+    began = EPOCH - 900
+
+    def record(wf: str, workflow: str, target: str, steps: tuple[StepRecord, ...],
+               **detail: object) -> WorkflowRecord:
+        return WorkflowRecord(wf, workflow, target, began, dict(detail), steps,
+                              clock=SIMULATED)
+
+    def off(entity: str) -> StepRecord:
+        return StepRecord("plug off", entity, "", began, True, finished_at=began)
+
+    stale = "stale: its process (pid 4242) is gone, began 15 min ago"
+    records = [record("power-cycle-20261129T222500-1a2b3c", "power-cycle", "dgx7",
+                      (off("switch.dgx7"),), off_seconds=30),
+               record("stop-20261129T222500-4d5e6f", "stop", "lane-x",
+                      (StepRecord("stop rank 1", "dgx6", "", began, None),)),
+               record("cluster-power-off-20261129T222500-7a8b9c", "cluster-power-off",
+                      "4nodes-switch-b", (off("switch.dgx5"),), nodes=["dgx5", "dgx6"])]
+    return [Offer(r, f"{r.describe()} ({stale})", offer_action(r, config, EPOCH, SIMULATED),
+                  tuple(e for _, e in plugs_left_off(r, config))) for r in records]
+
+
+async def resume_list(pilot: Pilot, c: Console) -> None:
+    """After a bad night: every unfinished workflow in one list, the first chosen."""
+    await settled(pilot, c)
+    c.app.push_screen(ResumeScreen(bad_night_offers(c.config)))
+    await wait_for(pilot, lambda: isinstance(c.app.screen, ResumeScreen))
+    await pilot.pause(0.2)
+
+
 SCENES = (
     Scene("main-160x48", (160, 48), main_screen),
     Scene("main-80x24", (80, 24), main_screen),
@@ -284,6 +320,7 @@ SCENES = (
     Scene("refusal-protected-node", (100, 36), refusal_modal),
     Scene("refusal-protected-node-80x24", (80, 24), refusal_modal),
     Scene("help-80x24", (80, 24), help_screen),
+    Scene("resume-list-80x24", (80, 24), resume_list),
     *(Scene(f"{name}-{w}x{h}", (w, h), steps)
       for name, steps in (("incident", incident), ("incident-alerts", incident_alerts),
                           ("confirm-recover-typed", recover_modal),

@@ -28,7 +28,6 @@ from sparktui.core.measured import BootFigures, boot_of
 from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.guards import Override, protected_lane
 from sparktui.ops.recipe_record import unrecorded
-from sparktui.ops.resume import Offer
 from sparktui.ops.workflows.runner import WorkflowResult
 from sparktui.service.actions import ActionPreview
 from sparktui.service.cluster import ClusterService
@@ -43,6 +42,7 @@ from sparktui.tui.screens.info import (
     HelpScreen,
     MarkdownScreen,
     PickerScreen,
+    ResumeChoice,
     ResumeScreen,
     TextScreen,
 )
@@ -163,8 +163,7 @@ class SparkTUI(App[None]):
             quiet_collector()
             self.set_interval(GC_FULL_EVERY_S, self._collect_fully, name="full collection")
         if not self.read_only:
-            for offer in self.service.unfinished():
-                self.push_screen(ResumeScreen(offer), partial(self._resume_chosen, offer))
+            self.offer_unfinished()
 
     def _collect_fully(self) -> None:
         """The timer's full pass. A method, not ``gc.collect`` itself: Textual
@@ -435,13 +434,25 @@ class SparkTUI(App[None]):
 
         pick()
 
-    def _resume_chosen(self, offer: Offer, choice: str | None) -> None:
+    def offer_unfinished(self, besides: str = "") -> None:
+        """Every unfinished workflow (but ``besides``, being completed) in one
+        list: one screen, not one modal each."""
+        waiting = [o for o in self.service.unfinished() if o.record.wf != besides]
+        if waiting:
+            self.push_screen(ResumeScreen(waiting), self._resume_chosen)
+
+    def _resume_chosen(self, chosen: ResumeChoice | None) -> None:
+        if chosen is None:
+            return
+        choice, offer = chosen
         if choice == "resume":
+            self.offer_unfinished(besides=offer.record.wf)  # the others, under its confirm
             self.propose(lambda: self.service.preview_resume(offer), f"resume {offer.record.wf}")
         elif choice == "close":
             freed = self.service.close_unfinished(offer, "closed from the console")
             self.notify(f"{offer.record.wf} closed" + (f"; unlocked {', '.join(freed)}"
                                                        if freed else ""))
+            self.offer_unfinished()
 
     def show_fit(self, recipe: str) -> None:
         r = self.service.recipes[recipe]

@@ -124,36 +124,82 @@ class PickerScreen(ModalScreen[str | None]):
         self.dismiss(None)
 
 
-class ResumeScreen(ModalScreen[str | None]):
-    """An unfinished workflow from the journal: complete it, close it, or later."""
+ResumeChoice = tuple[str, Offer]
+"""("resume" or "close", the offer it is for)."""
+
+
+class ResumeScreen(ModalScreen[ResumeChoice | None]):
+    """Every unfinished workflow the journal holds, in one list (after a bad
+    night one modal each piled up, each only closable): pick one, then
+    complete it or close it; later leaves them all for now."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "later", "Later", id="resume-later")]
+        Binding("escape", "later", "Later (all)", id="resume-later"),
+        Binding("up", "move(-1)", "Previous", show=False, id="resume-up"),
+        Binding("down", "move(1)", "Next", show=False, id="resume-down")]
 
-    def __init__(self, offer: Offer) -> None:
+    def __init__(self, offers: Sequence[Offer]) -> None:
         super().__init__(classes="action-modal")
-        self.offer = offer
+        self.offers = list(offers)
+
+    @staticmethod
+    def line(offer: Offer) -> str:
+        r = offer.record
+        marks = [*(["stale"] if "stale:" in offer.what else []),
+                 *([f"off: {', '.join(offer.plugs_off)}"] if offer.plugs_off else []),
+                 *([] if offer.action else ["close only"])]
+        return f"{r.workflow} {r.target}" + "".join(f" · {m}" for m in marks)
 
     def compose(self) -> ComposeResult:
-        o = self.offer
+        n, first = len(self.offers), self.offers[0].record
+        title = (f"UNFINISHED: {first.workflow} {first.target}" if n == 1 else
+                 f"UNFINISHED: {n} workflows the journal says never ended")
         with Vertical(id="dialog"):
-            yield Label(f"UNFINISHED: {o.record.workflow} {o.record.target}", id="dialog-title")
-            with VerticalScroll(id="dialog-body"):
-                yield Static(o.what.replace("; ", "\n"), id="info-body")
-                yield Label("To complete it", classes="section")
-                yield Static(o.action or "nothing to redo: it can only be closed")
+            yield Label(title, id="dialog-title")
+            yield OptionList(*[Option(self.line(o), id=o.record.wf) for o in self.offers],
+                             id="resume-list")
+            with VerticalScroll(id="dialog-body"):  # what it will do first: at 80x24
+                yield Label("To complete it", classes="section first")  # it shows whole
+                yield Static(id="resume-action")
+                yield Label("What the journal says", classes="section")
+                yield Static(id="info-body")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Later", id="later", variant="primary")
+                yield Button("Later (all)", id="later", variant="primary")
                 yield Button("Close it", id="close")
-                if o.action:
-                    yield Button("Complete it…", id="resume", variant="warning")
+                yield Button("Complete it…", id="resume", variant="warning")
 
     def on_mount(self) -> None:
+        self.query_one("#resume-list", OptionList).highlighted = 0
+        self.show(0)
         self.query_one("#later", Button).focus()
+
+    @property
+    def chosen(self) -> Offer:
+        index = self.query_one("#resume-list", OptionList).highlighted
+        return self.offers[index or 0]
+
+    def show(self, index: int) -> None:
+        o = self.offers[index]
+        self.query_one("#info-body", Static).update(o.what.replace("; ", "\n"))
+        self.query_one("#resume-action", Static).update(
+            o.action or "nothing to redo: it can only be closed")
+        self.query_one("#resume", Button).display = bool(o.action)
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        event.stop()
+        self.show(event.option_index)
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()  # enter chooses the workflow; the buttons say what to do with it
+
+    def action_move(self, by: int) -> None:
+        olist = self.query_one("#resume-list", OptionList)
+        olist.highlighted = max(0, min(len(self.offers) - 1, (olist.highlighted or 0) + by))
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         event.stop()
-        self.dismiss(None if event.button.id == "later" else event.button.id)
+        choice = event.button.id
+        self.dismiss(None if choice == "later" or choice is None else (choice, self.chosen))
 
     def action_later(self) -> None:
         self.dismiss(None)
