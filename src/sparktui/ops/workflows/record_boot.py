@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sparktui.core.config import Config
-from sparktui.core.measured import BootFigures
+from sparktui.core.errors import InputError
+from sparktui.core.measured import BootFigures, recordable
 from sparktui.core.recipe import Recipe
+from sparktui.core.recipe_load import load_recipe
 from sparktui.ops.guards import Verdict, evaluate
 from sparktui.ops.plan import Needs, OpsState, Plan, PlannedStep
 from sparktui.ops.recipe_record import record_boot, unrecorded
@@ -20,7 +22,9 @@ from sparktui.ops.workflows.runner import WorkflowRun
 @dataclass(frozen=True)
 class RecordBoot:
     recipe: Recipe
-    """As it is on disk now (what it already says is not offered again)."""
+    """The recipe offered; each plan reads it again as it is on disk then, so an
+    offer confirmed twice (or after `fit --record` wrote the same figures) finds
+    nothing new at its re-check and records nothing."""
     boot: BootFigures
     kind: str = field(default="record", init=False)
 
@@ -32,24 +36,35 @@ class RecordBoot:
         return Needs()
 
     def plan(self, state: OpsState) -> Plan:
-        new = unrecorded(self.recipe, self.boot)
-        verdict = Verdict("record", self.recipe.name, bool(new),
-                          f"boot {self.boot.boot} measured " + ", ".join(
-                              f"{k} = {v}" for k, v in new.items()) + ", not in the recipe yet"
-                          if new else f"the recipe already holds what boot {self.boot.boot} "
-                                      f"measured: nothing to record")
-        step = PlannedStep("record", self.recipe.name,
+        name, boot = self.recipe.name, self.boot
+        new: dict[str, object] = {}
+        try:
+            recipe = load_recipe(state.config, name)
+        except InputError as exc:
+            verdict = Verdict("record", name, False, f"the recipe does not load now: {exc}")
+        else:
+            spec = recipe.speculative
+            new = dict(unrecorded(recipe, boot))
+            if not recordable(boot, spec.drafter_kv_bytes_per_token if spec else 0):
+                why = f"boot {boot.boot} measured neither the weights nor the KV pool"
+            else:
+                why = f"the recipe already holds what boot {boot.boot} measured"
+            verdict = Verdict("record", name, bool(new),
+                              f"boot {boot.boot} measured " + ", ".join(
+                                  f"{k} = {v}" for k, v in new.items()) + ", not in the recipe "
+                              "yet" if new else f"{why}: nothing to record")
+        step = PlannedStep("record", name,
                            f"write {', '.join(new) or 'nothing'} into "
-                           f"recipes/{self.recipe.name}/recipe.toml (comments kept, noted "
-                           f"'measured at boot {self.boot.boot}')")
-        return Plan(self.kind, self.recipe.name, evaluate([verdict], frozenset()), (step,),
-                    self, detail={"recipe": self.recipe.name, "boot": self.boot.boot})
+                           f"recipes/{name}/recipe.toml (comments kept, noted "
+                           f"'measured at boot {boot.boot}')")
+        return Plan(self.kind, name, evaluate([verdict], frozenset()), (step,),
+                    self, detail={"recipe": name, "boot": boot.boot})
 
     async def run(self, run: WorkflowRun, plan: Plan) -> None:
         config = run.ctx.config
 
         async def write() -> str:
-            path, values = record_boot(config, self.recipe, self.boot)
+            path, values = record_boot(config, load_recipe(config, self.recipe.name), self.boot)
             return f"{path}: " + ", ".join(f"{k} = {v}" for k, v in values.items())
 
         written = await run.step("record", self.recipe.name, plan.steps[0].action, write,
