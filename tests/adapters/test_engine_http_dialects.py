@@ -96,3 +96,20 @@ async def test_an_error_event_inside_the_stream_is_read() -> None:
 def test_error_message_never_raises_and_is_bounded(body: str | bytes) -> None:
     out = error_message(body)
     assert isinstance(out, str) and len(out) <= 300
+
+
+async def test_metrics_carry_the_engines_clock_from_the_date_header() -> None:
+    """uvicorn's ``Date`` (the engine host's time.time(), whole seconds;
+    uvicorn 0.55 server.py:252): the clock the engine's counters move on."""
+    def handle(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"date": "Wed, 02 Dec 2026 01:00:07 GMT"},
+                              text="vllm:generation_tokens_total 7.0\n")
+    async with EngineClient("127.0.0.1", 8000, transport=httpx.MockTransport(handle)) as c:
+        m = await c.metrics()
+    assert m == {"vllm:generation_tokens_total": 7.0}
+    assert m.date == 1796173207.0
+
+    def undated(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"date": "soon"}, text="x 1\n")
+    async with EngineClient("127.0.0.1", 8000, transport=httpx.MockTransport(undated)) as c:
+        assert (await c.metrics()).date is None

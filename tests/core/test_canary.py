@@ -3,7 +3,7 @@ rule, the canary verdict and staleness."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.canary import (
@@ -174,3 +174,36 @@ def test_rounds_come_often_enough_to_call_a_hang_within_the_interval(
     assert interval / 2 <= period <= interval
     if interval >= 2 * budget:
         assert period + budget <= interval + 1e-9
+
+
+@settings(max_examples=200, deadline=None)
+@given(speed=st.floats(0.3, 100.0), poll=st.floats(0.5, 10.0), epoch=st.floats(1.7e9, 1.9e9))
+def test_collapse_window_is_on_the_engines_clock(speed: float, poll: float,
+                                                 epoch: float) -> None:
+    """The window is seconds of the engine's clock (its /metrics answer's
+    ``Date``, whole seconds), whatever clock the watcher stamps samples on
+    (``speed``: engine seconds per watcher second): a sentinel on wall time
+    beside a simulator at 60x calls a collapse after 20 simulated seconds, not
+    20 simulated minutes; a console on a clock that runs ahead, not sooner."""
+    w = ThroughputWatch()
+    t0 = int(epoch)
+    assert w.observe(EngineCounters(0.0, 100.0, 1, 0, float(t0))) is None  # flat from here
+    i, got = 0, None
+    while got is None:
+        i += 1
+        got = w.observe(EngineCounters(i * poll, 100.0, 1, 0,
+                                       float(int(epoch + i * poll * speed))))
+    assert got.seconds == int(epoch + i * poll * speed) - t0 >= COLLAPSE_AFTER_S
+    assert int(epoch + (i - 1) * poll * speed) - t0 < COLLAPSE_AFTER_S  # not a sample late
+
+
+def test_collapse_window_restarts_when_the_clock_changes_or_steps_back() -> None:
+    w = ThroughputWatch()
+    w.observe(EngineCounters(0.0, 5.0, 1, 0, 1000.0))
+    assert w.observe(EngineCounters(1.0, 5.0, 1, 0, 1015.0)) is None
+    assert w.observe(EngineCounters(2.0, 5.0, 1, 0, None)) is None  # no Date: other clock
+    assert w.observe(EngineCounters(30.0, 5.0, 1, 0, None)) is not None  # 28 s watcher-flat
+    assert w.observe(EngineCounters(31.0, 5.0, 1, 0, 1016.0)) is None  # engine clock again
+    assert w.observe(EngineCounters(32.0, 5.0, 1, 0, 1000.0)) is None  # stepped back
+    assert w.observe(EngineCounters(33.0, 5.0, 1, 0, 1019.0)) is None
+    assert w.observe(EngineCounters(34.0, 5.0, 1, 0, 1020.0)) is not None

@@ -39,7 +39,10 @@ async def test_engine_dead_is_unresponsive_within_one_canary_interval(tmp_path: 
         assert alert.level == "unresponsive" and alert.subject == lane
         assert alert.evidence[0] == ("/health answers 200 but a 1-token completion failed: "
                                      f"no answer in {CANARY_TIMEOUT_S:g} s")
-        assert "no token processed" in alert.evidence[1]
+        # the idle core's gauges stay 0/0 (as vLLM's): the API server took the
+        # request and the core made no step (core/canary.judge_canary)
+        assert "the API server took it" in alert.evidence[1], alert.evidence
+        assert "no token processed and no engine step" in alert.evidence[1]
         await advance_until(n, lambda: phase(n, lane) == "unresponsive", step=2.0,
                             max_sim_s=30)
         view = n.service.lanes()[lane]

@@ -13,7 +13,7 @@ import pytest
 from sparktui.adapters.engine_http import ChatAnswer
 from sparktui.core.canary import CanaryVerdict
 from sparktui.sim.clock import SimClock
-from sparktui.watch.canary import ServingCanary
+from sparktui.watch.canary import ServingCanary, note_accepted
 
 INTERVAL_S = 60.0
 CHECK_S = 5.0
@@ -22,7 +22,9 @@ CHECK_S = 5.0
 
 class Engine:
     """What the canary sees of one engine: its token counter, its queue, and
-    whether its core hangs (a request then waits for ever, counted waiting)."""
+    whether its core hangs. A hung core is vLLM's (tests/fixtures/dialects/
+    hung_core.py): the API server takes the request (its headers come) and the
+    core never steps, so /metrics keep the last step's 0 running, 0 waiting."""
 
     def __init__(self, clock: SimClock, *, slow_s: float = 0.0) -> None:
         self.clock = clock
@@ -35,9 +37,10 @@ class Engine:
 
     async def complete(self, node: str, port: int) -> ChatAnswer:
         if self.hung_at is not None:
-            self.waiting += 1
+            note_accepted()
             await asyncio.Event().wait()  # the bound (CANARY_TIMEOUT_S) ends it
         await self.clock.sleep(self.slow_s)
+        note_accepted()
         self.tokens += 8
         self.answered.append(self.clock.monotonic())
         return ChatAnswer(content="OK", ttft_s=0.1)

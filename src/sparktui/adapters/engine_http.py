@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
@@ -45,6 +46,31 @@ class HealthAnswer:
 async def port_open(host: str, port: int, timeout: float = 2.0) -> bool:
     """Does something accept TCP connections on host:port?"""
     return await tcp_alive(host, port, timeout)
+
+
+class Samples(dict[str, float]):
+    """The samples of one ``/metrics`` answer (:func:`parse_metrics`) and the
+    engine host's clock when it answered: the answer's ``Date`` header (epoch
+    seconds, whole seconds), which uvicorn writes from ``time.time()`` once a
+    second by default (uvicorn 0.55 ``server.py:252``, ``config.py:226``
+    ``date_header=True``; neither vLLM 0.33 nor SGLang 0.5.23 turns it off).
+    The engine's counters move on that clock, not on the watcher's."""
+
+    def __init__(self, values: Iterable[tuple[str, float]] = (),
+                 date: float | None = None) -> None:
+        super().__init__(values)
+        self.date = date
+
+
+def http_date(value: str | None) -> float | None:
+    """An HTTP ``Date`` header (RFC 9110 IMF-fixdate) -> epoch seconds; None
+    when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return parsedate_to_datetime(value).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -117,12 +143,16 @@ class EngineClient:
         except (ValueError, AttributeError, TypeError):
             return []
 
-    async def metrics(self) -> dict[str, float]:
+    async def metrics(self) -> Samples:
+        """The engine's ``/metrics`` samples with the answer's ``Date``; empty
+        when it does not answer."""
         try:
             r = await self._client.get("/metrics")
         except httpx.TransportError:
-            return {}
-        return parse_metrics(r.text) if r.status_code == 200 else {}
+            return Samples()
+        if r.status_code != 200:
+            return Samples()
+        return Samples(parse_metrics(r.text).items(), http_date(r.headers.get("date")))
 
     async def first_token(self, model: str, prompt: str = "Say OK.") -> float | None:
         """Seconds from sending one streaming chat request (max_tokens 1) to
@@ -154,10 +184,21 @@ class EngineClient:
 
     async def chat(self, model: str, prompt: str, *, max_tokens: int,
                    timeout: float, clock: Callable[[], float] = time.monotonic,
-                   fixed_length: bool = False) -> ChatAnswer:
+                   fixed_length: bool = False,
+                   on_accepted: Callable[[], None] | None = None) -> ChatAnswer:
         """One chat completion at temperature 0, streamed, bounded by ``timeout`` seconds
         in all. ``clock`` times it (the simulator's clock in tests); ``fixed_length``
-        asks vLLM for exactly ``max_tokens`` (``min_tokens``/``ignore_eos``, a bench)."""
+        asks vLLM for exactly ``max_tokens`` (``min_tokens``/``ignore_eos``, a bench).
+
+        ``on_accepted`` is called, and the answer's ``accepted`` set, once the
+        response's status line and headers came with 200: the API server took
+        the request. vLLM sends them before the request reaches its engine core
+        (the route returns a StreamingResponse around a generator that adds the
+        request when first iterated: 0.33 ``openai/chat_completion/api_router.py:82``,
+        ``v1/engine/async_llm.py:773``; starlette writes ``http.response.start``
+        before the first chunk, ``responses.py:254``, and uvicorn puts it on the
+        wire at once, ``protocols/http/httptools_impl.py:522``). SGLang 0.5.23
+        sends them only with the first chunk (``serving_chat.py:2422``)."""
         body: dict[str, object] = {
             "model": model, "messages": [{"role": "user", "content": prompt}],
             "max_tokens": max_tokens, "temperature": 0, "stream": True,
@@ -171,12 +212,16 @@ class EngineClient:
         usage: dict[str, object] = {}
         started = clock()
         first = last = None
+        accepted = False
         try:
             async with asyncio.timeout(timeout), self._client.stream(
                     "POST", "/v1/chat/completions", json=body, timeout=timeout) as r:
                 if r.status_code != 200:
                     text = error_message(await r.aread())
                     return ChatAnswer(error=f"HTTP {r.status_code}: {text}")
+                accepted = True
+                if on_accepted is not None:
+                    on_accepted()
                 async for line in r.aiter_lines():
                     if not line.startswith("data:") or line[5:].strip() in ("", "[DONE]"):
                         continue
@@ -187,7 +232,7 @@ class EngineClient:
                     if not isinstance(chunk, dict):
                         continue
                     if "error" in chunk or chunk.get("object") == "error":
-                        return ChatAnswer(error=error_message(line[5:]))
+                        return ChatAnswer(error=error_message(line[5:]), accepted=True)
                     if isinstance(chunk.get("usage"), dict):
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or []:
@@ -203,9 +248,10 @@ class EngineClient:
                             content.append(str(text))
                             reasoning.append(str(think))
         except TimeoutError:
-            return ChatAnswer("".join(content), error=f"no complete answer in {timeout:g} s")
+            return ChatAnswer("".join(content), error=f"no complete answer in {timeout:g} s",
+                              accepted=accepted)
         except httpx.TransportError as exc:
-            return ChatAnswer(error=f"{type(exc).__name__}: {exc}"[:300])
+            return ChatAnswer(error=f"{type(exc).__name__}: {exc}"[:300], accepted=accepted)
 
         def count(key: str) -> int | None:
             value = usage.get(key)
@@ -214,7 +260,8 @@ class EngineClient:
         return ChatAnswer("".join(content), "".join(reasoning), count("prompt_tokens"),
                           count("completion_tokens"),
                           None if first is None else first - started,
-                          None if first is None or last is None else last - first)
+                          None if first is None or last is None else last - first,
+                          accepted=True)
 
 
 @dataclass(frozen=True)
@@ -233,6 +280,8 @@ class ChatAnswer:
     """First delta -> last delta."""
     error: str = ""
     """Why there is no answer: HTTP status and body, a transport error, a timeout."""
+    accepted: bool = False
+    """The response began (status 200, headers) within the bound: the API server took it."""
 
 
 def _has_token(line: str) -> bool:

@@ -17,7 +17,20 @@ nothing about generation. Two signals do:
   generation) is processed for :data:`COLLAPSE_AFTER_S` is a throughput
   collapse. On GB10 throughput drops to zero a few seconds before a host
   wedges (NVIDIA/open-gpu-kernel-modules#1358): thrash evidence for the
-  lane's nodes that comes before a starved SSH does.
+  lane's nodes that comes before a starved SSH does. Its window is on the
+  engine host's clock (the ``Date`` of the ``/metrics`` answer), the clock the
+  counters move on, not the watcher's (a sentinel on wall time beside a 60x
+  simulator would otherwise wait 20 simulated minutes).
+
+A hung *idle* core shows no queue: vLLM records ``num_requests_running`` /
+``_waiting`` (and the token counters) only from the core's step outputs, in
+the API server's output handler (0.33 ``v1/engine/async_llm.py:930``,
+``v1/metrics/loggers.py:1147``; 0.11 ``async_llm.py:474``, ``loggers.py:531``;
+the core's own count publishing runs only with DP load balancing,
+``v1/engine/core.py:1634``), so the gauges of a core that hung idle stay at
+0/0 and the canary's stuck request is never counted. What tells is that the
+API server *took* the request (its answer's headers came with 200) and the
+core then made no step at all (docs/DIALECTS.md, "A hung core").
 """
 
 from __future__ import annotations
@@ -51,16 +64,25 @@ class EngineCounters:
     when the engine exports neither counter."""
     running: int | None
     waiting: int | None
+    engine_at: float | None = None
+    """The engine host's clock when it answered (epoch seconds, the answer's
+    ``Date``); None when the answer carried none."""
+
+    @property
+    def queue(self) -> tuple[int | None, int | None]:
+        return self.running, self.waiting
 
 
-def counters_from_metrics(at: float, metrics: Mapping[str, float]) -> EngineCounters:
-    """vLLM or SGLang metric names (``parse_metrics`` output) -> counters."""
+def counters_from_metrics(at: float, metrics: Mapping[str, float],
+                          engine_at: float | None = None) -> EngineCounters:
+    """vLLM or SGLang metric names (``parse_metrics`` output) -> counters;
+    ``engine_at``: the engine's clock when it answered, if known."""
     tokens = [metrics[k] for k in _TOKENS if k in metrics]
     running = next((metrics[k] for k in _RUNNING if k in metrics), None)
     waiting = next((metrics[k] for k in _WAITING if k in metrics), None)
     return EngineCounters(at, sum(tokens) if tokens else None,
                           None if running is None else int(running),
-                          None if waiting is None else int(waiting))
+                          None if waiting is None else int(waiting), engine_at)
 
 
 @dataclass(frozen=True)
@@ -68,6 +90,8 @@ class Collapse:
     """Requests running and no token processed since ``since``."""
 
     since: float
+    """On the engine's clock (epoch seconds) when its answers carry one, else
+    the watcher's monotonic seconds."""
     seconds: float
     running: int
 
@@ -82,22 +106,29 @@ class ThroughputWatch:
     def __init__(self, after_s: float = COLLAPSE_AFTER_S) -> None:
         self.after_s = after_s
         self._tokens: float | None = None
-        self._flat_since: float | None = None
+        self._flat_since: tuple[bool, float] | None = None
+        """(on the engine's clock, time) of the first flat sample."""
         self.last: EngineCounters | None = None
 
     def observe(self, c: EngineCounters) -> Collapse | None:
+        """The window is measured on the engine's clock (``engine_at``) when the
+        answers carry it; a sample on the other clock, or an engine clock that
+        stepped back, starts it again (nothing is compared across clocks)."""
         previous, self.last = self._tokens, c
         if c.tokens is None or c.running is None:
             self._tokens = self._flat_since = None
             return None
         self._tokens = c.tokens
+        mark = (c.engine_at is not None, c.engine_at if c.engine_at is not None else c.at)
         if c.running <= 0 or previous is None or c.tokens > previous:
-            self._flat_since = None if c.running <= 0 else c.at
+            self._flat_since = None if c.running <= 0 else mark
             return None
-        if self._flat_since is None:
-            self._flat_since = c.at
-        flat = c.at - self._flat_since
-        return Collapse(self._flat_since, flat, c.running) if flat >= self.after_s else None
+        if self._flat_since is None or self._flat_since[0] != mark[0] \
+                or mark[1] < self._flat_since[1]:
+            self._flat_since = mark
+        since = self._flat_since[1]
+        flat = mark[1] - since
+        return Collapse(since, flat, c.running) if flat >= self.after_s else None
 
 
 @dataclass(frozen=True)
@@ -114,12 +145,37 @@ class CanaryAnswer:
     """Why the completion failed (``no answer in 10 s``, ``HTTP 500: ...``)."""
     before: EngineCounters | None = None
     after: EngineCounters | None = None
+    sent_at: float | None = None
+    """When the completion was sent (the watcher's monotonic clock)."""
+    accepted_at: float | None = None
+    """When its answer began, status 200 and headers (the API server took the
+    request); None when it did not within the bound."""
+    lag_s: float | None = None
+    """How late, at worst, this console's own timers fired during the round
+    (its event loop's lag); None when not measured."""
 
 
 FAILED_ROUNDS = 2
 """Consecutive failed rounds, each with its own evidence, before a lane is
 called ``unresponsive``: one slow round on a loaded 2-core host (the
 completion waits on a CPU, not on a dead engine) is no alarm."""
+
+STEP_SEEN_S = 3.0
+"""A healthy engine core that was handed a request shows a step in its
+``/metrics`` this soon: it takes the request from its input queue when idle
+and steps at once (0.33 ``v1/engine/core.py:1647``, ``:667``); the step's
+output moves the token counters or the queue gauges (the canary's prompt is
+a few dozen tokens: one prefill step, well under a second on GB10). The
+``/metrics`` read that shows none must come at least this long after the
+answer's headers."""
+LOOP_LAG_MAX_S = 1.0
+"""A round is evidence of a hung idle core only when this console's own loop
+kept its timers within this all through it. A starved loop fires timers late,
+never early, so its bound and its reads only give the engine more time; but
+it also stamps an answer late (a ``/metrics`` read answered before the engine
+stepped, stamped seconds later, would look fresh) and may not have read a
+token that did come. Within this lag, :data:`STEP_SEEN_S` still leaves the
+engine two seconds to step."""
 
 
 @dataclass(frozen=True)
@@ -149,8 +205,12 @@ def judge_canary(answer: CanaryAnswer, failed_before: int) -> CanaryVerdict | No
     error rather than timing out (an HTTP error: vLLM's EngineDeadError is a
     500; a connection the server dropped; an answer with no token), or when its
     ``/metrics`` show requests running or waiting and no token processed
-    while the completion waited. A timeout with nothing queued (the request
-    never reached the engine: a loaded host, a clock that ran ahead) or no
+    while the completion waited, or -- nothing queued -- when the API server
+    took the request (its headers came) and ``/metrics`` show no step at all
+    (tokens and queue unchanged) a while after it (:data:`STEP_SEEN_S`) while
+    this console's loop kept time (:data:`LOOP_LAG_MAX_S`): a core that hung
+    idle. A timeout with nothing queued and no headers (the request may never
+    have reached the engine: a loaded host, a clock that ran ahead) or no
     counters at all is ``slow``, never ``unresponsive``."""
     if answer.health != "ok":
         return None
@@ -171,12 +231,44 @@ def judge_canary(answer: CanaryAnswer, failed_before: int) -> CanaryVerdict | No
                                       " tokens meanwhile: busy, not dead"))
     queued = (a.running or 0) + (a.waiting or 0)
     queue = f"{a.running or 0} running, {a.waiting or 0} waiting"
-    if queued <= 0:
-        return CanaryVerdict("slow", (failed, f"nothing queued at the engine ({queue}, "
-                                      "/metrics): the request did not reach it"))
-    return CanaryVerdict("unresponsive" if again else "slow",
-                         (failed, f"no token processed in {a.at - b.at:.0f} s "
-                          f"({queue}, /metrics)", rounds), True)
+    if queued > 0:
+        return CanaryVerdict("unresponsive" if again else "slow",
+                             (failed, f"no token processed in {a.at - b.at:.0f} s "
+                              f"({queue}, /metrics)", rounds), True)
+    hung = _hung_idle(answer, b, a, queue)
+    if hung is None:
+        return CanaryVerdict("unresponsive" if again else "slow",
+                             (failed, _accepted_text(answer, a, queue), rounds), True)
+    return CanaryVerdict("slow", (failed, hung))
+
+
+def _hung_idle(answer: CanaryAnswer, b: EngineCounters, a: EngineCounters,
+               queue: str) -> str | None:
+    """Nothing queued at the engine: None when the round is evidence of a core
+    that hung idle (the API server took the request, then ``/metrics`` shows no
+    step at all), else why it is not."""
+    if answer.accepted_at is None:
+        return (f"no answer began (no response headers) and nothing queued at the engine "
+                f"({queue}, /metrics): the request may not have reached it")
+    if answer.lag_s is None or answer.lag_s > LOOP_LAG_MAX_S:
+        late = "not measured" if answer.lag_s is None else f"up to {answer.lag_s:.1f} s late"
+        return (f"accepted, nothing queued ({queue}, /metrics), but this console's own "
+                f"timers ran {late} meanwhile: no evidence")
+    if a.at - answer.accepted_at < STEP_SEEN_S:
+        return (f"accepted, nothing queued ({queue}, /metrics), but no /metrics read "
+                f"{STEP_SEEN_S:g} s after it to tell")
+    if a.queue != b.queue or a.tokens != b.tokens:
+        return f"the engine's /metrics changed meanwhile (now {queue}): it steps"
+    return None
+
+
+def _accepted_text(answer: CanaryAnswer, a: EngineCounters, queue: str) -> str:
+    assert answer.accepted_at is not None
+    took = f" {answer.accepted_at - answer.sent_at:.2f} s into the round" \
+        if answer.sent_at is not None else ""
+    return (f"the API server took it (headers 200{took}), then no token processed and no "
+            f"engine step in {a.at - answer.accepted_at:.0f} s ({queue}, /metrics "
+            "unchanged): the engine core does not step")
 
 
 BAD_HEALTH_CHECKS = 2

@@ -400,8 +400,12 @@ class Engine:
     def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
         req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)
         if self.core_dead and self.phase == "ready":
-            self.requests.append(req)  # accepted by the API server, never answered
-            self.stats.waiting += 1
+            # accepted by the API server, never answered, never counted: the
+            # gauges and token counters are recorded from the core's step
+            # outputs only (vLLM 0.33 v1/engine/async_llm.py:930, 0.11 :474;
+            # SGLang's from its scheduler, metrics_reporter.py:1476), so they
+            # keep the values of the core's last step
+            self.requests.append(req)
         elif self.phase != "ready":
             req.done, req.error = True, "EngineDeadError" if self.phase == "dead" else "not ready"
         else:
@@ -441,7 +445,12 @@ class Engine:
             last = now
 
     def _core_death(self, after_s: float) -> Process:
-        """The engine core hangs without a word; /health keeps answering 200."""
+        """The engine core hangs without a word: no step any more, so /metrics
+        keep the last step's values. vLLM's /health keeps answering 200 (it
+        asks the client whether the core *died*, 0.33
+        ``entrypoints/serve/instrumentator/health.py:22``,
+        ``v1/engine/async_llm.py:1129``); SGLang's generates a token and
+        gives up after 20 s (engine_http)."""
         yield after_s
         if self.phase == "ready":
             self.sim.sched.cancel(self.proc)

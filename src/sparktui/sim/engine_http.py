@@ -4,9 +4,11 @@ that runs through the engine model (so a long prompt can kill it)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from email.utils import formatdate
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -23,6 +25,12 @@ from .engine_vllm import models_json
 
 if TYPE_CHECKING:
     from .engine import Engine, Request
+
+SGLANG_HEALTH_TIMEOUT_S = 20.0
+"""SGLang's ``/health`` sends a 1-token generation and answers 503 when the
+scheduler gave nothing back in this long (0.5.23
+``srt/entrypoints/http_server.py:218`` ``SGLANG_HEALTH_CHECK_TIMEOUT``, the
+handler ``:721``; generation on by default, ``srt/environ.py:344``)."""
 
 _BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
             7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
@@ -159,14 +167,24 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
                                  status=status)
 
     async def health(request: web.Request) -> web.Response:
+        if engine.args.kind == "sglang" and engine.core_dead and engine.phase == "ready":
+            # its /health is a generation that a hung scheduler never answers: 503
+            # after 20 s of the host's time.time(), which for a simulated host is
+            # both clocks (a client's shorter bound on either sees no answer)
+            until = engine.sim.sched.t + SGLANG_HEALTH_TIMEOUT_S
+            await asyncio.gather(wait_for(lambda: engine.sim.sched.t >= until),
+                                 asyncio.sleep(SGLANG_HEALTH_TIMEOUT_S))
+            return web.Response(status=503)
         return web.Response(status=engine.health_status)
 
     async def models(request: web.Request) -> web.Response:
         return web.Response(text=models_json(engine, created), content_type="application/json")
 
     async def metrics(request: web.Request) -> web.Response:
+        # uvicorn's Date (the engine host's clock, whole seconds): the simulated one
         return web.Response(body=generate_latest(registry),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8",
+                                     "Date": formatdate(engine.sim.wall(), usegmt=True)})
 
     async def chat(request: web.Request) -> web.StreamResponse:
         try:
@@ -210,10 +228,14 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
 
     async def _stream(request: web.Request, req: Request, answer: str, finish: str,
                       usage: bool, thinks: bool = False) -> web.StreamResponse:
-        """Server-sent events: headers at once, the first token when prefill ends,
-        the rest at the end, then the usage chunk when asked (an engine death ends
-        the stream with an error event). A client that hung up meanwhile (a
-        canary round past its bound) ends it quietly, as uvicorn does."""
+        """Server-sent events: headers at once (vLLM: before the request reaches
+        the core; SGLang: with the first chunk, ``serving_chat.py:2422``), the
+        first token when prefill ends, the rest at the end, then the usage chunk
+        when asked (an engine death ends the stream with an error event). A
+        client that hung up meanwhile (a canary round past its bound) ends it
+        quietly, as uvicorn does."""
+        if engine.args.kind == "sglang":
+            await wait_for(lambda: req.first_token_t > 0 or req.done)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         try:

@@ -7,15 +7,24 @@ node of the lane (it escalates memory pressure there to *suspected*, the
 same way vLLM's zero-throughput stats lines do), so it is raised while the
 node still answers SSH. A canary verdict change goes to ``on_verdict``.
 The lane's watch owns the task that runs `ServingCanary.run`.
+
+A round records, on the watcher's clock, when its completion was sent and
+when the engine's answer began (:func:`note_accepted`, which the completer
+calls when the response's headers come: the round's own bound may cancel the
+completion, and what it saw before must survive that), and how late this
+console's own timers fired meanwhile (its loop's lag): core/canary.py's
+judge_canary reads a core that hung idle from them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from contextvars import ContextVar
 from typing import Protocol
 
-from sparktui.adapters.engine_http import ChatAnswer, EngineClient
+from sparktui.adapters.engine_http import ChatAnswer, EngineClient, Samples
 from sparktui.core.canary import (
     NO_ANSWER,
     CanaryAnswer,
@@ -53,9 +62,49 @@ still be called so within one interval of the hang (rounds come every
 
 PROMPT = "Say OK."
 
+LAG_TICK_S = 0.5
+"""During a round a timer of this period measures how late the loop fires it."""
+
 
 class Completer(Protocol):
+    """One tiny completion to rank 0's engine. It calls :func:`note_accepted`
+    when the engine's answer begins (status 200 and headers)."""
+
     async def __call__(self, node: str, port: int) -> ChatAnswer: ...
+
+
+class _Round:
+    """What one round saw, on the watcher's clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.sent_at = clock.monotonic()
+        self.accepted_at: float | None = None
+        self.lag_s = 0.0
+
+    def accepted(self) -> None:
+        if self.accepted_at is None:
+            self.accepted_at = self.clock.monotonic()
+
+    async def measure_lag(self) -> None:
+        """Until cancelled: the worst lateness of a :data:`LAG_TICK_S` timer."""
+        while True:
+            asked = self.clock.monotonic()
+            await self.clock.sleep(LAG_TICK_S)
+            self.lag_s = max(self.lag_s, self.clock.monotonic() - asked - LAG_TICK_S)
+
+
+_ROUND: ContextVar[_Round | None] = ContextVar("canary_round", default=None)
+"""The round in flight in this task (and the tasks it starts: the bound's)."""
+
+
+def note_accepted() -> None:
+    """Called by a :class:`Completer` once the engine's answer began (status
+    200, headers): the round in flight records when, even if its bound later
+    cancels the completion. Outside a round it does nothing."""
+    r = _ROUND.get()
+    if r is not None:
+        r.accepted()
 
 
 class ServingCanary:
@@ -119,7 +168,8 @@ class ServingCanary:
                 self._by_health = True
             elif health != NO_ANSWER and self._by_health:
                 self._set(None)  # it answers again: the next round judges
-        self.collapse = self._throughput.observe(counters_from_metrics(now, metrics))
+        engine_at = metrics.date if isinstance(metrics, Samples) else None
+        self.collapse = self._throughput.observe(counters_from_metrics(now, metrics, engine_at))
         if self.collapse is not None and self._detector is not None:
             text = f"lane {self.lane}: {self.collapse.describe()}"
             for node in nodes:
@@ -147,24 +197,32 @@ class ServingCanary:
                 self.failed_rounds = 0  # the health rule judges (judge_health)
                 continue
             before = self._throughput.last
+            rnd = _Round(self._clock)
+            lag = asyncio.create_task(rnd.measure_lag())
+            token = _ROUND.set(rnd)
             try:
                 done = await self._bounded(*where)
+                ok = not done.error and bool(done.content or done.reasoning)
+                if not ok:
+                    await self._clock.sleep(STOP_SETTLE_S)
             except Exception as exc:  # a bad answer must not end the canary
                 log.warning("canary of %s: %r", self.lane, exc)
                 continue
-            ok = not done.error and bool(done.content or done.reasoning)
+            finally:
+                _ROUND.reset(token)
+                lag.cancel()
             if ok:
                 self.latency_s = done.ttft_s
-            if not ok:
-                await self._clock.sleep(STOP_SETTLE_S)
-                if target() != where:  # the lane left serving meanwhile: no evidence
-                    self.failed_rounds = 0
-                    if self.verdict is not None:
-                        self._set(None)
-                    continue
+            elif target() != where:  # the lane left serving meanwhile: no evidence
+                self.failed_rounds = 0
+                if self.verdict is not None:
+                    self._set(None)
+                continue
             error = done.error or ("" if ok else "the answer carried no token")
-            verdict = judge_canary(CanaryAnswer(self._health, ok, done.ttft_s, error, before,
-                                                self._throughput.last), self.failed_rounds)
+            verdict = judge_canary(CanaryAnswer(
+                self._health, ok, done.ttft_s, error, before, self._throughput.last,
+                sent_at=rnd.sent_at, accepted_at=rnd.accepted_at, lag_s=rnd.lag_s),
+                self.failed_rounds)
             self.failed_rounds = self.failed_rounds + 1 if verdict and verdict.dead_evidence \
                 else 0
             self._set(verdict)
@@ -191,13 +249,15 @@ class ServingCanary:
 def completer_for(api_host: Callable[[str], str],
                   timeout_s: float = CANARY_TIMEOUT_S) -> Completer:
     """One tiny completion (1 token, temperature 0) through the engine HTTP
-    adapter's chat client, to the first model the engine lists."""
+    adapter's chat client, to the first model the engine lists; the answer's
+    headers are :func:`note_accepted`."""
 
     async def complete(node: str, port: int) -> ChatAnswer:
         async with EngineClient(api_host(node), port, timeout=timeout_s) as client:
             models = await client.models()
             if not models:
                 return ChatAnswer(error="/v1/models lists no model")
-            return await client.chat(models[0], PROMPT, max_tokens=1, timeout=timeout_s)
+            return await client.chat(models[0], PROMPT, max_tokens=1, timeout=timeout_s,
+                                     on_accepted=note_accepted)
 
     return complete
