@@ -34,6 +34,7 @@ from sparktui.service.cluster import ClusterService
 from sparktui.service.events import Alert, LogLinesArrived, ServiceEvent
 from sparktui.tui.alertbook import AlertBook
 from sparktui.tui.bindings import APP_BINDINGS, NAV_ACTIONS
+from sparktui.tui.breakpoints import fit_breakpoints
 from sparktui.tui.commands import ActionCommands, Command
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.alerts import AlertsScreen, Notice
@@ -137,6 +138,7 @@ class SparkTUI(App[None]):
         self._exit_renderables.clear()
 
     def on_mount(self) -> None:
+        self.screen_change_signal.subscribe(self, partial(fit_breakpoints, self))
         self.main_screen = MainScreen()
         self.push_screen(self.main_screen)
         # A dropped SSH session (SIGHUP) or a kill (SIGTERM) ends the console the
