@@ -33,7 +33,7 @@ from sparktui.core.notify import (
 )
 from sparktui.core.qualify import GateState
 from sparktui.ops.bundle import COLLECT_TIMEOUT_S, BundleResult, BundleSources, write_bundle
-from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
+from sparktui.ops.events import GuardsEvaluated, WorkflowFinished, WorkflowStarted
 from sparktui.ops.journal import clock_of
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
 from sparktui.service import phoned
@@ -166,6 +166,8 @@ class NightDesk:
         self._forgetting = False
         """The last write of it failed."""
         self.recorder: Recorder | None = None
+        self._serves_unalerted: set[str] = set()
+        """Lanes whose serve began and raised no fatal alert since (`_serve_witnessed`)."""
 
     def attach(self, sources: Callable[[], BundleSources],
                kernel: Callable[[], dict[str, deque[str]]], *, emit: Sink,
@@ -241,7 +243,23 @@ class NightDesk:
                           f"{self.config.console.stall_after_s:g} s")
         elif isinstance(ev, LaneGone):
             self._done_keys = {k for k in self._done_keys if not k.endswith(f":{ev.name}")}
+        elif isinstance(ev, WorkflowProgressed):
+            self._serve_witnessed(ev.event)
         return ev
+
+    def _serve_witnessed(self, e: object) -> None:
+        """A serve that ended on a fatal line with no fatal alert since it began
+        (in event order, no clock): its ranks died and were removed between two
+        container reads (issue 25: a boot that fails within a second), and its
+        journaled end, with the line and every rank's last lines, is the only
+        witness. It is bundled as that alert would have been."""
+        if isinstance(e, WorkflowStarted) and e.kind == "serve":
+            self._serves_unalerted.add(e.target)
+        elif isinstance(e, WorkflowFinished) and e.kind == "serve" \
+                and e.target in self._serves_unalerted:
+            self._serves_unalerted.discard(e.target)
+            if not e.ok and isinstance(e.detail.get("failure"), dict):
+                self._trigger(f"fatal:{e.target}", e.target, f"fatal {e.target}: {e.message}")
 
     # -- phone alerts -----------------------------------------------------------
 
@@ -384,6 +402,8 @@ class NightDesk:
         return subject
 
     def _trigger(self, key: str, subject: str, reason: str) -> None:
+        if key.startswith("fatal:"):
+            self._serves_unalerted.discard(subject)
         if not self.auto_bundle or self._sources is None or key in self._done_keys:
             return
         self._done_keys.add(key)
