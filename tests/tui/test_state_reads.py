@@ -1,7 +1,8 @@
 """Issue 28 item 7, state that reads wrong, at 80x24: a read-only console
 does not offer a key it refuses (the empty Lanes pane said "s serves a recipe");
 a pane hidden at 80x24 is current once the terminal widens; a protected node's
-details say why it is protected."""
+details say why it is protected; a boot log key where the log does not show
+says what it did."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from sparktui.tui.alertbook import CLUSTER_LOST
 from sparktui.tui.details import node_details
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.info import TextScreen
+from sparktui.tui.widgets.alerts import NoticeLine
 from sparktui.tui.widgets.tables import LanesTable, NodesTable
 
 from .harness import build, wait_for
@@ -97,3 +99,25 @@ async def test_a_protected_nodes_details_say_why_it_is_protected() -> None:
         assert ("dgx2 is a protected node ([guards] protected_nodes: dgx1, dgx2, dgx3, dgx4): "
                 "no serve, stop, power cycle, power on/off or recover on it from the console"
                 in " ".join(said.split())), said
+
+
+async def test_a_boot_log_key_pressed_where_the_log_does_not_show_says_what_it_did() -> None:
+    """f, l, w and h on the Nodes pane at 80x24 changed the hidden log's view
+    and nothing on screen said so (bench_tui's key-to-paint found no frame)."""
+    c = scene_console()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot, c)
+        line = c.app.main_screen.query_one(NoticeLine)
+        for key, said in (("f", "boot log [PAUSED · level all"),
+                          ("l", "level warn+"), ("w", "· wrap")):
+            await pilot.press(key)
+            await pilot.pause()
+            text = str(line.render())
+            assert said in text and "(3 shows it)" in text, text
+        await pilot.press("3")
+        await pilot.pause()
+        before = str(line.render())
+        await pilot.press("f")  # where the log shows, its banner says it
+        await pilot.pause()
+        assert str(line.render()) == before
+        assert "[following · level warn+" in screen_text(c.app)

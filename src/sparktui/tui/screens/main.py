@@ -507,20 +507,30 @@ class MainScreen(Screen[None]):
     def action_follow(self) -> None:
         log = self.query_one(BootLog)
         log.follow = not log.follow
+        self._log_view_said()
 
     def action_probes(self) -> None:
         log = self.query_one(BootLog)
         log.show_probes = not log.show_probes
-        self._update_banner()
+        self._log_view_said()
 
     def action_wrap(self) -> None:
         log = self.query_one(BootLog)
         log.wrap = not log.wrap
-        self._update_banner()
+        self._log_view_said()
 
     def action_cycle_level(self) -> None:
         self.query_one(BootLog).cycle_level()
+        self._log_view_said()
+
+    def _log_view_said(self) -> None:
+        """The banner's view row; a boot log key pressed where the log does not
+        show (the Nodes pane at 80x24) says it on the notice line too: it
+        changed a view nobody saw, and said nothing."""
         self._update_banner()
+        if not self._visible("bootlog"):
+            view = self._banner.plain.rsplit("\n", 1)[-1]
+            self.notify(f"boot log {view} (3 shows it)")
 
     def action_search(self) -> None:
         self._open_input("search")
