@@ -151,8 +151,8 @@ class CanaryAnswer:
     """When its answer began, status 200 and headers (the API server took the
     request); None when it did not within the bound."""
     lag_s: float | None = None
-    """How late, at worst, this console's own timers fired during the round
-    (its event loop's lag); None when not measured."""
+    """How late, at worst, the round's own timers (its bound, its settling)
+    fired: this console's event loop lag; None when not measured."""
 
 
 FAILED_ROUNDS = 2
@@ -170,8 +170,9 @@ a few dozen tokens: one prefill step, well under a second on GB10). The
 answer's headers."""
 LOOP_LAG_MAX_S = 1.0
 """A round is evidence of a hung idle core only when this console's own loop
-kept its timers within this all through it. A starved loop fires timers late,
-never early, so its bound and its reads only give the engine more time; but
+fired the round's timers (its bound, its settling) within this late. A
+starved loop fires timers late, never early, so its bound and its reads only
+give the engine more time; but
 it also stamps an answer late (a ``/metrics`` read answered before the engine
 stepped, stamped seconds later, would look fresh) and may not have read a
 token that did come. Within this lag, :data:`STEP_SEEN_S` still leaves the

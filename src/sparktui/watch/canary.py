@@ -11,14 +11,13 @@ The lane's watch owns the task that runs `ServingCanary.run`.
 A round records, on the watcher's clock, when its completion was sent and
 when the engine's answer began (:func:`note_accepted`, which the completer
 calls when the response's headers come: the round's own bound may cancel the
-completion, and what it saw before must survive that), and how late this
-console's own timers fired meanwhile (its loop's lag): core/canary.py's
-judge_canary reads a core that hung idle from them.
+completion, and what it saw before must survive that), and how late the
+round's own timers (its bound, its settling) fired: this console's loop lag.
+core/canary.py's judge_canary reads a core that hung idle from them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
@@ -62,10 +61,6 @@ still be called so within one interval of the hang (rounds come every
 
 PROMPT = "Say OK."
 
-LAG_TICK_S = 0.5
-"""During a round a timer of this period measures how late the loop fires it."""
-
-
 class Completer(Protocol):
     """One tiny completion to rank 0's engine. It calls :func:`note_accepted`
     when the engine's answer begins (status 200 and headers)."""
@@ -86,12 +81,16 @@ class _Round:
         if self.accepted_at is None:
             self.accepted_at = self.clock.monotonic()
 
-    async def measure_lag(self) -> None:
-        """Until cancelled: the worst lateness of a :data:`LAG_TICK_S` timer."""
-        while True:
-            asked = self.clock.monotonic()
-            await self.clock.sleep(LAG_TICK_S)
-            self.lag_s = max(self.lag_s, self.clock.monotonic() - asked - LAG_TICK_S)
+    def fired(self, asked: float, seconds: float) -> None:
+        """A timer of ``seconds`` set at ``asked`` just fired: how late (the
+        loop's lag; a timer never fires early). No timer of its own: a ticker
+        would add wake-ups to every simulated night."""
+        self.lag_s = max(self.lag_s, self.clock.monotonic() - asked - seconds)
+
+    async def sleep(self, seconds: float) -> None:
+        asked = self.clock.monotonic()
+        await self.clock.sleep(seconds)
+        self.fired(asked, seconds)
 
 
 _ROUND: ContextVar[_Round | None] = ContextVar("canary_round", default=None)
@@ -198,19 +197,17 @@ class ServingCanary:
                 continue
             before = self._throughput.last
             rnd = _Round(self._clock)
-            lag = asyncio.create_task(rnd.measure_lag())
             token = _ROUND.set(rnd)
             try:
-                done = await self._bounded(*where)
+                done = await self._bounded(rnd, *where)
                 ok = not done.error and bool(done.content or done.reasoning)
                 if not ok:
-                    await self._clock.sleep(STOP_SETTLE_S)
+                    await rnd.sleep(STOP_SETTLE_S)
             except Exception as exc:  # a bad answer must not end the canary
                 log.warning("canary of %s: %r", self.lane, exc)
                 continue
             finally:
                 _ROUND.reset(token)
-                lag.cancel()
             if ok:
                 self.latency_s = done.ttft_s
             elif target() != where:  # the lane left serving meanwhile: no evidence
@@ -227,13 +224,15 @@ class ServingCanary:
                 else 0
             self._set(verdict)
 
-    async def _bounded(self, node: str, port: int) -> ChatAnswer:
+    async def _bounded(self, rnd: _Round, node: str, port: int) -> ChatAnswer:
         """The completion, bounded on the watcher's clock as well as by the
         adapter's own timeout (so a simulated night keeps simulated time)."""
         assert self._complete is not None
+        asked = self._clock.monotonic()
         try:
             return await within(self._clock, self.timeout_s, self._complete(node, port))
         except TimeoutError:
+            rnd.fired(asked, self.timeout_s)
             return ChatAnswer(error=f"no answer in {self.timeout_s:g} s")
 
     def _set(self, verdict: CanaryVerdict | None) -> None:
