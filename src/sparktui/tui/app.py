@@ -415,7 +415,7 @@ class SparkTUI(App[None]):
                         exit_on_error=False, description=f"check {recipe} on every cluster")
 
     async def _pick_cluster(self, recipe: str) -> None:
-        qualified = self.service.recipes[recipe].cluster
+        qualified = self.service.recipe(recipe).cluster
         names = [qualified, *(c for c in self.config.clusters if c != qualified)]
         previews = {c: await self.service.preview_serve(recipe, c) for c in names}
         options, default = cluster_options(previews, qualified)
@@ -457,7 +457,7 @@ class SparkTUI(App[None]):
             self.offer_unfinished()
 
     def show_fit(self, recipe: str) -> None:
-        r = self.service.recipes[recipe]
+        r = self.service.recipe(recipe)
         report = fit(self.config, r, r.cluster)
         text = Text()
         text.append(f"{report.verdict.upper()}\n", style="bold")
