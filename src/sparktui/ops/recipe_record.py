@@ -8,10 +8,7 @@ its mode kept."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import stat
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,6 +18,7 @@ from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_recipe, recipe_file, recipe_from_text
 from sparktui.core.tomledit import set_value
 from sparktui.core.tomlschema import read_text
+from sparktui.ops.files import replace_file
 from sparktui.ops.journal import Journal, JournalError
 
 Value = str | int | float | bool
@@ -37,7 +35,7 @@ def record(config: Config, recipe: str, values: Mapping[str, Value], note: str =
     for key, value in values.items():
         edited = set_value(edited, tuple(key.split(".")), value, comment=note)
     recipe_from_text(config, recipe, edited)  # the same domains as every load
-    _replace(path, edited, stat.S_IMODE(path.stat().st_mode))
+    replace_file(path, edited, stat.S_IMODE(path.stat().st_mode))
     return path
 
 
@@ -75,19 +73,3 @@ def record_boot(config: Config, recipe: Recipe, boot: BootFigures) -> tuple[Path
     if not values:
         raise ValueError(f"boot {boot.boot} measured neither the weights nor the KV pool")
     return record(config, recipe.name, values, note=f"measured at boot {boot.boot}"), values
-
-
-def _replace(path: Path, text: str, mode: int) -> None:
-    """Write `text` beside `path` with `path`'s mode, fsync, and swap it in atomically."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".recipe.", suffix=".toml")
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise

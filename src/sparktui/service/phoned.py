@@ -18,6 +18,7 @@ import stat
 from pathlib import Path
 
 from sparktui.core.notify import PhoneMemory
+from sparktui.ops.files import replace_file
 
 FILE = "phone.json"
 
@@ -32,16 +33,7 @@ def write(state_dir: Path, memory: PhoneMemory, clock: str) -> None:
     state_dir.mkdir(parents=True, exist_ok=True)
     data = json.dumps({"clock": clock, "open": memory.open, "ending": memory.ending,
                        "last": memory.last, "sent": memory.sent}) + "\n"
-    tmp = path.with_name(f".{FILE}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        os.write(fd, data.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    replace_file(path, data, 0o600)
 
 
 def read(state_dir: Path, clock: str, now: float) -> PhoneMemory:
