@@ -265,17 +265,21 @@ def left_off_steps(record: WorkflowRecord, node: str, entity: str, off_s: float,
     reads on."""
     read = PlannedStep("plug read", entity, plug_read_action(entity))
     if record.workflow in KEEP_OFF:
-        why = (f"{node} was told to shut down" if node in shut_down_nodes(record)
-               else f"{record.workflow} was cutting it")
         return [read, PlannedStep("plug off", entity, (
-            f"if it reads on: {why}: {plug_action(entity, False)}; if it reads off: left "
-            f"off, as {record.workflow} meant"))]
+            f"if it reads on: {_why_cut(record, node)}: {plug_action(entity, False)}; "
+            f"if it reads off: left off, as {record.workflow} meant"))]
     cut = ([PlannedStep("plug off", entity, f"if it reads on: {node} was told to shut down, "
                                             f"only a plug cycle boots it: "
                                             f"{plug_action(entity, False)}, wait {off_s:g} s")]
            if node in shut_down_nodes(record) else [])
     return [read, *rest_off_step(record, node, entity, off_s, now, clock), *cut,
             PlannedStep("plug on", entity, f"if it reads off: {plug_action(entity, True)}")]
+
+
+def _why_cut(record: WorkflowRecord, node: str) -> str:
+    """Why a power-off's resume cuts `node`'s plug that reads on."""
+    return (f"{node} was told to shut down" if node in shut_down_nodes(record)
+            else f"{record.workflow} was cutting it")
 
 
 def offer_action(record: WorkflowRecord, config: Config, now: float, clock: str) -> str:
@@ -290,10 +294,8 @@ def offer_action(record: WorkflowRecord, config: Config, now: float, clock: str)
     parts = []
     for node, entity in left:
         if keep_off:
-            why = (f"{node} was told to shut down" if node in told
-                   else f"{record.workflow} was cutting it")
             parts.append(f"read {entity}: if it reads off, leave it off ({record.workflow} "
-                         f"meant it); if it reads on, {why}: cut it")
+                         f"meant it); if it reads on, {_why_cut(record, node)}: cut it")
             continue
         waits = [s.action.removeprefix("if it reads off: ")
                  for s in rest_off_step(record, node, entity, off_s, now, clock)]
