@@ -1,6 +1,6 @@
 """The simulator's shell runs ``if``, ``case``, ``{ ...; }`` groups,
 ``${NAME#PATTERN}`` and ``[`` as dash does, and production's per-rank I/O
-read (watch/lane.io_command) prints the same from both over the same files."""
+read (watch/lane_reads.io_command) prints the same from both over the same files."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from sparktui.sim.fs import NodeFs
 from sparktui.sim.shell import BufferSink, Shell, ShellEnv, ShellExit
-from sparktui.watch.lane import engine_read_bytes, io_command
+from sparktui.watch.lane_reads import engine_read_bytes, io_command
 
 
 def sim_run(script: str, files: dict[str, str]) -> tuple[int, bytes]:

@@ -23,7 +23,7 @@ from sparktui.adapters.engine_http import EngineClient
 from sparktui.core.canary import HUNG_HEALTH_CHECKS, NO_ANSWER, CanaryVerdict
 from sparktui.sim.clock import SimClock
 from sparktui.watch.canary import ServingCanary, completer_for
-from sparktui.watch.lane import health_word
+from sparktui.watch.lane_endpoint import health_word
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
 from fixtures.dialects.hung_core import MODEL, SHAPES, HungIdleCore

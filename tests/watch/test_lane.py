@@ -33,6 +33,8 @@ from sparktui.watch.lane import (
     LaneEvent,
     LaneWatcher,
     MemoryRead,
+)
+from sparktui.watch.lane_reads import (
     engine_read_bytes,
     io_command,
     read_bytes,

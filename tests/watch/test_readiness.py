@@ -101,7 +101,7 @@ class FakeNode:
         self.commands.append(cmd)
         if cmd.startswith("docker ps"):
             out = "".join(json.dumps(c) + "\n" for c in self.ps)
-        elif cmd.startswith("echo @@"):  # watch/lane.resource_command
+        elif cmd.startswith("echo @@"):  # watch/lane_reads.resource_command
             out = ""
             if "@@meminfo" in cmd:
                 out += (f"@@meminfo\nMemTotal:       127600748 kB\nMemFree:        1000 kB\n"

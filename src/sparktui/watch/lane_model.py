@@ -1,0 +1,120 @@
+"""What one lane's watch says and holds (watch/lane.py): the events it
+tells its subscribers (phase, lines, fatal, exit, memory, endpoint, stop,
+end), its verdicts, and the state it keeps per rank."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from sparktui.core.logsig import (
+    LogEvent,
+    Phase,
+)
+from sparktui.core.phases import Failure
+from sparktui.watch.follower import (
+    LogFollower,
+    LogLine,
+)
+from sparktui.watch.readiness import (
+    RankContainer,
+    WaitResult,
+)
+
+
+class Verdict(StrEnum):
+    READY = "ready"
+    FAILED = "failed"
+    STALLED = "stalled"
+    STOPPED = "stopped"
+
+
+@dataclass(frozen=True)
+class LaneEvent:
+    lane: str
+
+
+@dataclass(frozen=True)
+class PhaseChanged(LaneEvent):
+    phase: Phase
+    summary: str
+
+
+@dataclass(frozen=True)
+class LinesArrived(LaneEvent):
+    rank: int
+    node: str
+    lines: tuple[LogLine, ...]
+    events: tuple[LogEvent | None, ...]
+    """What each line means (core/logsig), classified once for every consumer."""
+    delivered: int
+    """Lines of that rank delivered so far (the console's buffer index)."""
+
+
+@dataclass(frozen=True)
+class FatalDecided(LaneEvent):
+    failure: Failure
+
+
+@dataclass(frozen=True)
+class RankExited(LaneEvent):
+    rank: int
+    node: str
+    exit_code: int | None
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class MemoryRead(LaneEvent):
+    """MemAvailable of a rank's node while the lane boots (OOM prediction)."""
+
+    node: str
+    available_kib: int
+
+
+@dataclass(frozen=True)
+class EndpointChecked(LaneEvent):
+    health: str
+    decode_tps: float | None
+    metrics: Mapping[str, float]
+    """The engine's ``/metrics`` samples (empty when it did not answer)."""
+
+
+@dataclass(frozen=True)
+class Stopping(LaneEvent):
+    """The lane is being stopped by us (``ended``: every rank has exited)."""
+
+    ended: bool
+
+
+@dataclass(frozen=True)
+class WatchEnded(LaneEvent):
+    result: WaitResult
+
+
+Subscriber = Callable[[LaneEvent], None]
+StopIntent = Callable[[Sequence[str]], bool]
+"""(the lane's containers, the boot's start) -> when a stop of one of them
+was journaled since, by any process; None when none was."""
+
+
+@dataclass
+class RankState:
+    rc: RankContainer
+    follower: LogFollower | None = None
+    fed_time: float | None = None
+    """Epoch seconds of the last line fed to the tracker."""
+    busy: bool = False
+    """A batch is being fed (its lines are not all in the tracker yet)."""
+    ended: bool = False
+    unreadable: str = ""
+    pid: int | None = None
+    """The container's main process on its node (for its engine's I/O)."""
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat().replace("+00:00", "Z")
+
+
