@@ -45,6 +45,7 @@ class Request:
     completion_tokens: int = 0
     started_t: float = 0.0
     first_token_t: float = 0.0
+    streaming: bool = False
 
 
 @dataclass
@@ -56,6 +57,8 @@ class Stats:
     waiting: int = 0
     ttft: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
+    streamed: list[bool] = field(default_factory=list)
+    """Whether each finished request (of ``ttft``, ``e2e``) was streamed."""
 
 
 STATS_INTERVAL_S = 10.0
@@ -397,8 +400,8 @@ class Engine:
         repo = self.model.repo if self.model else self.args.model
         return (self.container.image_arg, repo) in self.sim.spec.garbling
 
-    def submit(self, prompt_tokens: int, max_tokens: int) -> Request:
-        req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t)
+    def submit(self, prompt_tokens: int, max_tokens: int, *, streaming: bool = False) -> Request:
+        req = Request(prompt_tokens, max_tokens, started_t=self.sim.sched.t, streaming=streaming)
         if self.core_dead and self.phase == "ready":
             # accepted by the API server, never answered, never counted: the
             # gauges and token counters are recorded from the core's step
@@ -534,4 +537,5 @@ class Engine:
         st.success += 1
         st.ttft.append(req.first_token_t - req.started_t)
         st.e2e.append(self.sim.sched.t - req.started_t)
+        st.streamed.append(req.streaming)
         return True

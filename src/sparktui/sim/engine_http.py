@@ -26,6 +26,10 @@ from .engine_vllm import models_json
 if TYPE_CHECKING:
     from .engine import Engine, Request
 
+SGLANG_TTFT_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+SGLANG_E2E_BUCKETS = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400,
+                      600, 1200, 1800, 2400]
+"""SGLang 0.5.23's default buckets (``observability/metrics_collector.py:1965``, ``:1987``)."""
 SGLANG_HEALTH_TIMEOUT_S = 20.0
 """SGLang's ``/health`` sends a 1-token generation and answers 503 when the
 scheduler gave nothing back in this long (0.5.23
@@ -56,11 +60,21 @@ class _EngineCollector:
             c.add_metric(values, value)
             return c
 
-        def histogram(name: str, doc: str, samples: list[float]) -> Metric:
+        def histogram(name: str, doc: str, samples: list[float],
+                      bounds: list[float] = _BUCKETS) -> Metric:
             h = HistogramMetricFamily(f"{p}:{name}", doc, labels=labels)
-            buckets = [(str(b), float(sum(1 for s in samples if s <= b))) for b in _BUCKETS]
-            buckets.append(("+Inf", float(len(samples))))
-            h.add_metric(values, buckets, sum(samples))
+            add_histogram(h, values, samples, bounds)
+            return h
+
+        def by_streaming(name: str, doc: str, samples: list[float],
+                         bounds: list[float]) -> Metric:
+            """SGLang's request histograms carry ``is_streaming``
+            (``observability/metrics_collector.py:2105``)."""
+            h = HistogramMetricFamily(f"{p}:{name}", doc, labels=[*labels, "is_streaming"])
+            for flag in (False, True):
+                add_histogram(h, [*values, "true" if flag else "false"],
+                              [x for x, streamed in zip(samples, st.streamed, strict=True)
+                               if streamed is flag], bounds)
             return h
 
         if p == "vllm":
@@ -92,8 +106,21 @@ class _EngineCollector:
             yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
             yield counter("generation_tokens", "Number of generation tokens processed.",
                           st.generation_tokens)
-            yield histogram("time_to_first_token_seconds",
-                            "Histogram of time to first token in seconds.", st.ttft)
+            # the tokenizer's timers of each finished request, as vLLM's are
+            # (0.5.23 observability/metrics_collector.py:2041, :2067, observed :2139)
+            yield by_streaming("time_to_first_token_seconds",
+                               "Histogram of time to first token in seconds.", st.ttft,
+                               SGLANG_TTFT_BUCKETS)
+            yield by_streaming("e2e_request_latency_seconds",
+                               "Histogram of End-to-end request latency in seconds", st.e2e,
+                               SGLANG_E2E_BUCKETS)
+
+
+def add_histogram(h: HistogramMetricFamily, values: list[str], samples: list[float],
+                  bounds: list[float]) -> None:
+    buckets = [(str(b), float(sum(1 for s in samples if s <= b))) for b in bounds]
+    buckets.append(("+Inf", float(len(samples))))
+    h.add_metric(values, buckets, sum(samples))
 
 
 API_SERVER_RSS_BYTES = 1_450_000_000
@@ -206,7 +233,7 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             answer = answer[:max_tokens * 4]
             n_tokens = engine_chat.tokens(answer)
         finish = "length" if n_tokens >= max_tokens else "stop"
-        req = engine.submit(prompt, n_tokens)
+        req = engine.submit(prompt, n_tokens, streaming=bool(body.get("stream")))
         if body.get("stream"):
             usage = bool((body.get("stream_options") or {}).get("include_usage"))
             kwargs = body.get("chat_template_kwargs") or {}
