@@ -5,6 +5,7 @@ never alarm alone; a normal heavy load never alarms; the seed's signature
 from __future__ import annotations
 
 import math
+import re
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -89,7 +90,7 @@ def test_low_mem_and_kernel_lines_stay_pressure_until_full_stalls() -> None:
     add(r, 1, NVRM)
     v = r.verdict(1)
     assert v.level is ThrashLevel.PRESSURE
-    assert any(e.startswith("MemAvailable 3.0 GiB (2.5%)") for e in v.evidence)
+    assert "MemAvailable 3.0 GiB < 4 GiB (2.5% < 5%)" in v.evidence
     assert any("Under memory pressure" in e for e in v.evidence)
     r.add_sample(sample(2, avail_gib=3.0, some=25.0))
     assert r.verdict(2).level is ThrashLevel.PRESSURE
@@ -293,3 +294,34 @@ def test_falling_memory_is_reported_once_under_pressure() -> None:
     for i in range(16):
         quiet.add_sample(sample(i * 2.0, avail_gib=60 - i))
     assert quiet.verdict(30).evidence == ()  # falling, but no pressure: nothing said
+
+
+COMPARISON = re.compile(r"(\d+(?:\.\d+)?) ?(GiB|%) < (\d+(?:\.\d+)?) ?(GiB|%)")
+
+
+@given(avail_kib=st.integers(0, TOTAL), low_gib=st.integers(0, 128).map(lambda n: n / 2),
+       low_frac=st.integers(0, 200).map(lambda n: n / 400))
+@settings(max_examples=300, deadline=None)
+def test_low_memory_evidence_names_only_thresholds_it_is_below(
+        avail_kib: int, low_gib: float, low_frac: float) -> None:
+    """Each ``a < b`` in the MemAvailable evidence is true as printed, and
+    names a threshold that fired: "MemAvailable 4.9 GiB (4.0%) < 4 GiB or 5%"
+    read as false (issue 28 item 7); it is "4.9 GiB (4.0% < 5%)"."""
+    r = ThrashRules("dgx1", ThrashConfig(mem_available_low_gib=low_gib,
+                                         mem_available_low_frac=low_frac))
+    r.add_sample(NodeSample(0.0, True, True, 0.0, 0.0, 0, avail_kib, TOTAL, uptime_s=0.0))
+    evidence = [e for e in r.verdict(0.0).evidence if e.startswith("MemAvailable ")]
+    gib_low, frac_low = avail_kib / GIB < low_gib, avail_kib / TOTAL < low_frac
+    assert bool(evidence) == (gib_low or frac_low)
+    for text in evidence:
+        found = COMPARISON.findall(text)
+        assert {unit for _, unit, _, _ in found} == (
+            {"GiB"} if gib_low else set()) | ({"%"} if frac_low else set()), text
+        for a, unit, b, unit_b in found:
+            assert unit == unit_b and float(a) < float(b), text
+
+
+def test_low_memory_share_alone_reads_true() -> None:
+    r = ThrashRules("dgx1")
+    r.add_sample(sample(0, avail_gib=4.9))   # 4.0 % of MemTotal, above 4 GiB
+    assert "MemAvailable 4.9 GiB (4.0% < 5%)" in r.verdict(0).evidence

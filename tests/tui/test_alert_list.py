@@ -26,7 +26,7 @@ FATAL = Alert(f"fatal:{LANE}", "fatal", LANE,
 
 def thrash(node: str) -> Alert:
     return Alert(f"thrash:{node}", "thrash", node,
-                 ("MemAvailable 3.2 GiB (2.6%) < 4 GiB or 5%",
+                 ("MemAvailable 3.2 GiB < 4 GiB (2.6% < 5%)",
                   "ping answers, SSH probe failed 5x in a row"),
                  f"SSH retry 1/3 (~30 s apart); if all fail: plug-cycle {node} only")
 

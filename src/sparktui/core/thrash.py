@@ -29,6 +29,7 @@ timeouts, no throughput with requests running) escalate existing pressure.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -106,6 +107,30 @@ class ThrashVerdict:
     evidence: tuple[str, ...]
     next_step: str
     failed_probes: int
+
+
+def _below(x: float, limit: str) -> str:
+    """``x`` as it prints beside ``< limit``: to one decimal unless that reads
+    as the limit or above (4.98 beside 5 is "4.98", not "5.0 < 5")."""
+    for digits in range(1, 10):
+        if float(text := f"{x:.{digits}f}") < float(limit):
+            return text
+    return f"{math.floor(x * 1e9) / 1e9:.9f}"
+
+
+def _low_memory(gib: float, frac: float | None, cfg: ThrashConfig, low_gib: bool,
+                low_frac: bool) -> str:
+    """The low-MemAvailable evidence naming the threshold(s) that fired:
+    ``MemAvailable 4.9 GiB (4.0% < 5%)`` when only the share is low, ``3.0 GiB
+    < 4 GiB (2.5% < 5%)`` when both are ("< 4 GiB or 5%" read as false beside
+    4.9 GiB, issue 28 item 7)."""
+    gib_limit = f"{cfg.mem_available_low_gib:g}"
+    frac_limit = f"{cfg.mem_available_low_frac * 100:g}"
+    amount = f"{_below(gib, gib_limit)} GiB < {gib_limit} GiB" if low_gib else f"{gib:.1f} GiB"
+    if frac is None:
+        return f"MemAvailable {amount}"
+    share = f"{_below(frac * 100, frac_limit)}% < {frac_limit}%" if low_frac else f"{frac:.1%}"
+    return f"MemAvailable {amount} ({share})"
 
 
 @dataclass
@@ -244,16 +269,11 @@ class ThrashRules:
         if s.mem_available_kib is not None:
             gib = s.mem_available_kib / GIB_KIB
             frac = s.mem_available_kib / s.mem_total_kib if s.mem_total_kib else None
-            low = gib < cfg.mem_available_low_gib or (
-                frac is not None and frac < cfg.mem_available_low_frac
-            )
-            if low:
+            low_gib = gib < cfg.mem_available_low_gib
+            low_frac = frac is not None and frac < cfg.mem_available_low_frac
+            if low_gib or low_frac:
                 bad = True
-                pct = f" ({frac:.1%})" if frac is not None else ""
-                evidence.append(
-                    f"MemAvailable {gib:.1f} GiB{pct} < {cfg.mem_available_low_gib:g} GiB"
-                    f" or {cfg.mem_available_low_frac:.0%}"
-                )
+                evidence.append(_low_memory(gib, frac, cfg, low_gib, low_frac))
                 level = ThrashLevel.PRESSURE
         some, full = s.psi_some_avg10, s.psi_full_avg10
         if some is not None and some >= cfg.psi_some_pressure:
