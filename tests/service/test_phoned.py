@@ -71,3 +71,30 @@ def test_a_symlink_is_not_followed_and_another_clock_keeps_only_the_open(
     assert target.read_text() == "keep" and not phoned.path_in(tmp_path).is_symlink()
     assert phoned.read(tmp_path, "simulated", 5.0) == memory
     assert phoned.read(tmp_path, "", 5.0) == PhoneMemory(open=(("fatal", "x", 5.0),))
+
+
+async def test_two_live_desks_on_one_state_dir_phone_an_incident_once(tmp_path: Path) -> None:
+    """A console watching alone and a sentinel just started (both phone until the
+    console attaches): each desk read the memory when it began phoning, before
+    the incident; the one that phones it first wins, the other reads so from
+    the file, and its end is told once."""
+    console, phone1, _, clock = desk(tmp_path, events=("fatal", "thrash"))
+    sentinel, phone2, _, _ = desk(tmp_path, events=("fatal", "thrash"), clock=clock)
+    console.on_event(AlertRaised(FATAL))
+    clock.t += 2.0
+    sentinel.on_event(AlertRaised(FATAL))  # the same dead ranks, seen a poll later
+    sentinel.on_event(AlertRaised(THRASH))  # an incident only the sentinel phones
+    console.on_event(AlertRaised(THRASH))
+    await settle()
+    assert [t for _, t, _ in phone1.sent] == ["sparktui FATAL x"]
+    assert [t for _, t, _ in phone2.sent] == ["sparktui THRASH dgx6"]
+    for d in (console, sentinel):
+        d.on_event(AlertCleared(FATAL.key))
+    clock.t += 121.0  # past the hold: whichever desk's next event comes first tells it
+    for d in (sentinel, console):
+        d.on_event(AlertCleared("nothing"))
+    await settle()
+    recovered = [t for p in (phone1, phone2) for _, t, _ in p.sent if "RECOVERED" in t]
+    assert recovered == ["sparktui RECOVERED FATAL x"]
+    await console.stop()
+    await sentinel.stop()

@@ -3,7 +3,9 @@ phone it a second time. `sparktui sentinel` as its own process against the
 simulator (20x, the simulated Home Assistant as the phone): a lane's rank dies
 (cache-not-symlink), the sentinel phones FATAL once; SIGKILLed and started
 again, the new sentinel raises the same FATAL from the same dead ranks and
-phones nothing; a new incident (a second lane dying) is phoned as usual."""
+phones nothing; a new incident (a second lane dying) is phoned as usual.
+And a console watching alone beside the sentinel (both phone until the console
+attaches): the incident is phoned once, by whichever desk saw it first."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import pytest
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.service import phoned
+from sparktui.service.cluster import ClusterService
+from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import connect
 
@@ -97,3 +101,31 @@ async def test_a_restarted_sentinel_does_not_phone_an_open_incident_again(
         await until(lambda: f"sparktui FATAL {SECOND}" in phoned_titles(sp.sim))
         await asyncio.sleep(1.0)  # a second message of the first would have come by now
         assert phoned_titles(sp.sim).count(fatal) == 1, phoned_titles(sp.sim)
+
+
+async def test_a_console_alone_and_a_sentinel_phone_an_incident_once(
+        tmp_path: Path, config_copy) -> None:  # type: ignore[no-untyped-def]
+    config_path = config_copy(lambda t: with_phone(state_in(tmp_path)(t)))
+    async with sentinel_process(tmp_path, config_path, scenario="cache-not-symlink") as sp:
+        seen: list[str] = []
+        await lines_until(sp.proc, "consoles attach at", seen)
+        # this process: a console that watches and phones alone (it has not
+        # attached yet: its backoff runs up to 60 s), each desk's memory read
+        # when it began phoning, before the incident
+        events: list[ServiceEvent] = []
+        console = ClusterService(sp.config)
+        await console.start(events.append)
+        try:
+            await until(lambda: all(s.probe is not None for s in console.snapshot().nodes),
+                        real_s=60)
+            await start_ranks(sp, FIRST)
+            key = f"fatal:{FIRST}"
+            await lines_until(sp.proc, f"ALERT fatal {FIRST}", seen)
+            await until(lambda: any(isinstance(e, AlertRaised) and e.alert.key == key
+                                    for e in events), real_s=60)
+            fatal = f"sparktui FATAL {FIRST}"
+            await until(lambda: fatal in phoned_titles(sp.sim))
+            await asyncio.sleep(1.0)  # the other desk's message would have come by now
+            assert phoned_titles(sp.sim).count(fatal) == 1, phoned_titles(sp.sim)
+        finally:
+            await console.stop()

@@ -71,8 +71,9 @@ class NotifyPolicy:
         self._last: dict[tuple[str, str], float] = {}
         self._sent: deque[float] = deque()
         self._unconfirmed: dict[tuple[str, str], float] = {}
-        """Incidents open in the memory a restart restored, not `seen` since -> when
-        restored: not seen within RECOVERY_HOLD_S, they ended while nobody watched."""
+        """Incidents open in the memory taken up from disk (`restore`) that this
+        policy did not hold, not `seen` since -> when taken up: not seen within
+        RECOVERY_HOLD_S, they ended while nobody here watched."""
         self.held_back = 0
         """Messages the rate limit dropped since the last one sent."""
 
@@ -168,7 +169,8 @@ class NotifyPolicy:
             self._ending.pop(key, None)
 
     def memory(self, now: float) -> PhoneMemory:
-        """What a restarted policy needs (`restore`), from what this one holds now."""
+        """What a restarted policy, or another desk's, needs (`restore`), from
+        what this one holds now."""
         return PhoneMemory(
             open=tuple((e, s, t) for (e, s), t in sorted(self._open.items())),
             ending=tuple((e, s, since, why)
@@ -178,17 +180,29 @@ class NotifyPolicy:
             sent=tuple(t for t in self._sent if now - t < 3600.0))
 
     def restore(self, memory: PhoneMemory, now: float) -> None:
-        """Take up a dead policy's memory (the sentinel restarted): its open incidents
-        stay open, so the alert raised again for one is no second message, until
-        they end as incidents end here, or are not `seen` for RECOVERY_HOLD_S (they
-        ended while nobody watched: closed without a recovery message, since
-        nothing here saw them end). Its dedup window and hourly count go on."""
+        """Take up the memory on disk as the truth: a dead policy's (the sentinel
+        restarted), or another live one's on the same state dir (a console
+        watching alone beside a sentinel just started), read before each
+        decision. Its open incidents are open here, so the alert raised again
+        for one is no second message, until they end as incidents end here, or
+        one this policy had not held is not `seen` for RECOVERY_HOLD_S (it
+        ended while nobody here watched: closed without a recovery message,
+        since nothing here saw it end). One it no longer holds is over (its
+        recovery went from there). Its dedup window and hourly count go on."""
+        held = set(self._open)
         self._open = {(e, s): t for e, s, t in memory.open}
         self._ending = {(e, s): (since, why) for e, s, since, why in memory.ending
                         if (e, s) in self._open}
         self._last = {(e, s): t for e, s, t in memory.last}
         self._sent = deque(sorted(memory.sent))
-        self._unconfirmed = {key: now for key in self._open if key not in self._ending}
+        self._unconfirmed = {key: self._unconfirmed.get(key, now) for key in self._open
+                             if key not in self._ending
+                             and (key not in held or key in self._unconfirmed)}
+
+    def due_by(self, now: float) -> bool:
+        """`due` has something to do now (a hold is over)."""
+        return any(now - since >= RECOVERY_HOLD_S for since, _ in self._ending.values()) \
+            or any(now - restored >= RECOVERY_HOLD_S for restored in self._unconfirmed.values())
 
 
 def format_span(seconds: float) -> str:

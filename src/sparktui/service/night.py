@@ -14,9 +14,10 @@ it starts (`stop()` cancels them).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -165,6 +166,8 @@ class NightDesk:
         """The policy's memory as last written to `phoned` (or tried)."""
         self._forgetting = False
         """The last write of it failed."""
+        self._unshared = False
+        """The last try of its lock failed."""
         self.recorder: Recorder | None = None
         self._serves_unalerted: set[str] = set()
         """Lanes whose serve began and raised no fatal alert since (`_serve_witnessed`)."""
@@ -319,21 +322,49 @@ class NightDesk:
         if self._phone is None or not self.policy.enabled:
             return
         now = self.clock.time()
-        for event, subject in self._seen(ev):
-            self.policy.seen(event, subject)
-        self._close_incidents(ev)
-        out: list[tuple[Message, str | None]] = [(m, None) for m in self.policy.due(now)]
         found = self._happening(ev)
-        if found is not None:
-            happening, key = found
-            message = self.policy.consider(happening, now)
-            if happening.event == "workflow-failed":
-                self.policy.close(happening.event, happening.subject)  # each failure its own
-            if message is not None:
-                out.append((message, key))
-        self._remember(now)  # before a message goes: a restart must know it went
+        seen = self._seen(ev)
+        if found is None and not seen and not self.policy.due_by(now) \
+                and not isinstance(ev, AlertCleared | LaneChanged | LaneGone):
+            return  # nothing here for the phone: the memory is not read or written
+        with self._shared_memory(now):
+            for event, subject in seen:
+                self.policy.seen(event, subject)
+            self._close_incidents(ev)
+            out: list[tuple[Message, str | None]] = [(m, None) for m in self.policy.due(now)]
+            if found is not None:
+                happening, key = found
+                message = self.policy.consider(happening, now)
+                if happening.event == "workflow-failed":
+                    self.policy.close(happening.event, happening.subject)  # each its own
+                if message is not None:
+                    out.append((message, key))
+            self._remember(now)  # before a message goes: a restart must know it went
         for message, key in out:
             self._send_soon(message, key)
+
+    @contextlib.contextmanager
+    def _shared_memory(self, now: float) -> Iterator[None]:
+        """The decision made on the memory on disk, under its lock (`phoned`): what
+        another desk on this state dir phoned or told over is what this one
+        knows. A lock that cannot be had (a read-only state dir) leaves the
+        decision to this desk's own memory (said once); so does a write of ours
+        that failed (the file is behind what this desk holds)."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(phoned.locked(self.state_dir))
+            except OSError as exc:
+                if not self._unshared:
+                    log.warning("the phone's memory is not shared (%s): another desk on "
+                                "this state dir may phone the same incident", exc)
+                self._unshared = True
+            else:
+                self._unshared = False
+                if not self._forgetting:
+                    self.policy.restore(
+                        phoned.read(self.state_dir, clock_of(self.clock), now), now)
+                    self._remembered = self.policy.memory(now)
+            yield
 
     def _remember(self, now: float) -> None:
         """The policy's memory onto disk when it changed. A disk that refuses it

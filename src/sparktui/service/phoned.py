@@ -6,25 +6,49 @@ incident that is still open a second time.
 
 Written (temp file, fsync, rename; 0600, never through a symlink) before a
 message is handed to Home Assistant: a process killed mid-call has already
-remembered it. Whichever process phones (the sentinel, a console watching
-alone) reads it when it starts phoning and writes it as it changes.
+remembered it. It is the one truth of every desk that phones from the state
+dir: a console watching alone and a sentinel just started (both phone until
+the console attaches, up to its 60 s backoff) each read it, decide and write
+it back under `locked`, so whichever phones an incident first wins and the
+other reads that the message went.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from sparktui.core.notify import PhoneMemory
 from sparktui.ops.files import replace_file
 
 FILE = "phone.json"
+LOCK_FILE = "phone.lock"
+"""flock'd around a read, decision and write of FILE (which is replaced by a
+rename, so it cannot carry the lock itself)."""
 
 
 def path_in(state_dir: Path) -> Path:
     return state_dir / FILE
+
+
+@contextlib.contextmanager
+def locked(state_dir: Path) -> Iterator[None]:
+    """Held while a desk reads the memory, decides and writes it back (file
+    I/O only, never the call to Home Assistant). OSError when the lock file
+    cannot be opened (never through a symlink)."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(state_dir / LOCK_FILE,
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the flock
 
 
 def write(state_dir: Path, memory: PhoneMemory, clock: str) -> None:
