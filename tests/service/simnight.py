@@ -201,12 +201,13 @@ async def sentinel_process(tmp_path: Path, config_path: Path, *,
         proc = await asyncio.create_subprocess_exec(*argv, env=env,
                                                     stdout=asyncio.subprocess.PIPE,
                                                     stderr=asyncio.subprocess.PIPE)
+        sp = SentinelProcess(config, sim, proc, argv, env)
         try:
-            yield SentinelProcess(config, sim, proc, argv, env)
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            yield sp
+        finally:  # the process the test left there (a restart replaced the first)
+            if sp.proc.returncode is None:
+                sp.proc.kill()
+                await sp.proc.wait()
 
 
 def state_in(tmp_path: Path) -> Callable[[str], str]:

@@ -101,6 +101,7 @@ async def test_a_restarted_sentinel_does_not_phone_an_open_incident_again(
         await until(lambda: f"sparktui FATAL {SECOND}" in phoned_titles(sp.sim))
         await asyncio.sleep(1.0)  # a second message of the first would have come by now
         assert phoned_titles(sp.sim).count(fatal) == 1, phoned_titles(sp.sim)
+    assert sp.proc.returncode is not None  # the restarted sentinel ended with the test
 
 
 async def test_a_console_alone_and_a_sentinel_phone_an_incident_once(
