@@ -181,14 +181,44 @@ def test_health_shows_the_age_a_running_sentinel_saw_last(tmp_path: Path) -> Non
 
 
 def test_lane_lines_name_every_node_of_the_lane() -> None:
+    """The first line of a two-node lane names both nodes though only rank 0's
+    container is seen yet (issue 30: it named one), and so do its alert and
+    failure lines; a lane of a cluster the config does not know names the
+    nodes its ranks were seen on."""
     from sparktui.watch.readiness import RankContainer
     r0, r1 = (RankContainer(i, n, f"sparktui-x-r{i}", 2, 8000, "vllm", True)
               for i, n in enumerate(("dgx5", "dgx6")))
-    lines = EventLines(poll_interval_s=2.0)
+    lines = EventLines(poll_interval_s=2.0, clusters={"2nodes": ("dgx5", "dgx6")})
     first = LaneView("x", "2nodes", "vllm", 8000, (r0,), phase="starting")
-    assert texts(lines, LaneChanged(first)) == ["lane x on 2nodes: starting (ranks on dgx5)"]
+    assert texts(lines, LaneChanged(first)) == [
+        "lane x on 2nodes (nodes dgx5, dgx6): starting (no rank seen yet on dgx6)"]
     both = dataclasses.replace(first, ranks=(r0, r1), phase="loading weights")
-    assert texts(lines, LaneChanged(both)) == [
-        "lane x on 2nodes: ranks on dgx5, dgx6", "lane x: starting -> loading weights, health —"]
+    assert texts(lines, LaneChanged(both)) == ["lane x: starting -> loading weights, health —"]
     dark = dataclasses.replace(both, ranks=(r0,))  # dgx6 stopped answering: still the lane's
     assert texts(lines, LaneChanged(dark)) == []
+    failed = dataclasses.replace(dark, phase="failed", failure="rank 1: EngineDeadError")
+    assert texts(lines, LaneChanged(failed)) == [
+        "lane x: loading weights -> failed (nodes dgx5, dgx6), health —: rank 1: "
+        "EngineDeadError"]
+    alert = Alert("fatal:x", "fatal", "x", ("rank 1: EngineDeadError",), "stop the lane (x)")
+    assert texts(lines, AlertRaised(alert)) == [
+        "ALERT fatal x (nodes dgx5, dgx6): rank 1: EngineDeadError -> stop the lane (x)"]
+    foreign = LaneView("y", "elsewhere", "vllm", 8001, (r1,), phase="starting")
+    assert texts(lines, LaneChanged(foreign)) == ["lane y on elsewhere (node dgx6): starting"]
+    assert texts(lines, LaneChanged(dataclasses.replace(foreign, ranks=(r0, r1)))) == [
+        "lane y on elsewhere: ranks on dgx6, dgx5"]
+
+
+def test_the_sentinel_names_the_nodes_of_its_configs_clusters(tmp_path: Path) -> None:
+    from sparktui.core.config import ConsoleConfig
+    from sparktui.service.sentinel import Sentinel
+    from sparktui.watch.readiness import RankContainer
+    config = dataclasses.replace(load_config(ROOT / "config.toml"),
+                                 console=ConsoleConfig(state_dir=str(tmp_path / "state")))
+    out: list[str] = []
+    sentinel = Sentinel(config, object(), emit=lambda p, t: out.append(t),  # type: ignore[arg-type]
+                        clock=None)
+    r0 = RankContainer(0, "dgx5", "sparktui-x-r0", 4, 8000, "vllm", True)
+    sentinel.on_event(LaneChanged(LaneView("x", "4nodes-switch-b", "vllm", 8000, (r0,))))
+    assert out == ["lane x on 4nodes-switch-b (nodes dgx5, dgx6, dgx7, dgx8): starting "
+                   "(no rank seen yet on dgx6, dgx7, dgx8)"]

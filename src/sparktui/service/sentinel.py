@@ -19,7 +19,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from sparktui.adapters.exposition import MetricsServer
@@ -114,8 +114,12 @@ class EventLines:
     memory level, staleness, lane phase/health/canary, alerts (again only when
     their level changes). Samples that change nothing write nothing."""
 
-    def __init__(self, poll_interval_s: float) -> None:
+    def __init__(self, poll_interval_s: float,
+                 clusters: Mapping[str, Sequence[str]] | None = None) -> None:
+        """``clusters``: each cluster's nodes (the config's), so a lane's lines
+        name every node it runs on from the first, before every rank is seen."""
         self.poll_interval_s = poll_interval_s
+        self.clusters = dict(clusters or {})
         self._nodes: dict[str, tuple[str, str, bool]] = {}
         self._lanes: dict[str, tuple[str, str, str, bool, tuple[str, ...]]] = {}
         self._alerts: dict[str, str] = {}
@@ -134,7 +138,9 @@ class EventLines:
                 return []  # the same alert with fresher numbers
             self._alerts[a.key] = a.level
             level = ERR if a.level in ("thrash", "fatal") else WARNING
-            return [(level, f"ALERT {a.level} {a.subject}: {'; '.join(a.evidence)}"
+            lane = self._lanes.get(a.subject)
+            on = f" ({_nodes_text(lane[4])})" if lane and lane[4] else ""
+            return [(level, f"ALERT {a.level} {a.subject}{on}: {'; '.join(a.evidence)}"
                             + (f" -> {a.next_step}" if a.next_step else ""))]
         if isinstance(event, AlertCleared):
             self._alerts.pop(event.key, None)
@@ -171,21 +177,28 @@ class EventLines:
         canary = v.canary[0] if v.canary else ""
         stale = v.stale_s is not None
         before = self._lanes.get(v.name)
-        # every node a rank was seen on, kept when a dark node's rank drops out
-        nodes = tuple(dict.fromkeys((*(before[4] if before else ()), *v.nodes)))
+        # the cluster's nodes, then any other node a rank was seen on, kept when
+        # a dark node's rank drops out of the view
+        nodes = tuple(dict.fromkeys((*self.clusters.get(v.cluster, ()),
+                                     *(before[4] if before else ()), *v.nodes)))
         self._lanes[v.name] = (v.phase, v.health, canary, stale, nodes)
         out: list[tuple[int, str]] = []
         if before is None:
-            where = f"ranks on {', '.join(nodes)}" if nodes else "no rank seen yet"
-            out.append((INFO, f"lane {v.name} on {v.cluster}: {v.phase} ({where})"))
+            on = f" ({_nodes_text(nodes)})" if nodes else ""
+            unseen = [n for n in nodes if n not in v.nodes]
+            seen = ("no rank seen yet" if not v.nodes else
+                    f"no rank seen yet on {', '.join(unseen)}" if unseen else "")
+            out.append((INFO, f"lane {v.name} on {v.cluster}{on}: {v.phase}"
+                              + (f" ({seen})" if seen else "")))
             return out + self._stale_lines(v, None)
         if nodes != before[4]:
             out.append((INFO, f"lane {v.name} on {v.cluster}: ranks on {', '.join(nodes)}"))
         if before[0] != v.phase:
-            level = WARNING if v.phase in ("failed", "unresponsive", "stalled") else INFO
+            bad = v.phase in ("failed", "unresponsive", "stalled")
+            on = f" ({_nodes_text(nodes)})" if bad and nodes else ""
             fail = f": {v.failure}" if v.failure and v.phase == "failed" else ""
-            out.append((level, f"lane {v.name}: {before[0]} -> {v.phase}, health "
-                               f"{v.health}{fail}"))
+            out.append((WARNING if bad else INFO, f"lane {v.name}: {before[0]} -> {v.phase}"
+                                                  f"{on}, health {v.health}{fail}"))
         elif before[1] != v.health:
             level = INFO if v.health == "ok" else WARNING
             out.append((level, f"lane {v.name}: health {before[1]} -> {v.health}"))
@@ -200,6 +213,10 @@ class EventLines:
         if v.stale_s is None and was_stale:
             return [(INFO, f"lane {v.name}: endpoint fresh again")]
         return []
+
+
+def _nodes_text(nodes: Sequence[str]) -> str:
+    return ("node " if len(nodes) == 1 else "nodes ") + ", ".join(nodes)
 
 
 def line_writer(journal: bool, clock: Clock,
@@ -228,7 +245,8 @@ class Sentinel:
         self.service = service
         self.clock = clock or SystemClock()
         self._emit = emit
-        self._lines = EventLines(config.console.poll_interval_s)
+        self._lines = EventLines(config.console.poll_interval_s,
+                                 {name: c.nodes for name, c in config.clusters.items()})
         self.lock = PidLock(config.state_dir() / PID_FILE)
         self.hub = SentinelHub(socket_path(config.state_dir()), clock=self.clock,
                                pid=os.getpid())
