@@ -222,3 +222,29 @@ def test_the_sentinel_names_the_nodes_of_its_configs_clusters(tmp_path: Path) ->
     sentinel.on_event(LaneChanged(LaneView("x", "4nodes-switch-b", "vllm", 8000, (r0,))))
     assert out == ["lane x on 4nodes-switch-b (nodes dgx5, dgx6, dgx7, dgx8): starting "
                    "(no rank seen yet on dgx6, dgx7, dgx8)"]
+
+
+def test_log_records_become_sentinel_lines_without_control_bytes() -> None:
+    import logging
+
+    from sparktui.service.sentinel import ERR, LogLines
+    out: list[tuple[int, str]] = []
+    with LogLines(lambda p, t: out.append((p, t))).installed():
+        logging.getLogger("sparktui.service.night").warning(
+            "phone alert not sent (%s): %s", "t", "HTTP 400: <html>\r\n\x1b[31mBad\x1b[0m")
+        try:
+            raise ValueError("boom")
+        except ValueError:
+            logging.getLogger("sparktui.service.night").exception("bundle failed")
+        logging.getLogger("sparktui.service.night").info("not a line")
+    assert out[0] == (WARNING, "sentinel: phone alert not sent (t): HTTP 400: <html>\r\n"
+                               "\x1b[31mBad\x1b[0m")  # the writer strips (line_writer)
+    assert out[1] == (ERR, "sentinel: bundle failed")
+    assert out[-1] == (ERR, "sentinel:   ValueError: boom") and len(out) > 3
+    assert all(p == ERR for p, _ in out[1:])
+    written: list[str] = []
+    emit = line_writer(True, None, written.append)  # type: ignore[arg-type]
+    for p, t in out:
+        emit(p, t)
+    assert written[0] == "<4>sentinel: phone alert not sent (t): HTTP 400: <html> Bad"
+    assert not any(isinstance(h, LogLines) for h in logging.getLogger().handlers)

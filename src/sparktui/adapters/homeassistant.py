@@ -207,7 +207,13 @@ class HomeAssistant:
                                      f"page)")
         if status >= 400:
             body = redact(response.text.strip())[:200]
-            raise HomeAssistantError(f"{what}: HTTP {status}: {body}")
+            hint = ""
+            if status == 400 and path.startswith("/api/services/notify/"):
+                # what Home Assistant answers for a notify service it lacks (issue 30)
+                hint = (f" -> does Home Assistant have notify."
+                        f"{path.removeprefix('/api/services/notify/')}? `sparktui check` "
+                        f"lists the notify services it has ([notify] service)")
+            raise HomeAssistantError(f"{what}: HTTP {status}: {body}{hint}")
         return response
 
     async def state(self, entity: str) -> SwitchState:

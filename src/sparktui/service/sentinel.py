@@ -19,7 +19,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sparktui.adapters.exposition import MetricsServer
@@ -236,6 +236,41 @@ def line_writer(journal: bool, clock: Clock,
     return emit
 
 
+class LogLines(logging.Handler):
+    """The process's warnings and errors as sentinel lines, through the same
+    writer (priority, no control sequence). Without it Python's last-resort
+    handler wrote them raw to stderr, into the journal too: a phone alert's
+    failure quoting Home Assistant's (or a proxy's) error body, line breaks
+    and escape bytes included, a traceback as many lines of no priority."""
+
+    def __init__(self, emit: Callable[[int, str], None]) -> None:
+        super().__init__(logging.WARNING)
+        self._write = emit
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            priority = ERR if record.levelno >= logging.ERROR else WARNING
+            who = "sentinel" if record.name.startswith("sparktui") else record.name
+            self._write(priority, f"{who}: {text}")
+            if record.exc_info:
+                trace = record.exc_text or logging.Formatter().formatException(record.exc_info)
+                for line in trace.splitlines():
+                    self._write(priority, f"{who}:   {line}")
+        except Exception:  # logging must never stop the watch
+            self.handleError(record)
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[None]:
+        """On the root logger until the block ends."""
+        root = logging.getLogger()
+        root.addHandler(self)
+        try:
+            yield
+        finally:
+            root.removeHandler(self)
+
+
 class Sentinel:
     """Runs a `ClusterService` until ``stop`` is set; never acts on the cluster."""
 
@@ -308,6 +343,10 @@ class Sentinel:
         """Take the lock (raises `SentinelRunning`), watch until ``stop``,
         then stop every task and release the lock, whatever happened."""
         self.lock.acquire()
+        with LogLines(self._emit).installed():
+            await self._run(stop)
+
+    async def _run(self, stop: asyncio.Event) -> None:
         try:
             self._emit(INFO, f"sentinel: watching {len(self.config.nodes)} nodes "
                              f"(pid {os.getpid()}, state {self.config.state_dir()})")
