@@ -373,3 +373,17 @@ def test_a_tie_goes_to_the_lower_rank_whichever_stream_arrives_first():
         for i, rank in enumerate(order):
             tr.feed(rank, line, 1.0 + i)
         assert tr.failure is not None and tr.failure.rank == 5, order
+
+
+def test_a_failure_in_brief_says_why_without_the_exception_class() -> None:
+    """The Lanes table's Progress cell of a failed lane (issue 28 item 7): the
+    cause when the first fatal line only says the engine died."""
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    tr.feed(0, E + "EngineCore encountered a fatal error.", now=1)
+    tr.feed(0, "TimeoutError: RPC call to sample_tokens timed out.", now=1)
+    assert tr.failure is not None
+    assert tr.failure.brief() == "rank 0: RPC call to sample_tokens timed out."
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    tr.feed(2, "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", now=1)
+    assert tr.failure is not None
+    assert tr.failure.brief() == "rank 2: CUDA out of memory. Tried to allocate 2.00 GiB"

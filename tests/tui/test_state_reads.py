@@ -121,3 +121,27 @@ async def test_a_boot_log_key_pressed_where_the_log_does_not_show_says_what_it_d
         await pilot.pause()
         assert str(line.render()) == before
         assert "[following · level warn+" in screen_text(c.app)
+
+
+async def test_a_failed_lanes_progress_cell_says_why_not_its_old_gate_verdict() -> None:
+    """The incident's Lanes row read `FAILED  PASSED (RU 293-word text clean, E…`:
+    the gate's verdict from before the lane died, not what killed it."""
+    c = scene_console()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot, c)
+        screen = c.app.main_screen
+        view = dataclasses.replace(
+            screen._lanes[LANE], phase="failed", load=None, progress=None, progress_text="",
+            gate="qualified", gate_text="quality gate: PASSED (RU 293-word text clean, EN ok)",
+            failure="rank 0: EngineCore encountered a fatal error. (cause: TimeoutError: RPC "
+                    "call to sample_tokens timed out.)",
+            failure_brief="rank 0: RPC call to sample_tokens timed out.")
+        screen.post_message(ServiceReported(LaneChanged(view)))
+        await pilot.press("2")
+        lanes = screen.query_one(LanesTable)
+        await wait_for(pilot, lambda: str(lanes.get_cell(LANE, "phase")) == "FAILED")
+        await pilot.pause()
+        # cut in the middle: the error's verdict is its end
+        assert str(lanes.get_cell(LANE, "progress")) == "rank 0: RPC call to sa… timed out."
+        row = next(line for line in screen_text(c.app).splitlines() if "FAILED" in line)
+        assert "rank 0: RPC call to sa… timed out." in row and "PASSED" not in row, row

@@ -108,6 +108,10 @@ class KvInfo:
     concurrency: float | None = None
 
 
+_EXCEPTION_CLASS = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
+"""``torch.OutOfMemoryError: `` before an exception's message."""
+
+
 @dataclass(frozen=True)
 class Failure:
     """The first fatal line of the lane."""
@@ -139,6 +143,12 @@ class Failure:
     def describe(self) -> str:
         text = f"rank {self.rank}: {self.line}"
         return f"{text} (cause: {self.cause})" if self.cause else text
+
+    def brief(self) -> str:
+        """Why, in few words: ``rank 0: RPC call to sample_tokens timed out.``,
+        the cause when there is one (it says why; the line often only that the
+        engine died), without a Python exception's class name."""
+        return f"rank {self.rank}: {_EXCEPTION_CLASS.sub('', self.cause or self.line, 1)}"
 
     def to_json(self) -> dict[str, object]:
         return {"rank": self.rank, "kind": self.kind.value, "line": self.line,

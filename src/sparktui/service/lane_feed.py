@@ -113,6 +113,7 @@ class LaneFeed:
             uptime_s=self._uptime(),
             protected=self._protected,
             failure=t.failure.describe() if t.failure else "",
+            failure_brief=t.failure.brief() if t.failure else "",
             canary=canary.evidence if canary is not None else (),
             stale_s=self._canary.stale_s(w.endpoint_every_s) if self._canary else None,
             canary_s=self._canary.latency_s if self._canary else None,

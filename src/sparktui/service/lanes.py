@@ -32,10 +32,13 @@ class LaneView:
     uptime_s: float | None = None
     protected: bool = False
     failure: str = ""
+    """The first fatal line of any rank, with its rank (and its cause)."""
+    failure_brief: str = ""
+    """Why it failed in few words (core/phases.Failure.brief): the Progress cell."""
     gate: str = ""
     """Quality gate: qualifying, qualified, garbled, slow, failed ("" before any)."""
     gate_text: str = ""
-    """The first fatal line of any rank, with its rank."""
+    """The gate's one-line verdict."""
     canary: tuple[str, ...] = ()
     """Evidence of the serving canary's last verdict (watch/canary.py)."""
     stale_s: float | None = None

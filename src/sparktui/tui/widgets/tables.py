@@ -341,7 +341,8 @@ def phase_cell(lane: LaneView) -> Text:
 
 
 GATE_CELL = 34
-"""Characters of the gate's verdict in the Progress cell (the rest in details)."""
+"""Characters of a verdict (the gate's, a failure's) in the Progress cell (the
+rest in details)."""
 SPAN = re.compile(r"«[^»]*» for «[^»]*»")
 
 
@@ -352,13 +353,29 @@ def gate_brief(lane: LaneView) -> str:
         return ""
     span = SPAN.search(lane.gate_text)
     text = span.group(0) if span else lane.gate_text.removeprefix("quality gate").lstrip(": ")
-    return text if len(text) <= GATE_CELL else text[:GATE_CELL - 1] + "…"
+    return cut(text, GATE_CELL)
+
+
+def cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def cut_middle(text: str, width: int) -> str:
+    """``text`` in ``width`` characters, its last words kept: an error's verdict
+    is often its end (``rank 0: RPC call to sa… timed out.``)."""
+    if len(text) <= width:
+        return text
+    tail = text[-(width // 3):]
+    if " " in tail and not text.endswith(" " + tail):
+        tail = tail.split(" ", 1)[1]
+    return text[:width - 2 - len(tail)].rstrip() + "… " + tail
 
 
 def progress_cell(lane: LaneView, activity: str = "", oom: str = "") -> Text | str:
     """``12/40 30% ETA 13m`` while loading (``OOM dgx7`` in place of the ETA
-    when a rank is predicted to run out); else the running workflow's step,
-    or the quality gate's verdict."""
+    when a rank is predicted to run out); else the running workflow's step;
+    a failed lane's failure (its gate's verdict, from before, is stale); or
+    the quality gate's verdict."""
     load = lane.load
     if load is not None:
         text = Text(f"{load.done}/{load.total} {load.fraction:.0%}")
@@ -369,6 +386,8 @@ def progress_cell(lane: LaneView, activity: str = "", oom: str = "") -> Text | s
         return text
     if activity:
         return activity
+    if lane.phase == "failed" and lane.failure_brief:
+        return Text(cut_middle(lane.failure_brief, GATE_CELL), style="bold red")
     if brief := gate_brief(lane):
         return Text(brief, style={"garbled": "bold red", "slow": "yellow",
                                   "failed": "yellow"}.get(lane.gate, ""))
