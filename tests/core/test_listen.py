@@ -3,6 +3,7 @@ any server the product opens), plus [export]'s validation in config.toml."""
 
 from __future__ import annotations
 
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -85,13 +86,25 @@ def test_export_is_off_by_default_and_loopback_unless_allowed(tmp_path: Path) ->
     ("tab\tstays", "tab\tstays"),
     ("c1 \x9b31m csi", "c1  csi"),
     ("plain", "plain"),
+    # sequences whose text used to survive them (issue 30's audit)
+    ("a\x1b(Bb\x1b7c\x1bcd", "abcd"),                # charset, save cursor, reset
+    ("8-bit \x9d0;pwned\x9c osc", "8-bit  osc"),      # C1 OSC with its payload
+    ("\x9d2;t\x07x \x90q#0\x9cy", "x y"),              # C1 OSC BEL-ended, C1 DCS
+    ("link \x1b]8;;http://x\x1b\\here\x1b]8;;\x1b\\", "link here"),
+    ("one\u2028two\u2029three\x85four", "one two three four"),
+    ("\u202eevil\u202c \u2066x\u2069", "evil x"),       # bidi overrides and isolates
 ])
 def test_strip_controls(raw: str, clean: str) -> None:
     assert strip_controls(raw) == clean
 
 
-@given(st.text(max_size=60))
+@given(st.text(max_size=60) | st.lists(st.sampled_from(
+    ["\x1b", "[", "]", "(", "0", ";", "m", "\x07", "\\", "\x9b", "\x9c", "\x9d", "\x90",
+     "\u2028", "\u202e", "a", " "]), max_size=30).map("".join))
 def test_strip_controls_leaves_no_escape(text: str) -> None:
     out = strip_controls(text)
-    assert "\x1b" not in out and "\n" not in out and "\r" not in out
-    assert all(c == "\t" or c.isprintable() or ord(c) > 0x9f for c in out)
+    for c in out:  # no control, no line or paragraph break, no bidi control
+        assert c == "\t" or unicodedata.category(c) not in ("Cc", "Zl", "Zp"), repr(out)
+        assert c not in "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067"
+        assert c not in "\u2068\u2069"
+    assert strip_controls(out) == out
