@@ -111,6 +111,17 @@ def test_no_escape_byte_reaches_the_phone() -> None:
     assert m.message.startswith("lane: rank 0: (APIServer pid=1) ERROR EngineDeadError")
 
 
+def test_no_escape_byte_reaches_the_phone_in_a_recovery_either() -> None:
+    p = NotifyPolicy(NotifyConfig(service="notify.x", events=("stall",)))
+    lane = "lane\x1b]0;pwned\x07"  # a lane's name is a container label: anyone's text
+    assert p.consider(Happening("stall", lane, "no progress", ""), 0.0) is not None
+    p.recover("stall", lane, 10.0, "the boot moved on: \x1b[31mfailed\x1b[0m\r\n\x9d2;t\x9c")
+    (m,) = p.due(10.0 + RECOVERY_HOLD_S)
+    assert m.title == "sparktui RECOVERED STALL lane"
+    assert m.message == "lane: stall is over (the boot moved on: failed ); it lasted 10 s " \
+        "from the alert."
+
+
 def restarted(p: NotifyPolicy, now: float) -> NotifyPolicy:
     """A new policy taking up ``p``'s memory, as a restarted sentinel does."""
     again = NotifyPolicy(p.config)

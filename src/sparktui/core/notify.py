@@ -152,8 +152,8 @@ class NotifyPolicy:
                 continue
             text = (f"{subject}: {event} is over ({why}); it lasted "
                     f"{format_span(since - opened)} from the alert.")
-            out.append(Message(f"sparktui RECOVERED {event.upper()} {subject}",
-                               self._held_note(text)))
+            out.append(Message(strip_controls(f"sparktui RECOVERED {event.upper()} {subject}"),
+                               self._held_note(strip_controls(text))))
         return out
 
     def is_open(self, event: str, subject: str) -> bool:
