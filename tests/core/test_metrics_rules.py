@@ -17,10 +17,19 @@ import pytest
 
 from sparktui.cli.export_rules_cmd import files
 from sparktui.cli.main import main
-from sparktui.core.advice import UNRESPONSIVE_NEXT, thrash_next_step
+from sparktui.core.advice import (
+    SENTINEL_UNIT,
+    STALE_NEXT,
+    UNRESPONSIVE_NEXT,
+    thrash_next_step,
+)
 from sparktui.core.config_load import load_config
 from sparktui.core.metrics_rules import RULES_FILE, RULES_TEST_FILE, rules
+from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.service import export
+from sparktui.service.attach import lost_alert
+from sparktui.service.events import NodeSampled
+from sparktui.service.sentinel import EventLines
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -76,6 +85,14 @@ def test_every_rule_names_exported_metrics_and_the_consoles_next_step() -> None:
                                                                 thrash.ssh_retry_interval_s)
     assert by["SparktuiLaneUnresponsive"].runbook == UNRESPONSIVE_NEXT
     assert by["SparktuiSentinelDown"].expr.startswith("absent(")
+    # the dead sentinel and the stale node: the words a console and the sentinel say
+    lost = lost_alert(None, "answered no attach", polls=False)
+    assert lost.next_step.startswith(by["SparktuiSentinelDown"].runbook)
+    assert f"restart {SENTINEL_UNIT}" in by["SparktuiSentinelDown"].runbook
+    assert by["SparktuiNodeStale"].runbook == STALE_NEXT
+    stale = EventLines(2.0).lines(NodeSampled(NodeSnapshot("dgx3", NodeState.STARVED, 10.0,
+                                                           last_ok_at=1.0), None, None))
+    assert stale[-1][1].endswith(f"-> {STALE_NEXT}")
     dashboard = json.loads((DEPLOY / "grafana" / "sparktui-dashboard.json").read_text())
     for panel in dashboard["panels"]:
         for metric in re.findall(r"sparktui_[a-z0-9_]+", panel["targets"][0]["expr"]):

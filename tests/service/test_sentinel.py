@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.cli.sentinel_cmd import _systemd_quote, install_unit, unit_text, verify_unit
+from sparktui.core.advice import STALE_NEXT
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
@@ -71,7 +72,8 @@ def test_node_lines_say_changes_and_staleness_once() -> None:
     starved = sampled("dgx6", NodeState.STARVED, 107.0, 104.0, ThrashLevel.PRESSURE)
     assert texts(lines, starved) == ["node dgx6: online -> starved (SSH probe timed out after 3 s)"]
     stale = sampled("dgx6", NodeState.STARVED, 110.0, 104.0, ThrashLevel.PRESSURE)
-    assert lines.lines(stale) == [(WARNING, "node dgx6: stale, last good sample 6s ago")]
+    assert lines.lines(stale) == [(WARNING, f"node dgx6: stale, last good sample 6s ago -> "
+                                            f"{STALE_NEXT}")]
     assert texts(lines, sampled("dgx6", NodeState.STARVED, 113.0, 104.0,
                                 ThrashLevel.PRESSURE)) == []
     back = sampled("dgx6", NodeState.ONLINE, 115.0, 115.0)

@@ -26,13 +26,14 @@ from pathlib import Path
 
 from ..adapters.endpoints import EndpointError, resolve_endpoints
 from ..adapters.exposition import ListenError
+from ..core.advice import SENTINEL_UNIT
 from ..core.config import Config
 from ..core.errors import InputError, Problem
 from ..service.cluster import ClusterService
 from ..service.sentinel import Sentinel, SentinelRunning, line_writer
 from .common import load
 
-UNIT_NAME = "sparktui-sentinel.service"
+UNIT_NAME = SENTINEL_UNIT
 VERIFY_TIMEOUT_S = 30.0
 
 

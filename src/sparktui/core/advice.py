@@ -46,6 +46,17 @@ UNRESPONSIVE_NEXT = ("the engine is hung (its process lives, it generates nothin
                      "0's log for its last lines first")
 
 
+SENTINEL_UNIT = "sparktui-sentinel.service"
+"""The systemd user unit `sparktui sentinel --install-unit` writes."""
+SENTINEL_DOWN_NEXT = (f"restart the sentinel: systemctl --user restart {SENTINEL_UNIT} (or run "
+                      f"`sparktui sentinel`); its last lines: journalctl --user -u "
+                      f"{SENTINEL_UNIT.removesuffix('.service')}")
+"""Nobody watches the night: a console that lost its sentinel, the dead-sentinel rule."""
+STALE_NEXT = ("read the node's state in the console (sparktui): a starved node is recovered "
+              "with R, an unreachable one needs its network or power checked")
+"""A node whose probe has not come back for minutes: the sentinel's stale line, the rule."""
+
+
 def thrash_next_step(retries: int, interval_s: float) -> str:
     """While the node still answers SSH (the runbook's first step)."""
     return (f"reduce load now (stop long prompts); if SSH stops answering: {retries} SSH "

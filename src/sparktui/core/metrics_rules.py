@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from sparktui.core.advice import (
     PRESSURE_NEXT,
+    SENTINEL_DOWN_NEXT,
+    STALE_NEXT,
     UNRESPONSIVE_NEXT,
     cycle_next_step,
     fatal_next_step,
@@ -65,14 +67,10 @@ def rules(thrash: ThrashConfig) -> tuple[Rule, ...]:
              "critical", f"lane {lane} failed (a fatal line or an exited rank)",
              fatal_next_step(Kind.ENGINE_DEAD, 0)),
         Rule("SparktuiNodeStale", f"sparktui_node_sample_age_seconds > {STALE_AFTER_S}", "1m",
-             "warning", f"{node}: no probe answer for over {STALE_AFTER_S} s",
-             "open the console (sparktui) and read the node's state: a starved node is "
-             "recovered with R, an unreachable one needs its network or power checked"),
+             "warning", f"{node}: no probe answer for over {STALE_AFTER_S} s", STALE_NEXT),
         Rule("SparktuiSentinelDown", "absent(sparktui_node_up)", "5m", "critical",
              "the sparktui sentinel exports nothing: the night is not watched",
-             "start it again: systemctl --user restart sparktui-sentinel "
-             "(or run sparktui sentinel); its last lines are in journalctl --user -u "
-             "sparktui-sentinel"),
+             SENTINEL_DOWN_NEXT),
     )
 
 

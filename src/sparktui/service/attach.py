@@ -52,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sparktui.core.advice import SENTINEL_DOWN_NEXT
 from sparktui.core.clock import Clock, within
 from sparktui.service.codec import decode, encode
 from sparktui.service.events import (
@@ -372,5 +373,4 @@ def lost_alert(pid: int | None, why: str, *, polls: bool = True) -> Alert:
         said = (f"sentinel lost, re-attaching…: {who} {why}; shown is the last it sent, "
                 "marked stale (this console never polls the nodes itself)")
     return Alert(LOST_KEY, "sentinel lost", "sentinel", (said,),
-                 "restart the sentinel (systemctl --user restart sparktui-sentinel): this "
-                 "console attaches to it again by itself")
+                 f"{SENTINEL_DOWN_NEXT}; this console attaches to it again by itself")

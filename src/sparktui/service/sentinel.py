@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from sparktui.adapters.exposition import MetricsServer
+from sparktui.core.advice import STALE_NEXT
 from sparktui.core.canary import describe_age, stale_age
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
@@ -167,7 +168,7 @@ class EventLines:
             out.append((INFO, f"memory {name}: {before[1]} -> {level.label}{evidence}"))
         if stale and (before is None or not before[2]):
             assert age is not None
-            out.append((WARNING, f"node {name}: stale, {describe_age(age)}"))
+            out.append((WARNING, f"node {name}: stale, {describe_age(age)} -> {STALE_NEXT}"))
         elif not stale and before is not None and before[2]:
             out.append((INFO, f"node {name}: fresh again"))
         return out
