@@ -6,6 +6,7 @@ console's next step, and every metric they name is one the sentinel exports."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -71,14 +72,66 @@ def test_promtool_checks_and_tests_the_rules(tmp_path: Path) -> None:
     assert failed.returncode != 0
 
 
-def test_every_rule_names_exported_metrics_and_the_consoles_next_step() -> None:
-    source = Path(export.__file__).read_text()
-    exported = set(re.findall(r'"(sparktui_[a-z0-9_]+)"', source))
-    exported |= {name + "_total" for name in exported}  # counters gain _total
+ISSUE_METRICS = {  # issue 30's names, each with its labels beside the node or lane
+    "sparktui_node_up": set(), "sparktui_node_state": {"state"},
+    "sparktui_node_mem_available_bytes": set(), "sparktui_node_psi_full_avg10": set(),
+    "sparktui_node_thrash_level": set(), "sparktui_node_sample_age_seconds": set(),
+    "sparktui_lane_state": {"state"}, "sparktui_lane_decode_tokens_per_second": set(),
+    "sparktui_lane_canary_seconds": set(), "sparktui_lane_qualified": set(),
+    "sparktui_alerts_active": {"severity"}, "sparktui_workflow_runs_total": {"workflow",
+                                                                              "outcome"}}
+
+
+def scraped(tmp_path: Path) -> dict[str, list[dict[str, str]]]:
+    """What a scrape of a sentinel that saw a node, a lane, an alert and a
+    workflow returns: each sample name with the label sets it has."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from sparktui.core.config import ConsoleConfig
+    from sparktui.core.state import HistoryPoint
+    from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+    from sparktui.ops.journal import Journal
+    from sparktui.service.events import Alert, AlertRaised, LaneChanged
+    from sparktui.service.lanes import LaneView
+
+    class Clock:
+        def time(self) -> float:
+            return 100.0
+
+        def monotonic(self) -> float:
+            return 100.0
+
+    config = dataclasses.replace(load_config(ROOT / "config.toml"),
+                                 console=ConsoleConfig(state_dir=str(tmp_path / "state")))
+    journal = Journal.in_state_dir(config.state_dir(), Clock())  # type: ignore[arg-type]
+    journal.append("w1", "begin", workflow="serve", target="x")
+    journal.append("w1", "end", workflow="serve", target="x", ok=True, message="done")
+    m = export.FleetMetrics(config, Clock(), lanes=["x"])  # type: ignore[arg-type]
+    m.observe(NodeSampled(NodeSnapshot("dgx1", NodeState.ONLINE, 100.0, last_ok_at=99.0),
+                          ThrashVerdict("dgx1", ThrashLevel.OK, (), "", 0),
+                          HistoryPoint(100.0, 50 << 20, 120 << 20, 2.0, 1.5)))
+    m.observe(LaneChanged(LaneView("x", "2nodes-dac", "vllm", 8000, (), phase="serving",
+                                   decode_tps=30.0, canary_s=0.2, gate="qualified")))
+    m.observe(AlertRaised(Alert("thrash:dgx1", "thrash", "dgx1", (), "")))
+    out: dict[str, list[dict[str, str]]] = {}
+    for family in text_string_to_metric_families(generate_latest(m.registry()).decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append(dict(sample.labels))
+    return out
+
+
+def test_every_rule_names_exported_metrics_and_the_consoles_next_step(tmp_path: Path) -> None:
+    exported = scraped(tmp_path)
+    for name, labels in ISSUE_METRICS.items():
+        assert name in exported, f"{name} is not exported"
+        assert {k for d in exported[name] for k in d} - {"node", "lane"} == labels, name
     thrash = load_config(ROOT / "config.toml").thrash
     for rule in rules(thrash):
-        for metric in re.findall(r"sparktui_[a-z0-9_]+", rule.expr):
+        for metric, matchers in re.findall(r"(sparktui_[a-z0-9_]+)(?:\{([^}]*)\})?", rule.expr):
             assert metric in exported, f"{rule.name} uses {metric}, which is not exported"
+            for key, value in re.findall(r'(\w+)="([^"]*)"', matchers):  # a value it can have
+                assert any(d.get(key) == value for d in exported[metric]), (rule.name, value)
         assert rule.runbook
     by = {r.name: r for r in rules(thrash)}
     assert by["SparktuiNodeThrash"].runbook == thrash_next_step(thrash.ssh_retries,
@@ -94,9 +147,13 @@ def test_every_rule_names_exported_metrics_and_the_consoles_next_step() -> None:
                                                            last_ok_at=1.0), None, None))
     assert stale[-1][1].endswith(f"-> {STALE_NEXT}")
     dashboard = json.loads((DEPLOY / "grafana" / "sparktui-dashboard.json").read_text())
+    shown: set[str] = set()
     for panel in dashboard["panels"]:
-        for metric in re.findall(r"sparktui_[a-z0-9_]+", panel["targets"][0]["expr"]):
-            assert metric in exported, f"panel {panel['title']!r} uses {metric}"
+        for target in panel["targets"]:
+            for metric in re.findall(r"sparktui_[a-z0-9_]+", target["expr"]):
+                assert metric in exported, f"panel {panel['title']!r} uses {metric}"
+                shown.add(metric)
+    assert shown == set(ISSUE_METRICS)  # and it shows every one
 
 
 def test_export_rules_prints_and_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -197,8 +197,10 @@ def dashboard_json() -> str:
           0, 28)
     panel("Canary time to first token", "timeseries", "sparktui_lane_canary_seconds",
           "{{lane}}", 12, 28, unit="s")
+    panel("Lanes qualified (quality gate)", "stat", "sparktui_lane_qualified", "{{lane}}",
+          0, 36, 6)
     panel("Workflows", "timeseries", "increase(sparktui_workflow_runs_total[1h])",
-          "{{workflow}} {{outcome}}", 0, 36, 24)
+          "{{workflow}} {{outcome}}", 6, 36, 18)
     dashboard = {
         "title": "sparktui: DGX Spark fleet", "uid": "sparktui-fleet", "schemaVersion": 39,
         "version": 1, "editable": True, "refresh": "30s", "tags": ["sparktui"],
