@@ -143,6 +143,12 @@ async def test_a_non_loopback_address_needs_a_token(tmp_path: Path,
     assert "0.0.0.0:8765 is not a loopback address and there is no token" in err
     code, err = await run(config, "--listen", "127.0.0.1:http")
     assert code == 2 and "--listen" in err and "Traceback" not in err
+    # a token meant but not usable is no reason to serve without one, even on loopback
+    (tmp_path / "no-token").write_text("web-token-0123456789abcdef\n")
+    (tmp_path / "no-token").chmod(0o644)
+    code, err = await run(config, "--listen", "127.0.0.1:8765")
+    assert code == 2 and "has mode 0644" in err and "chmod 600" in err
+    assert "web-token-0123456789abcdef" not in err
 
 
 async def test_a_configured_token_is_required_of_every_request(
@@ -160,11 +166,21 @@ async def test_a_configured_token_is_required_of_every_request(
                 assert (await client.get("/", params={"token": "wrong"})).status_code == 401
                 assert (await client.get("/ws")).status_code == 401
                 assert (await client.get("/static/js/textual.js")).status_code == 401
-                ok = await client.get("/", params={"token": token})
-                assert ok.status_code == 200 and "googleapis" not in ok.text
+                ok = await client.get("/", params={"token": token, "fontsize": "14"})
+                # the cookie from now on, and an address without the token
+                assert ok.status_code == 303 and ok.headers["location"] == "/?fontsize=14"
                 cookie = ok.headers["set-cookie"]
                 assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+                page = await client.get(ok.headers["location"])
+                assert page.status_code == 200 and "googleapis" not in page.text
+                assert token not in page.text
                 assert (await client.get("/static/js/textual.js")).status_code == 200  # cookie
+                # the page's addresses are the ones the browser used, not the listen
+                # address (0.0.0.0 or :: is none to a browser)
+                named = await client.get("/", headers={"Host": f"spark-head.example:{port}"})
+                assert f'data-session-websocket-url="ws://spark-head.example:{port}/ws"' \
+                    in named.text
+                assert f"http://spark-head.example:{port}/static/js/textual.js" in named.text
             proc.terminate()
             out, err = await asyncio.wait_for(proc.communicate(), 15)
             assert token not in (out + err).decode()  # no access log with ?token=

@@ -51,6 +51,11 @@ class TokenError(HomeAssistantError):
     pass
 
 
+class TokenMissing(TokenError):
+    """Neither the variable nor the file holds a token: none is configured
+    (unlike a file of the wrong mode or an empty one: a token meant, not usable)."""
+
+
 class AuthRefused(HomeAssistantError):
     """Home Assistant refused the token (401) or this machine (403): the command
     ends; retrying would only get the machine banned."""
@@ -104,7 +109,7 @@ def load_token(env_var: str, token_file: str | Path, *,
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise TokenError(f"no {what}: ${env_var} is unset and {path} does not "
+        raise TokenMissing(f"no {what}: ${env_var} is unset and {path} does not "
                          f"exist -> put a long-lived access token in {path} (chmod 600)") from None
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise TokenError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}: a token file must "

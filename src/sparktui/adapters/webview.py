@@ -3,10 +3,13 @@ browser session (a websocket to a ``sparktui console --read-only`` attached to
 the sentinel), and this module adds what textual-serve leaves out.
 
 - **A token** when one is configured: the first request carries ``?token=``;
-  the server answers with an HttpOnly, SameSite=Strict cookie and every later
-  request (the page, its websocket, its static files) must carry either. The
+  the server answers with an HttpOnly, SameSite=Strict cookie and a redirect
+  to the same address without the token, and every later request (the page,
+  its websocket, its static files) must carry either. The
   comparison is constant-time. Without a token only loopback is served (the
   CLI refuses anything else: sparkrun-ui and textual-serve have no auth at all).
+- **Its own addresses as the browser used them**: textual-serve writes the
+  listen address into the page, no address at all when it is 0.0.0.0 or ``::``.
 - **Nothing from outside**: textual-serve's page links Google Fonts; ours
   (web_templates/) does not, so a browser on an air-gapped night desk loads
   every byte from this server.
@@ -18,9 +21,11 @@ import hmac
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
+import aiohttp_jinja2
 from aiohttp import web
-from textual_serve.server import Server
+from textual_serve.server import Server, to_int
 
 from sparktui.core.listen import Listen
 
@@ -73,10 +78,30 @@ class ConsoleWebServer(Server):
         if not presented or not self._check(presented):
             return web.Response(status=401, text="401: this sparktui view needs its token: "
                                                  "open the address with ?token=...")
-        response = await handler(request)
-        if "token" in request.query and not response.prepared:
+        if "token" in request.query:
+            # the cookie carries it from now on; the address the browser shows,
+            # keeps in its history and sends as Referer no longer does
+            query = {k: v for k, v in request.query.items() if k != "token"}
+            response = web.HTTPSeeOther(str(request.rel_url.with_query(query)))
             response.set_cookie(COOKIE, presented, httponly=True, samesite="Strict")
-        return response
+            return response
+        return await handler(request)
+
+    @aiohttp_jinja2.template("app_index.html")
+    async def handle_index(self, request: web.Request) -> dict[str, Any]:
+        """textual-serve's page, its addresses those the browser used: the
+        listen address is no address to a browser when it is 0.0.0.0 or ::,
+        and the page's websocket would go nowhere."""
+        origin = f"{request.scheme}://{request.host}"
+        static = str(request.app.router["static"].url_for(filename="/")).rstrip("/") + "/"
+        ws = request.app.router["websocket"].url_for()
+        return {
+            "font_size": to_int(request.query.get("fontsize", "16"), 16),
+            "app_websocket_url": f"{'wss' if request.scheme == 'https' else 'ws'}://"
+                                 f"{request.host}{ws}",
+            "config": {"static": {"url": origin + static}},
+            "application": {"name": self.title},
+        }
 
 
 def token_checker(header: str) -> Callable[[str], bool]:

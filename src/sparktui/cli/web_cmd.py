@@ -12,7 +12,7 @@ import argparse
 import shlex
 import sys
 
-from ..adapters.homeassistant import TokenError, load_token
+from ..adapters.homeassistant import TokenError, TokenMissing, load_token
 from ..adapters.webview import ConsoleWebServer, token_checker
 from ..core.errors import InputError, Problem
 from ..core.listen import Listen, parse_listen
@@ -38,13 +38,16 @@ def run(args: argparse.Namespace) -> int:
                                   "web.listen", str(exc))]) from None
     try:
         token = load_token(config.web.token_env, config.web.token_file, what="web token")
-    except TokenError as exc:
+    except TokenMissing as exc:
         if not listen.loopback:
             print(f"sparktui web: {listen} is not a loopback address and there is no token "
                   f"({exc}): refusing to serve the console to the network without one",
                   file=sys.stderr)
             return 2
         token = None
+    except TokenError as exc:  # a token meant but not usable: never served without it
+        print(f"sparktui web: {exc}", file=sys.stderr)
+        return 2
     pid = running_sentinel(config.state_dir())
     if pid is None:
         print(f"sparktui web: no sentinel watches {config.state_dir()}: start `sparktui "
