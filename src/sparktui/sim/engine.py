@@ -52,13 +52,24 @@ class Request:
 class Stats:
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    """Tokens as the engine's steps make them (vLLM's token counters, SGLang's
+    ``realtime_tokens_total``)."""
     success: int = 0
     running: int = 0
     waiting: int = 0
+    gen_throughput: float = 0.0
+    """SGLang's ``gen_throughput`` gauge: the decode rate of its last decode
+    report, 0 once it idles (0.5.23 ``scheduler_components/metrics_reporter.py:944``,
+    ``:1515``); a hung scheduler leaves it as it was."""
     ttft: list[float] = field(default_factory=list)
     e2e: list[float] = field(default_factory=list)
     streamed: list[bool] = field(default_factory=list)
     """Whether each finished request (of ``ttft``, ``e2e``) was streamed."""
+    finished: list[tuple[int, int]] = field(default_factory=list)
+    """Each finished request's prompt and completion tokens (of ``ttft``,
+    ``e2e``): what SGLang's ``prompt_tokens_total`` and
+    ``generation_tokens_total`` count, at finish only (0.5.23
+    ``observability/metrics_collector.py:2109``)."""
 
 
 STATS_INTERVAL_S = 10.0
@@ -526,11 +537,12 @@ class Engine:
         req.first_token_t = self.sim.sched.t
         st = self.stats
         left = req.max_tokens
-        while left > 0:  # the generation counter moves as tokens come
+        while left > 0:  # the step counters move as tokens come
             n = min(left, max(1, int(self.decode_tps() * 5)))
             yield n / self.decode_tps()
             left -= n
             st.generation_tokens += n
+            st.gen_throughput = self.decode_tps()
         req.completion_tokens = req.max_tokens
         req.done = True
         self.kv_in_use = 0
@@ -538,4 +550,7 @@ class Engine:
         st.ttft.append(req.first_token_t - req.started_t)
         st.e2e.append(self.sim.sched.t - req.started_t)
         st.streamed.append(req.streaming)
+        st.finished.append((req.prompt_tokens, req.completion_tokens))
+        if all(r.done for r in self.requests):
+            st.gen_throughput = 0.0  # the idle report (metrics_reporter.py:1515)
         return True

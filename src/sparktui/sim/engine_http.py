@@ -101,11 +101,35 @@ class _EngineCollector:
             yield gauge("num_running_reqs", "The number of running requests.", st.running)
             yield gauge("num_queue_reqs", "The number of requests in the waiting queue.",
                         st.waiting)
+            yield gauge("gen_throughput", "The generation throughput (token/s).",
+                        st.gen_throughput)
             yield gauge("token_usage", "The token usage.",
                         e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0)
-            yield counter("prompt_tokens", "Number of prefill tokens processed.", st.prompt_tokens)
-            yield counter("generation_tokens", "Number of generation tokens processed.",
-                          st.generation_tokens)
+            # the scheduler's count at every prefill batch and decode step, a
+            # series per mode from its first token (0.5.23
+            # scheduler_components/metrics_reporter.py:810, :912; metrics_collector.py:1572)
+            steps = CounterMetricFamily(
+                "sglang:realtime_tokens", "Total number of tokens processed (updated on each "
+                "log interval). mode: prefill_compute, prefill_cache, decode.",
+                labels=[*labels, "mode"])
+            for mode, n in (("prefill_compute", st.prompt_tokens),
+                            ("decode", st.generation_tokens)):
+                if n:
+                    steps.add_metric([*values, mode], n)
+            yield steps
+            # the tokenizer's, once a request finishes (metrics_collector.py:2109,
+            # tokenizer_manager.py:3287), a series per is_streaming seen
+            for name, doc, i in (("prompt_tokens", "Number of prefill tokens processed.", 0),
+                                 ("generation_tokens", "Number of generation tokens processed.",
+                                  1)):
+                done = CounterMetricFamily(f"sglang:{name}", doc,
+                                           labels=[*labels, "is_streaming"])
+                for flag in sorted(set(st.streamed)):
+                    done.add_metric([*values, "true" if flag else "false"],
+                                    sum(t[i] for t, streamed in
+                                        zip(st.finished, st.streamed, strict=True)
+                                        if streamed is flag))
+                yield done
             # the tokenizer's timers of each finished request, as vLLM's are
             # (0.5.23 observability/metrics_collector.py:2041, :2067, observed :2139)
             yield by_streaming("time_to_first_token_seconds",
