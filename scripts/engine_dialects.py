@@ -141,6 +141,17 @@ SGLANG_05: tuple[tuple[str, str, str], ...] = (
     ("delta_reasoning", "sglang/srt/entrypoints/openai/protocol.py",
      "    reasoning_content: Optional[str] = None"),
     ("error_json", "sglang/srt/entrypoints/openai/protocol.py", "class ErrorResponse"),
+    # /metrics: the token counters the rules read (core/canary.step_tokens)
+    ("metric_step_tokens", "sglang/srt/observability/metrics_collector.py",
+     'name="sglang:realtime_tokens_total"'),
+    ("metric_step_tokens_decode", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     "decode_tokens=decode_tokens,"),
+    ("metric_tokens_at_finish", "sglang/srt/observability/metrics_collector.py",
+     "self.generation_tokens_total.labels(**stream_labels).inc("),
+    ("metric_finish_observed", "sglang/srt/managers/tokenizer_manager.py",
+     "self.metrics_collector.observe_one_finished_request("),
+    ("metric_gen_throughput", "sglang/srt/observability/metrics_collector.py",
+     'name="sglang:gen_throughput"'),
 )
 DIALECTS = {
     "vllm-0.33": ("vllm", "0.33.0", VLLM_COMMON + VLLM_033),

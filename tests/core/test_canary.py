@@ -38,10 +38,16 @@ def test_counters_from_vllm_and_sglang_names() -> None:
                                     "vllm:num_requests_running": 2.0,
                                     "vllm:num_requests_waiting": 1.0})
     assert v == EngineCounters(5.0, 120.0, 2, 1)
-    s = counters_from_metrics(1.0, {"sglang:generation_tokens_total": 7.0,
+    # SGLang: the scheduler's per-step counter; its prompt/generation counters
+    # move only when a request finishes (tests/core/test_canary_long_request.py)
+    s = counters_from_metrics(1.0, {"sglang:realtime_tokens_total": 40.0,
+                                    'sglang:realtime_tokens_total{mode="decode"}': 9.0,
+                                    "sglang:generation_tokens_total": 7.0,
                                     "sglang:num_running_reqs": 0.0,
                                     "sglang:num_queue_reqs": 3.0})
-    assert s == EngineCounters(1.0, 7.0, 0, 3)
+    assert s == EngineCounters(1.0, 40.0, 0, 3)
+    assert counters_from_metrics(1.0, {"sglang:generation_tokens_total": 7.0,
+                                       "sglang:num_running_reqs": 1.0}).tokens is None
     assert counters_from_metrics(0.0, {}) == EngineCounters(0.0, None, None, None)
 
 

@@ -73,17 +73,29 @@ def http_date(value: str | None) -> float | None:
         return None
 
 
+BY_LABEL = {"sglang:realtime_tokens_total": "mode"}
+"""Samples also kept per value of one label, as ``name{label="value"}``:
+SGLang's per-step token counter, whose ``mode`` (``prefill_compute``,
+``prefill_cache``, ``decode``; 0.5.23 ``observability/metrics_collector.py:1033``)
+tells decoded tokens from prompt ones (core/canary.decode_tokens)."""
+
+
 def parse_metrics(text: str) -> dict[str, float]:
     """Prometheus text -> {sample name: value summed over label sets}.
 
     Labels (``model_name``, ``engine``) are summed away: one lane serves one
-    model. Unparseable text gives an empty dict.
+    model; the samples of :data:`BY_LABEL` are also kept per value of its
+    label. Unparseable text gives an empty dict.
     """
     out: dict[str, float] = {}
     try:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 out[sample.name] = out.get(sample.name, 0.0) + float(sample.value)
+                label = BY_LABEL.get(sample.name)
+                if label is not None and label in sample.labels:
+                    key = f'{sample.name}{{{label}="{sample.labels[label]}"}}'
+                    out[key] = out.get(key, 0.0) + float(sample.value)
     except (ValueError, TypeError, IndexError):
         return {}
     return out

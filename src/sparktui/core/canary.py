@@ -15,9 +15,13 @@ nothing about generation. Two signals do:
   time; a real one behind a huge prefill can be slow), not a dead one.
 - the engine's own ``/metrics``: requests running while no token (prompt or
   generation) is processed for :data:`COLLAPSE_AFTER_S` is a throughput
-  collapse. On GB10 throughput drops to zero a few seconds before a host
-  wedges (NVIDIA/open-gpu-kernel-modules#1358): thrash evidence for the
-  lane's nodes that comes before a starved SSH does. Its window is on the
+  collapse. "Processed" is read from the counters each engine step moves
+  (:func:`step_tokens`): SGLang's ``prompt_tokens_total`` and
+  ``generation_tokens_total`` move only when a request finishes, so a
+  healthy request decoding for minutes would look flat on them. On GB10
+  throughput drops to zero a few seconds before a host wedges
+  (NVIDIA/open-gpu-kernel-modules#1358): thrash evidence for the lane's
+  nodes that comes before a starved SSH does. Its window is on the
   engine host's clock (the ``Date`` of the ``/metrics`` answer), the clock the
   counters move on, not the watcher's (a sentinel on wall time beside a 60x
   simulator would otherwise wait 20 simulated minutes).
@@ -47,8 +51,20 @@ prompt tokens/s, so a healthy engine always moves within it."""
 DEFAULT_INTERVAL_S = 60.0
 """``[console] canary_interval_s`` default."""
 
-_TOKENS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total",
-           "sglang:prompt_tokens_total", "sglang:generation_tokens_total")
+_VLLM_TOKENS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total")
+"""vLLM counts both from every step's outputs as they come (0.33
+``v1/metrics/loggers.py:1262``; 0.11 ``loggers.py:562``): a long request moves them."""
+SGLANG_STEP_TOKENS = "sglang:realtime_tokens_total"
+"""SGLang 0.5.23's counters of what the engine did. ``prompt_tokens_total`` and
+``generation_tokens_total`` are the tokenizer's, counted once a request
+*finishes* (``observability/metrics_collector.py:2109``, called from
+``managers/tokenizer_manager.py:3287`` under ``if state.finished``): a
+request decoding for minutes leaves them flat. The scheduler counts this one
+at every prefill batch (mode ``prefill_compute``/``prefill_cache``,
+``scheduler_components/metrics_reporter.py:810``) and every decode step (mode
+``decode``, ``:912``, the per-iteration work before the ``decode_log_interval``
+gate at ``:934``), into ``metrics_collector.py:1572``. Its series appear with
+their first token (a labelled counter has no sample before)."""
 _RUNNING = ("vllm:num_requests_running", "sglang:num_running_reqs")
 _WAITING = ("vllm:num_requests_waiting", "sglang:num_queue_reqs")
 
@@ -60,8 +76,9 @@ class EngineCounters:
     at: float
     """Monotonic seconds on the watcher's clock."""
     tokens: float | None
-    """Prompt + generation tokens processed since the engine started; None
-    when the engine exports neither counter."""
+    """Prompt + generation tokens processed since the engine started, as its
+    steps make them (:func:`step_tokens`); None when the engine exports no
+    such counter."""
     running: int | None
     waiting: int | None
     engine_at: float | None = None
@@ -73,14 +90,33 @@ class EngineCounters:
         return self.running, self.waiting
 
 
+def step_tokens(metrics: Mapping[str, float]) -> float | None:
+    """Prompt + generation tokens the engine has processed, counted as its
+    steps make them (vLLM's token counters, SGLang's
+    :data:`SGLANG_STEP_TOKENS`), from ``parse_metrics`` output; None when the
+    answer carries no such counter."""
+    if SGLANG_STEP_TOKENS in metrics:
+        return metrics[SGLANG_STEP_TOKENS]
+    tokens = [metrics[k] for k in _VLLM_TOKENS if k in metrics]
+    return sum(tokens) if tokens else None
+
+
+def decode_tokens(metrics: Mapping[str, float]) -> float | None:
+    """Generated tokens so far, counted step by step (the lane's decode rate):
+    vLLM's ``generation_tokens_total``, SGLang's :data:`SGLANG_STEP_TOKENS` of
+    mode ``decode`` (not its ``generation_tokens_total``, counted at finish)."""
+    sglang = metrics.get(f'{SGLANG_STEP_TOKENS}{{mode="decode"}}')
+    return sglang if sglang is not None else metrics.get("vllm:generation_tokens_total")
+
+
 def counters_from_metrics(at: float, metrics: Mapping[str, float],
                           engine_at: float | None = None) -> EngineCounters:
     """vLLM or SGLang metric names (``parse_metrics`` output) -> counters;
     ``engine_at``: the engine's clock when it answered, if known."""
-    tokens = [metrics[k] for k in _TOKENS if k in metrics]
+    tokens = step_tokens(metrics)
     running = next((metrics[k] for k in _RUNNING if k in metrics), None)
     waiting = next((metrics[k] for k in _WAITING if k in metrics), None)
-    return EngineCounters(at, sum(tokens) if tokens else None,
+    return EngineCounters(at, tokens,
                           None if running is None else int(running),
                           None if waiting is None else int(waiting), engine_at)
 

@@ -12,7 +12,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 from sparktui.adapters.engine_http import EngineClient, HealthAnswer
-from sparktui.core.canary import NO_ANSWER, REFUSED, endpoint_gone
+from sparktui.core.canary import NO_ANSWER, REFUSED, decode_tokens, endpoint_gone
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import (
     Kind,
@@ -160,14 +160,19 @@ async def not_ours(w: LaneWatcher, link: NodeLink, port: int, why: str) -> None:
 
 async def check(w: LaneWatcher, client: EngineClient) -> None:
     """Health and decode rate of a serving lane (the console shows them);
-    a server that is gone fails the lane (:func:`judge_endpoint`)."""
+    a server that is gone fails the lane (:func:`judge_endpoint`).
+    ``/metrics`` is read unless the port refused: also when ``/health`` gave
+    no answer, since SGLang's ``/health`` is a generation that a stuck
+    scheduler never answers (0.5.23 ``srt/entrypoints/http_server.py:721``)
+    while its ``/metrics`` still does (the files the scheduler wrote, read by
+    a MultiProcessCollector, ``srt/utils/common.py:2849``): its frozen counters are the
+    throughput-collapse evidence (core/canary.ThroughputWatch)."""
     answer = await client.health()
     w.health = health_word(answer)
     metrics: dict[str, float] = {}
-    if answer.status is not None:
+    if w.health != REFUSED:
         metrics = await client.metrics()
-        tokens = metrics.get("vllm:generation_tokens_total",
-                             metrics.get("sglang:generation_tokens_total"))
+        tokens = decode_tokens(metrics)
         now = w.clock.monotonic()
         if tokens is not None:
             if w._last_tokens is not None and now > w._last_tokens[0]:
