@@ -232,6 +232,11 @@ async def test_the_incident_night_raises_exactly_its_alerts_each_once(tmp_path: 
         assert sorted(t for t in titles if "RECOVERED" not in t) == sorted(
             [f"sparktui FATAL {INCIDENT_LANE}"] + [f"sparktui THRASH dgx{i}" for i in (5, 6, 7, 8)]
         ), titles
+        # and one recovery message for each incident that ended, none for one still on
+        for key, _, cleared in episodes:
+            kind, _, subject = key.partition(":")
+            told = titles.count(f"sparktui RECOVERED {kind.upper()} {subject}")
+            assert told == (0 if cleared is None else 1), (key, cleared, titles)
 
 
 def raised_episodes(events: list[tuple[float, ServiceEvent]]
