@@ -54,3 +54,19 @@ def test_unexpected_error_is_one_line_and_a_debug_log(config_copy, capsys, monke
                    f"(details in {log})")
     assert "Traceback" in log.read_text() and "TimeoutError" in log.read_text()
     assert log.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unexpected_error_line_carries_no_control_byte(config_copy, capsys, monkeypatch,
+                                                          tmp_path):
+    """The last line a dying sentinel prints (issue 30: no escape byte in its output)."""
+    path = config_copy(lambda t: t.replace('state_dir = "~/.local/state/sparktui"',
+                                           f'state_dir = "{tmp_path / "state"}"'))
+
+    def boom(argv):
+        raise RuntimeError("engine said \x1b[1;36m(APIServer pid=1)\x1b[0;0m\r\nboom")
+
+    monkeypatch.setattr(main_mod, "_dispatch", boom)
+    assert main(["sentinel", "--config", str(path)]) == 70
+    err = capsys.readouterr().err
+    assert "engine said (APIServer pid=1) boom" in err
+    assert err.count("\n") == 1 and "\x1b" not in err and "\r" not in err

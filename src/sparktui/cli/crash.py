@@ -21,6 +21,7 @@ from ..core.config import ConsoleConfig
 from ..core.config_load import load_config
 from ..core.errors import OperatorError, describe_error
 from ..core.redact import redact
+from ..core.terminal import strip_controls
 
 DEBUG_LOG = "debug.log"
 
@@ -30,13 +31,13 @@ def report(exc: BaseException, command: str | None, argv: list[str],
     """Print one line for `exc` and write its traceback to the debug log; exit code."""
     prog = f"sparktui {command}" if command else "sparktui"
     if isinstance(exc, OperatorError):
-        print(f"{prog}: {redact(str(exc))}", file=sys.stderr)
+        print(f"{prog}: {strip_controls(redact(str(exc)))}", file=sys.stderr)
         return 1
     log = _write_log(exc, prog, _state_dir(argv, default_config))
     where = f"details in {log}" if log else "no debug log could be written"
     what = describe_error(exc, with_type=True)
     discard_typeahead()
-    print(f"{prog}: unexpected error: {what} ({where})", file=sys.stderr)
+    print(f"{prog}: unexpected error: {strip_controls(what)} ({where})", file=sys.stderr)
     return 70
 
 
