@@ -38,6 +38,9 @@ async def test_a_missing_notify_service_fails_check_with_the_existing_ones(
         found = [e for e in out["errors"] if "notify.service" in e]
         assert len(found) == 1, out  # (a "could not check" warning instead says why)
         error = found[0]
+        line = next(i for i, text in enumerate(cfg.path.read_text().splitlines(), start=1)
+                    if text.startswith('service = "notify.mobile_app_pixel"'))
+        assert error.startswith(f"{cfg.path}:{line}: notify.service: "), error  # file:line:key
         assert "notify.mobile_app_pixel does not exist in Home Assistant" in error
         assert "notify.mobile_app_pixel_8, notify.persistent_notification" in error
         assert not sim.ha.notifications  # looked up, nothing sent

@@ -11,6 +11,7 @@ from ..core.config_load import load_config
 from ..core.errors import InputError, Problem
 from ..core.lint import lint
 from ..core.recipe_load import load_all_recipes
+from ..core.tomlschema import KeyLines, read_text
 from .common import print_json
 
 
@@ -92,6 +93,10 @@ def _notify_service(config: Config) -> tuple[list[str], list[str]]:
     from ..core.notify import service_problem
 
     key = "notify.service"
+    try:  # the line it is written on, as every config error names it
+        line = KeyLines(read_text(config.path)).line(("notify", "service"))
+    except InputError:
+        line = None
 
     async def ask() -> list[str]:
         async with asyncio.timeout(config.home_assistant.timeout_s + 1.0), \
@@ -102,7 +107,7 @@ def _notify_service(config: Config) -> tuple[list[str], list[str]]:
         existing = asyncio.run(ask())
     except (EndpointError, HomeAssistantError, TimeoutError, OSError) as exc:
         why = str(exc) or type(exc).__name__
-        return [], [str(Problem(config.path, None, key, f"could not check "
+        return [], [str(Problem(config.path, line, key, f"could not check "
                                 f"{config.notify.service} in Home Assistant: {why}"))]
     problem = service_problem(config.notify.service, existing)
-    return ([str(Problem(config.path, None, key, problem))] if problem else []), []
+    return ([str(Problem(config.path, line, key, problem))] if problem else []), []
