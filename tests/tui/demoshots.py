@@ -81,7 +81,7 @@ SHOTS = (
          "scratch); `o` overrides it with the name typed"),
     Shot("main-80x24", SMALL, "the lane loading on dgx5-8, 20 simulated minutes in"),
     Shot("lanes-loading-80x24", SMALL, "its Lanes pane: an InstantTensor load prints no "
-         "shards, so Progress shows the serve's step"),
+         "shards; Progress counts the weights resident against the recipe's per rank"),
     Shot("bootlog-80x24", SMALL, "its rank 0 boot log"),
     Shot("main-160x48", WIDE, "the four panes at once"),
     Shot("incident-80x24", SMALL, "the 150K prompt sent: the FATAL on the alert line, "

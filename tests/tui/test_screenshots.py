@@ -8,6 +8,7 @@ change that moves any of those screens fails here until
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 import pytest
@@ -41,3 +42,14 @@ def test_every_stored_screenshot_is_one_the_demo_takes_and_the_readme_shows() ->
     assert {p.stem for p in SHOTS.glob("*.svg")} == set(NAMES)
     readme = (ROOT / "README.md").read_text()
     assert not [n for n in NAMES if f"(screenshots/{n}.svg)" not in readme]
+
+
+def test_the_loading_lane_shows_its_progress_and_eta_as_the_readme_says() -> None:
+    """The demo's InstantTensor load (stored as the demo renders it now, see
+    above) read `serve: readiness` in Progress for its whole load (issue 28
+    item 7): it shows the weights resident against the recipe's per rank, with
+    an ETA, and the README quotes what it shows."""
+    text = svg_text((SHOTS / "lanes-loading-80x24.svg").read_text())
+    found = re.search(r"\d+/\d+G \d+% ETA \d+m\d\ds", text)
+    assert found and "serve: readiness" not in text, text
+    assert f"`{found.group(0)}`" in (ROOT / "README.md").read_text()

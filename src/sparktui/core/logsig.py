@@ -61,6 +61,9 @@ class Kind(StrEnum):
     ENGINE_VERSION = "engine_version"
     LOAD_START = "load_start"
     LOAD_SHARD = "load_shard"
+    LOAD_BYTES = "load_bytes"
+    """A loader's byte progress bar (InstantTensor's): done/total in tqdm's
+    binary sizes (``188G/376G``)."""
     LOAD_WEIGHTS_DONE = "load_weights_done"
     LOAD_DONE = "load_done"
     KV_MEMORY = "kv_memory"
@@ -218,6 +221,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # Model Runner V2 (v1/worker/gpu/model_runner.py:399), vLLM 0.33's default
     _sig(Kind.LOAD_START, P, Phase.LOADING, "Loading model from scratch",
          r"Loading model from scratch\.\.\."),
+    # vLLM 0.33 model_loader/weight_utils.py:1457-1467: rank 0's tqdm over the
+    # bytes InstantTensor loads (unit "B", unit_scale, unit_divisor 1024, at most
+    # one redraw a second), in _BAR_FORMAT (:842); its desc is the only text the
+    # loader prints: "Loading safetensors using InstantTensor loader:  50%
+    # Completed | 188G/376G [24:00<24:00, 140MB/s]" (tqdm 4.70 format_meter).
+    _sig(Kind.LOAD_BYTES, P, Phase.LOADING, "InstantTensor loader:",
+         r"Loading safetensors using InstantTensor loader:\s*(?P<pct>\d+)% Completed \|"
+         r" (?P<done>[\d.]+[kMGTPEZY]?)/(?P<total>[\d.]+[kMGTPEZY]?)"
+         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
     _sig(Kind.LOAD_START, P, Phase.LOADING, "InstantTensor loader",
          r"Loading safetensors using (?P<loader>InstantTensor) loader"),
     _sig(Kind.LOAD_SHARD, P, Phase.LOADING, "Loading safetensors checkpoint shards",
@@ -684,6 +696,24 @@ def parse_int(value: str | None) -> int | None:
         return int(value.replace(",", ""))
     except ValueError:
         return None
+
+
+_SIZE = re.compile(r"([\d.]+)([kMGTPEZY]?)")
+_SIZE_UNITS = "kMGTPEZY"
+
+
+def parse_mib(size: str | None) -> int | None:
+    """tqdm's binary size (``unit_divisor=1024``: ``188G``, ``5.00G``, ``512M``,
+    ``0.00``) in MiB; None when it is not one."""
+    m = _SIZE.fullmatch(size or "")
+    if m is None:
+        return None
+    try:
+        value = float(m.group(1))
+    except ValueError:
+        return None
+    power = _SIZE_UNITS.index(m.group(2)) + 1 if m.group(2) else 0
+    return round(value * 1024 ** power / 1024 ** 2)
 
 
 def parse_float(value: str | None) -> float | None:

@@ -34,6 +34,7 @@ from sparktui.core.logsig import (
     classify,
     parse_float,
     parse_int,
+    parse_mib,
     parse_timestamp,
     split_timestamp,
 )
@@ -63,6 +64,7 @@ _BOOT_INDEX = {ph: i for i, ph in enumerate(BOOT_ORDER)}
 # lookup (``Kind.TRACEBACK``) costs ten times a global's on Python 3.11.
 _INFO, _PROGRESS, _FATAL = Severity.INFO, Severity.PROGRESS, Severity.FATAL
 _TRACEBACK, _EXCEPTION, _SHARD = Kind.TRACEBACK, Kind.EXCEPTION, Kind.LOAD_SHARD
+_BYTES = Kind.LOAD_BYTES
 _KV_CACHE, _KV_CONCURRENCY, _KV_MEMORY = Kind.KV_CACHE, Kind.KV_CONCURRENCY, Kind.KV_MEMORY
 _GRAPH, _GRAPH_DONE = Kind.GRAPH_CAPTURE, Kind.GRAPH_DONE
 _FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
@@ -77,6 +79,12 @@ GENERIC_FATAL = frozenset({
 """Fatal kinds that say *that* the engine died rather than *why*."""
 
 
+SHARDS, READ, RESIDENT = "shards", "read", "resident"
+"""What a :class:`LoadProgress` counts: the log's shards; MiB its loader's
+byte bar says were read (InstantTensor); MiB of memory become resident on
+the rank's node (core/memload.py: a load that prints neither)."""
+
+
 @dataclass(frozen=True)
 class LoadProgress:
     """Weight loading of the slowest rank."""
@@ -85,17 +93,32 @@ class LoadProgress:
     done: int
     total: int
     rate_per_s: float | None
-    """Shards per second, measured from the log timestamps."""
+    """Units (shards, MiB) per second, measured from the log timestamps (or
+    the memory readings' times)."""
     eta_s: float | None
+    measure: str = SHARDS
+    """SHARDS, READ or RESIDENT: ``done`` and ``total`` are shards or MiB."""
 
     @property
     def fraction(self) -> float:
         return self.done / self.total if self.total else 0.0
 
+    def amount(self) -> str:
+        """``12/40`` shards, ``188/376G`` GiB (tqdm's way: the Progress cell)."""
+        if self.measure == SHARDS:
+            return f"{self.done}/{self.total}"
+        return f"{self.done / 1024:.0f}/{self.total / 1024:.0f}G"
+
     def describe(self) -> str:
-        text = f"shard {self.done}/{self.total} (rank {self.rank})"
-        if self.rate_per_s:
-            text += f", {1 / self.rate_per_s:.0f} s/shard"
+        if self.measure == SHARDS:
+            text = f"shard {self.done}/{self.total} (rank {self.rank})"
+            rate = f"{1 / self.rate_per_s:.0f} s/shard" if self.rate_per_s else ""
+        else:
+            text = (f"{self.done / 1024:.0f}/{self.total / 1024:.0f} GiB {self.measure} "
+                    f"(rank {self.rank})")
+            rate = f"{self.rate_per_s * 60 / 1024:.1f} GiB/min" if self.rate_per_s else ""
+        if rate:
+            text += f", {rate}"
         if self.eta_s is not None:
             text += f", ETA {format_duration(self.eta_s)}"
         return text
@@ -206,6 +229,8 @@ class _Shards:
     reads every progress redraw), else ``last_now``, when it was read."""
     last_now: float
     tqdm_remaining: str | None
+    measure: str = SHARDS
+    """SHARDS, or READ: MiB of a byte bar."""
 
     @property
     def last_t(self) -> float:
@@ -428,7 +453,7 @@ class PhaseTracker:
             if sh.done > sh.first_done and sh.last_t > sh.first_t:
                 rate = (sh.done - sh.first_done) / (sh.last_t - sh.first_t)
             eta = (sh.total - sh.done) / rate if rate else _tqdm_seconds(sh.tqdm_remaining)
-            p = LoadProgress(rank, sh.done, sh.total, rate, eta)
+            p = LoadProgress(rank, sh.done, sh.total, rate, eta, sh.measure)
             if worst is None or p.fraction < worst.fraction:
                 worst = p
         return worst
@@ -436,7 +461,7 @@ class PhaseTracker:
     def rank_shards(self) -> dict[int, tuple[int, int]]:
         """Per rank that prints shard progress: (shards done, total)."""
         return {r: (st.shards.done, st.shards.total) for r, st in self._ranks.items()
-                if st.shards is not None}
+                if st.shards is not None and st.shards.measure == SHARDS}
 
     def stage_seconds(self) -> dict[Phase, float]:
         """Seconds from the start of the watch to each phase reached, dated
@@ -506,7 +531,7 @@ class PhaseTracker:
         figure = memory_figure(kind, ev.fields)
         if figure is not None and (rank == 0 or figure[0] not in self.memory_gib):
             self.memory_gib[figure[0]] = figure[1]
-        if kind is _SHARD:
+        if kind is _SHARD or kind is _BYTES:
             self._shard(st, ev, ts, now)
         elif kind is _KV_CACHE or kind is _KV_CONCURRENCY or kind is _KV_MEMORY:
             st.kv_seen = True
@@ -525,14 +550,20 @@ class PhaseTracker:
             self._date(phase, st, _log_time(body, ts))
 
     def _shard(self, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
-        done, total = parse_int(ev.fields.get("done")), parse_int(ev.fields.get("total"))
+        """A shard bar's line, or a byte bar's (its sizes in MiB)."""
+        f = ev.fields
+        if ev.kind is _BYTES:
+            done, total, measure = parse_mib(f.get("done")), parse_mib(f.get("total")), READ
+        else:
+            done, total, measure = parse_int(f.get("done")), parse_int(f.get("total")), SHARDS
         if done is None or total is None:
             return
-        remaining = ev.fields.get("remaining")
+        remaining = f.get("remaining")
         sh = st.shards
-        if sh is None or sh.total != total or done < sh.done:
+        if sh is None or sh.total != total or done < sh.done or sh.measure != measure:
             t = parse_timestamp(ts)
-            st.shards = _Shards(now if t is None else t, done, done, total, ts, now, remaining)
+            st.shards = _Shards(now if t is None else t, done, done, total, ts, now, remaining,
+                                measure)
         else:
             sh.done, sh.last_ts, sh.last_now, sh.tqdm_remaining = done, ts, now, remaining
 

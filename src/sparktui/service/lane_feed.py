@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 from sparktui.core.advice import fatal_next_step
 from sparktui.core.logsig import Phase
-from sparktui.core.phases import Failure
+from sparktui.core.memload import MemoryLoad
+from sparktui.core.phases import Failure, LoadProgress
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
 from sparktui.watch.canary import ServingCanary
@@ -20,6 +21,7 @@ from sparktui.watch.lane import (
     LaneEvent,
     LaneWatcher,
     LinesArrived,
+    MemoryRead,
 )
 from sparktui.watch.thrash import ThrashDetector
 
@@ -50,6 +52,10 @@ class LaneFeed:
         self._last_view: LaneView | None = None
         self.gate: tuple[str, str] = ("", "")
         """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
+        self.memory_load: MemoryLoad | None = None
+        """The weights becoming resident on the ranks' nodes, against the recipe's
+        weights per rank (the service sets it when it knows the recipe): the
+        load's progress when the log prints none (InstantTensor on most ranks)."""
         self._canary = canary
         self._canary_task = asyncio.create_task(
             canary.run(self._serving_endpoint), name=f"canary:{watcher.lane}") \
@@ -81,6 +87,9 @@ class LaneFeed:
         elif isinstance(event, EndpointChecked) and self._canary is not None:
             self._canary.observe(event.health, event.metrics,
                                  [r.node for r in self.watcher.ranks], self._serving_endpoint())
+        elif isinstance(event, MemoryRead) and self.memory_load is not None:
+            self.memory_load.observe(event.node, event.available_kib,
+                                     self.watcher.clock.monotonic())
         elif isinstance(event, FatalDecided):
             self._sink(AlertRaised(fatal_alert(event.lane, self.watcher.tracker.phase,
                                                event.failure)))
@@ -89,7 +98,7 @@ class LaneFeed:
     def view(self) -> LaneView:
         w = self.watcher
         t = w.tracker
-        lp = t.load_progress() if t.phase is Phase.LOADING else None
+        lp = self._load_progress()
         first = w.ranks[0] if w.ranks else None
         canary = self._canary.verdict if self._canary is not None else None
         unresponsive = canary is not None and canary.unresponsive and t.phase is Phase.SERVING
@@ -120,6 +129,16 @@ class LaneFeed:
             gate=self.gate[0],
             gate_text=self.gate[1],
         )
+
+    def _load_progress(self) -> LoadProgress | None:
+        """The log's shards or byte bar (rank 0's), else the memory become
+        resident: while loading only."""
+        t = self.watcher.tracker
+        if t.phase is not Phase.LOADING:
+            return None
+        if (lp := t.load_progress()) is not None or self.memory_load is None:
+            return lp
+        return self.memory_load.progress({r.node: r.rank for r in self.watcher.ranks})
 
     def publish(self) -> None:
         """Report the lane when what the console shows of it changed."""

@@ -16,7 +16,7 @@ from sparktui.core.config import Config
 from sparktui.core.fit import fit
 from sparktui.core.logsig import Phase
 from sparktui.core.oom_predict import LoadPlan, OomPredicted, OomPredictor, load_plan
-from sparktui.core.phases import PhaseTracker
+from sparktui.core.phases import SHARDS, PhaseTracker
 from sparktui.core.recipe import Recipe
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.watch.readiness import RankContainer
@@ -44,6 +44,8 @@ class OomWatch:
             return
         shards = self.tracker.rank_shards()
         slowest = self.tracker.load_progress()
+        if slowest is not None and slowest.measure != SHARDS:
+            slowest = None  # the predictor counts shards, not MiB of a byte bar
         now = self.clock.monotonic()
         ranks = self._ranks() if callable(self._ranks) else self._ranks
         for rc in ranks:

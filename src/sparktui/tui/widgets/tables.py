@@ -372,13 +372,14 @@ def cut_middle(text: str, width: int) -> str:
 
 
 def progress_cell(lane: LaneView, activity: str = "", oom: str = "") -> Text | str:
-    """``12/40 30% ETA 13m`` while loading (``OOM dgx7`` in place of the ETA
+    """``12/40 30% ETA 13m`` while loading (``47/94G 50%`` from a byte bar or
+    the memory become resident; ``OOM dgx7`` in place of the ETA
     when a rank is predicted to run out); else the running workflow's step;
     a failed lane's failure (its gate's verdict, from before, is stale); or
     the quality gate's verdict."""
     load = lane.load
     if load is not None:
-        text = Text(f"{load.done}/{load.total} {load.fraction:.0%}")
+        text = Text(f"{load.amount()} {load.fraction:.0%}")
         if oom:
             text.append(f" OOM {oom}", style="bold red reverse")
         elif load.eta_s is not None:
