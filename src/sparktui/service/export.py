@@ -150,7 +150,9 @@ class FleetMetrics(Collector):
                                labels=["node"])
         state = GaugeMetricFamily("sparktui_node_state",
                                   "The node's state, one-hot (online, starved, unreachable, "
-                                  "powered_off)", labels=["node", "state"])
+                                  "powered_off; unknown: the probe failed in a way that says "
+                                  "nothing of the node, a host key or login refused)",
+                                  labels=["node", "state"])
         mem = GaugeMetricFamily("sparktui_node_mem_available_bytes",
                                 "MemAvailable at the last good probe (GB10: the only "
                                 "memory figure that holds)", labels=["node"])
