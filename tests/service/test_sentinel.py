@@ -81,6 +81,17 @@ def test_node_lines_say_changes_and_staleness_once() -> None:
                                   "node dgx6: fresh again"]
 
 
+def test_a_node_switched_off_is_not_stale() -> None:
+    """Its plug says off: its state is known (the stale rule says the same)."""
+    lines = EventLines(poll_interval_s=2.0)
+    assert texts(lines, sampled("dgx4", NodeState.ONLINE, 100.0, 100.0)) == ["node dgx4: online"]
+    off = NodeSampled(NodeSnapshot("dgx4", NodeState.POWERED_OFF, 110.0, last_ok_at=100.0),
+                      None, None)
+    assert texts(lines, off) == ["node dgx4: online -> powered_off"]
+    assert texts(lines, dataclasses.replace(off, snapshot=dataclasses.replace(
+        off.snapshot, taken_at=400.0))) == []
+
+
 def test_an_alert_is_a_line_when_new_or_its_level_changes() -> None:
     lines = EventLines(poll_interval_s=2.0)
     a = Alert("thrash:dgx7", "thrash suspected", "dgx7", ("PSI full avg10 40.0% >= 20%",),

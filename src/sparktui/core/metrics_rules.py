@@ -66,7 +66,8 @@ def rules(thrash: ThrashConfig) -> tuple[Rule, ...]:
         Rule("SparktuiLaneFailed", 'sparktui_lane_state{state="failed"} == 1', "0s",
              "critical", f"lane {lane} failed (a fatal line or an exited rank)",
              fatal_next_step(Kind.ENGINE_DEAD, 0)),
-        Rule("SparktuiNodeStale", f"sparktui_node_sample_age_seconds > {STALE_AFTER_S}", "1m",
+        Rule("SparktuiNodeStale", f"sparktui_node_sample_age_seconds > {STALE_AFTER_S} unless on "
+             '(node) sparktui_node_state{state="powered_off"} == 1', "1m",
              "warning", f"{node}: no probe answer for over {STALE_AFTER_S} s", STALE_NEXT),
         Rule("SparktuiSentinelDown", "absent(sparktui_node_up)", "5m", "critical",
              "the sparktui sentinel exports nothing: the night is not watched",
@@ -138,6 +139,19 @@ def rules_test_yaml(thrash: ThrashConfig) -> str:
                       "        exp_alerts: []"]
         lines += [f"      - eval_time: {at}", f"        alertname: {name}", "        exp_alerts:"]
         lines += _expected(rule, {**labels, "severity": rule.severity})
+    # a node switched off (its plug says so) is not stale: its state is known
+    age, off = ('sparktui_node_sample_age_seconds{node="dgx4"}',
+                'sparktui_node_state{node="dgx4",state="powered_off"}')
+    lines += ["  - interval: 1m",
+              "    input_series:",
+              f"      - series: {_q(age)}",
+              f"        values: {_q('10 200 260 320 380')}",
+              f"      - series: {_q(off)}",
+              f"        values: {_q('0 1 1 1 1')}",
+              "    alert_rule_test:",
+              "      - eval_time: 4m",
+              "        alertname: SparktuiNodeStale",
+              "        exp_alerts: []"]
     # the sentinel gone: nothing exported for five minutes
     down = by_name["SparktuiSentinelDown"]
     up_series = 'sparktui_node_up{node="dgx1"}'

@@ -153,7 +153,7 @@ class EventLines:
         state = snap.state.value
         level = e.verdict.level if e.verdict is not None else ThrashLevel.OK
         age = stale_age(snap.last_ok_at, snap.taken_at, self.poll_interval_s)
-        stale = age is not None
+        stale = age is not None and snap.state is not NodeState.POWERED_OFF  # known: off
         before = self._nodes.get(name)
         self._nodes[name] = (state, level.label, stale)
         out: list[tuple[int, str]] = []
