@@ -136,6 +136,35 @@ async def test_an_sglang_lane_rendered_by_us_serves_metrics(fleet: Config, serve
     assert "Uvicorn running on" not in head
 
 
+@pytest.mark.parametrize("lane,port,nested", [(VLLM_LANE, 8000, True),
+                                               (SGLANG_LANE, 30000, False)])
+async def test_an_error_answer_has_its_engines_body(fleet: Config, serve, lane: str, port: int,
+                                                    nested: bool) -> None:
+    """A prompt past the context: vLLM's ``{"error": {...}}`` (0.33
+    ``entrypoints/serve/engine/protocol.py:86``), SGLang's flat body
+    (``srt/entrypoints/openai/protocol.py:106``); the console's client reads both."""
+    from sparktui.adapters.engine_http import EngineClient
+
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, lane)
+        await sim.advance(4 * 3600)
+        host = sim.nodes["dgx1"].api_host
+        model = sim.lane_rank0(lane).args.name
+        body = {"model": model, "max_tokens": 4, "prompt_tokens_hint": 10**7,
+                "messages": [{"role": "user", "content": "hi"}]}
+        async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=5) as c:
+            r = await c.post("/v1/chat/completions", json=body)
+        async with EngineClient(host, port, timeout=5) as client:
+            answer = await client.chat(model, "hi", max_tokens=10**7, timeout=5.0)
+    assert r.status_code == 400
+    got = r.json()
+    error = got["error"] if nested else got
+    assert ("object" in got) is not nested
+    assert error["type"] == "BadRequestError" and error["code"] == 400
+    assert "maximum context length" in error["message"]
+    assert answer.error.startswith("HTTP 400: BadRequestError: This model's maximum context")
+
+
 async def test_an_sglang_rank_crash_reads_as_sglang_prints_it(fleet: Config, serve) -> None:
     """cache-not-symlink on an SGLang lane: the scheduler's one-line traceback
     header, the root cause after it, sigquit, and the tree's own SIGKILL (137),
