@@ -15,7 +15,7 @@ import pytest
 
 from .demoshots import NAMES, demo_night, normalized
 from .harness import ROOT
-from .screen_text import svg_text
+from .screen_text import svg_rows, svg_text
 
 SHOTS = ROOT / "screenshots"
 
@@ -53,3 +53,15 @@ def test_the_loading_lane_shows_its_progress_and_eta_as_the_readme_says() -> Non
     found = re.search(r"\d+/\d+G \d+% ETA \d+m\d\ds", text)
     assert found and "serve: readiness" not in text, text
     assert f"`{found.group(0)}`" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("name", ["incident-80x24", "incident-160x48"])
+def test_a_starved_nodes_age_leaves_every_kernel_readable(name: str) -> None:
+    """The incident's Nodes at 80 columns (and in the 160x48 half pane): State
+    widened by `STARVED 8m00s` pushed Kernel to `6.17.0-` past an empty
+    Problem column (issue 28 item 2); that column gives its width up."""
+    rows = [line for line in svg_rows((SHOTS / f"{name}.svg").read_text())
+            if re.match(r"│ dgx\d ", line)]
+    assert any("STARVED 8m00s" in row for row in rows), rows
+    online = [row for row in rows if " online " in row]
+    assert online and all("6.17.0-1031" in row for row in online), online

@@ -11,6 +11,7 @@ from sparktui.core.config import ThrashConfig
 from sparktui.core.state import HistoryPoint
 from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.tui.widgets.memory import MemoryPane, bars
+from sparktui.tui.widgets.tables import KeyedTable
 from sparktui.watch.follower import LogLine
 
 from .screen_text import screen_text
@@ -117,3 +118,35 @@ async def test_memory_pane_shows_values_and_risk_words():
         await pilot.pause()
         text = screen_text(app)
         assert "dgx6   thrash" in text and "3.0" in text and "35.0" in text
+
+
+class Narrow(KeyedTable):
+    COLUMNS = (("state", "State"), ("busy", "Busy with"), ("problem", "Problem"),
+               ("kernel", "Kernel"))
+    SHRINK = ("busy", "problem")
+
+
+class TableApp(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Narrow(id="t")
+
+
+async def test_an_empty_shrink_column_gives_its_width_up_only_while_too_narrow() -> None:
+    """A STARVED node's age widened State at 80 columns and pushed Kernel off
+    the edge past a Problem column holding nothing but its header."""
+    app = TableApp()
+    async with app.run_test(size=(42, 8)) as pilot:
+        table = app.query_one(Narrow)
+        table.put_row("a", ("online", "glm53-mxfp4", "", "6.17.0-1031"))
+        await pilot.pause()
+        widths = {c.key.value: c.width for c in table.ordered_columns}
+        assert widths["problem"] >= 6 and widths["busy"] >= 6      # room for both
+        table.put_row("a", ("STARVED 8m00s", "glm53-mxfp4", "", "6.17.0-1031"))
+        await pilot.pause()
+        widths = {c.key.value: c.width for c in table.ordered_columns}
+        assert widths["problem"] == 0 and widths["busy"] >= 6, widths
+        assert "6.17.0-1031" in screen_text(app)
+        table.put_row("a", ("STARVED 8m00s", "glm53-mxfp4", "nas missing", "6.17.0-1031"))
+        await pilot.pause()
+        widths = {c.key.value: c.width for c in table.ordered_columns}
+        assert widths["problem"] >= 6, widths                      # shown again

@@ -167,7 +167,10 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
     def _fit_columns(self) -> bool:
         """Give the SHRINK columns what the others leave of the width (never
         less than SHRINK_MIN each, never more than their content); True if a
-        width changed."""
+        width changed. When that leaves too little for SHRINK_MIN each, a
+        SHRINK column with nothing in any row gives its width up (its header
+        only would push the last columns off the edge: a STARVED node's age
+        widened State and cut Kernel to ``6.17.0-`` beside an empty Problem)."""
         width = self.scrollable_content_region.width
         if not self.SHRINK or width <= 0 or not self.columns:
             return False
@@ -177,9 +180,13 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
                     if c.key.value not in self.SHRINK)
         room = width - fixed - pad * len(shrink)
         wanted = sorted(shrink, key=lambda c: c.content_width)
+        hidden = [c for c in wanted if self._empty(c.key.value)] \
+            if room < SHRINK_MIN * len(shrink) else []
+        wanted = [c for c in wanted if c not in hidden]
         changed = False
-        for i, column in enumerate(wanted):  # the narrowest first: it gets all it wants
-            share = max(SHRINK_MIN, room // (len(wanted) - i))
+        for i, column in enumerate(hidden + wanted):  # the narrowest first: all it wants
+            share = 0 if column in hidden else max(SHRINK_MIN,
+                                                   room // (len(hidden) + len(wanted) - i))
             new = min(column.content_width, share)
             room -= new
             if column.auto_width or column.width != new:
@@ -187,6 +194,11 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
                 column.width = new
                 changed = True
         return changed
+
+    def _empty(self, key: str | None) -> bool:
+        """No row shows anything in column ``key``."""
+        i = next(n for n, (k, _) in enumerate(self.COLUMNS) if k == key)
+        return not any(str(cells[i]) for cells in self._last.values())
 
     def _ensure_columns(self) -> None:
         if not self.columns:
