@@ -62,3 +62,18 @@ async def test_not_a_notify_service_sends_nothing(monkeypatch: pytest.MonkeyPatc
         with pytest.raises(HomeAssistantError, match="not a notify service"):
             await ha.notify(service, "t", "m")
     assert seen == []
+
+
+@pytest.mark.parametrize(("service", "data"), [
+    ("notify.mobile_app_pixel_8", {"tag": "sparktui-thrash-dgx6"}),
+    ("notify.persistent_notification", {"notification_id": "sparktui-thrash-dgx6"}),
+    ("notify.telegram", None),  # its data keys are its own: none sent
+])
+async def test_an_incidents_messages_carry_its_tag_where_the_platform_has_one(
+        monkeypatch: pytest.MonkeyPatch, service: str, data: dict[str, str] | None) -> None:
+    ha, seen = client(monkeypatch, lambda r: httpx.Response(200, json=[]))
+    async with ha:
+        await ha.notify(service, "sparktui THRASH dgx6", "dgx6: ...", tag="sparktui-thrash-dgx6")
+        await ha.notify(service, "t", "m")
+    assert json.loads(seen[0].content).get("data") == data
+    assert "data" not in json.loads(seen[1].content)

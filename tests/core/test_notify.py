@@ -69,7 +69,8 @@ def test_an_incident_messaged_gets_one_recovery_message_under_the_same_limit() -
     p = NotifyPolicy(ON)
     p.recover("thrash", "dgx6", 0.0, "alert cleared")  # never messaged: nothing to tell
     assert p.due(1000.0) == []
-    assert p.consider(thrash("dgx6"), 0.0) is not None
+    first = p.consider(thrash("dgx6"), 0.0)
+    assert first is not None and first.tag == "sparktui-thrash-dgx6"
     assert p.consider(thrash("dgx6"), 60.0) is None  # re-raised: the same incident
     p.recover("thrash", "dgx6", 720.0, "alert cleared")
     assert p.due(720.0 + RECOVERY_HOLD_S - 1) == []  # not over for long enough yet
@@ -77,6 +78,7 @@ def test_an_incident_messaged_gets_one_recovery_message_under_the_same_limit() -
     assert [m.title for m in done] == ["sparktui RECOVERED THRASH dgx6"]
     assert done[0].message == ("dgx6: thrash is over (alert cleared); it lasted 12 min "
                                "from the alert.")
+    assert done[0].tag == first.tag  # the phone shows it in the alert's place
     assert p.due(5000.0) == []  # once
 
 

@@ -44,9 +44,11 @@ class Clock:
 class Phone:
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
 
-    async def notify(self, service: str, title: str, message: str) -> None:
+    async def notify(self, service: str, title: str, message: str, *, tag: str = "") -> None:
         self.sent.append((service, title, message))
+        self.tags.append(tag)
 
 
 def desk(tmp_path: Path, *, events: tuple[str, ...], record: bool = True,  # type: ignore[no-untyped-def]
@@ -152,6 +154,7 @@ async def test_one_alert_and_one_recovery_message_per_incident(tmp_path: Path) -
                                              "sparktui RECOVERED THRASH dgx6"]
     assert phone.sent[1][2] == ("dgx6: thrash is over (alert cleared); it lasted 2 min "
                                 "from the alert.")
+    assert phone.tags == ["sparktui-thrash-dgx6"] * 2  # the recovery replaces the alert
     await d.stop()
 
 

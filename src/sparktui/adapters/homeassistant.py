@@ -260,14 +260,22 @@ class HomeAssistant:
                                    f"{now.state} after {confirm_timeout_s:g} s -> check the plug")
             await self.clock.sleep(poll_s)
 
-    async def notify(self, service: str, title: str, message: str) -> None:
+    async def notify(self, service: str, title: str, message: str, *, tag: str = "") -> None:
         """Call a ``notify.*`` service (the operator's phone); same manners as
-        the plug calls (timeout, a refused token never retried, body redacted)."""
+        the plug calls (timeout, a refused token never retried, body redacted).
+        ``tag``: messages of one incident replace each other where the platform
+        has such a key (the companion app's ``data.tag``, a persistent
+        notification's ``notification_id``); other platforms get no ``data``,
+        whose keys each validates its own way."""
         domain, _, name = service.partition(".")
         if domain != "notify" or not name or not all(c.isalnum() or c == "_" for c in name):
             raise HomeAssistantError(f"not a notify service: {service!r}")
-        await self._request("POST", f"/api/services/notify/{name}",
-                            {"title": title, "message": message})
+        body: dict[str, object] = {"title": title, "message": message}
+        if tag and name.startswith("mobile_app_"):
+            body["data"] = {"tag": tag}
+        elif tag and name == "persistent_notification":
+            body["data"] = {"notification_id": tag}
+        await self._request("POST", f"/api/services/notify/{name}", body)
 
 
     async def services(self, domain: str) -> list[str]:

@@ -36,6 +36,14 @@ class Happening:
 class Message:
     title: str
     message: str
+    tag: str = ""
+    """The incident's key, the same on its alert and on its recovery message
+    (``sparktui-thrash-dgx6``): a phone that knows such a key shows the
+    recovery in the alert's place (adapters/homeassistant.notify)."""
+
+
+def incident_tag(event: str, subject: str) -> str:
+    return strip_controls(f"sparktui-{event}-{subject}")
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class NotifyPolicy:
             text = text[:MESSAGE_MAX - 121] + "…"
         text += f" Next: {h.next_step}" if h.next_step else ""
         return Message(strip_controls(f"sparktui {h.event.upper()} {h.subject}"),
-                       self._held_note(strip_controls(text)))
+                       self._held_note(strip_controls(text)), incident_tag(*key))
 
     def _within_limit(self, now: float) -> bool:
         """Room under the hourly limit (taken when there is; counted when not)."""
@@ -153,7 +161,7 @@ class NotifyPolicy:
             text = (f"{subject}: {event} is over ({why}); it lasted "
                     f"{format_span(since - opened)} from the alert.")
             out.append(Message(strip_controls(f"sparktui RECOVERED {event.upper()} {subject}"),
-                               self._held_note(strip_controls(text))))
+                               self._held_note(strip_controls(text)), incident_tag(*key)))
         return out
 
     def is_open(self, event: str, subject: str) -> bool:

@@ -69,7 +69,8 @@ SETTLE_POLLS = 2
 class Phone(Protocol):
     """What phone alerts need of Home Assistant (adapters/homeassistant.py)."""
 
-    async def notify(self, service: str, title: str, message: str) -> None: ...
+    async def notify(self, service: str, title: str, message: str, *,
+                     tag: str = "") -> None: ...
 
     async def services(self, domain: str) -> list[str]: ...
 
@@ -387,7 +388,7 @@ class NightDesk:
     def _send_soon(self, message: Message, key: str | None) -> None:
         secrets = self._sources().secrets if self._sources is not None else ()
         title, text = scrub(message.title, secrets), scrub(message.message, secrets)
-        task = asyncio.create_task(self._send(title, text, key), name="notify")
+        task = asyncio.create_task(self._send(title, text, key, message.tag), name="notify")
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -413,10 +414,10 @@ class NightDesk:
         for kind, subject, why in ended:
             self.policy.recover(kind, subject, now, why)
 
-    async def _send(self, title: str, text: str, key: str | None) -> None:
+    async def _send(self, title: str, text: str, key: str | None, tag: str) -> None:
         assert self._phone is not None
         try:
-            await self._phone.notify(self.policy.config.service, title, text)
+            await self._phone.notify(self.policy.config.service, title, text, tag=tag)
         except Exception as exc:  # one lost message; the client never retries a refusal
             log.warning("phone alert not sent (%s): %s", title, exc)
             return
