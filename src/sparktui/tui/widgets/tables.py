@@ -200,6 +200,31 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
         i = next(n for n, (k, _) in enumerate(self.COLUMNS) if k == key)
         return not any(str(cells[i]) for cells in self._last.values())
 
+    def action_cursor_right(self) -> None:
+        """Right: the next column to the left edge (the stock row cursor
+        scrolled one character a press: ~40 presses to the Lanes' last column)."""
+        if self.cursor_type != "row":
+            super().action_cursor_right()
+            return
+        later = [x for x in self._column_starts() if x > self.scroll_x]
+        self.scroll_to(x=min(later[0] if later else self.max_scroll_x, self.max_scroll_x),
+                       animate=False)
+
+    def action_cursor_left(self) -> None:
+        """Left: back to the start of the column before."""
+        if self.cursor_type != "row":
+            super().action_cursor_left()
+            return
+        self.scroll_to(x=max((x for x in self._column_starts() if x < self.scroll_x),
+                             default=0), animate=False)
+
+    def _column_starts(self) -> list[int]:
+        starts, x = [], 0
+        for column in self.ordered_columns:
+            starts.append(x)
+            x += column.get_render_width(self)
+        return starts
+
     def _ensure_columns(self) -> None:
         if not self.columns:
             for key, label in self.COLUMNS:
