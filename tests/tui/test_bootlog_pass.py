@@ -11,7 +11,7 @@ from sparktui.tui.widgets.bootlog import BootLog
 from sparktui.watch.follower import LogLine
 
 from .harness import typed, wait_for
-from .scenes import NCCL_LINE, scene_console, settled
+from .scenes import LANE, NCCL_LINE, scene_console, settled
 from .screen_text import screen_text
 
 LONG = "Launching headless engine " + " ".join(f"word{i:03d}" for i in range(40))
@@ -70,3 +70,19 @@ async def test_clearing_a_search_and_the_header_at_80x24() -> None:
         await pilot.pause(0.1)
         assert log.search == "" and log.scroll_x == 0
         assert "nccl" not in NCCL_LINE[:60] and "(EngineCore" in screen_text(c.app)
+
+
+async def test_switching_rank_takes_a_searchs_sideways_scroll_with_it() -> None:
+    """The offset a search scrolled to stayed when the operator switched rank
+    (~30 Left presses to undo): another rank's log starts at its first column."""
+    c = scene_console()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        await settled(pilot, c)
+        await pilot.press("3", "slash")
+        await typed(pilot, *"nccl_timeout")
+        await pilot.press("enter")
+        log = c.app.main_screen.query_one(BootLog)
+        await wait_for(pilot, lambda: log.match_row is not None and log.scroll_x > 0)
+        c.app.main_screen.select_lane(LANE, 1)
+        await pilot.pause(0.1)
+        assert c.app.main_screen.rank == 1 and log.scroll_x == 0

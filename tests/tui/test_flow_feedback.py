@@ -5,6 +5,7 @@ on a refusal reached from the cluster picker goes back to the picker."""
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Button
 
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
@@ -12,7 +13,7 @@ from sparktui.tui.screens.info import PickerScreen
 from sparktui.tui.widgets.alerts import NoticeLine
 
 from .harness import wait_for
-from .scenes import hold_still, scene_console, select_node, settled
+from .scenes import LANE, hold_still, incident, scene_console, select_node, settled
 
 
 def notice(c) -> str:
@@ -62,3 +63,28 @@ async def test_escape_on_a_refusal_from_the_cluster_picker_goes_back_to_the_pick
         await wait_for(pilot, lambda: not isinstance(c.app.screen, PickerScreen))
         await pilot.pause(0.1)
         assert "serve dsv41-flash-r37-4x-eager cancelled" in notice(c), notice(c)
+
+
+@pytest.mark.parametrize(("key", "what"), [("R", "recover dgx6"), ("x", f"stop {LANE}")])
+async def test_r_on_a_starved_node_and_x_on_a_lane_say_at_once_they_are_working(
+        key: str, what: str) -> None:
+    """`R` on a starved node took 5-9 s to its modal, `x` 2-5 s, the status
+    line showing the previous message meanwhile: the key's own acknowledgement
+    comes first (bench/bench_tui.py --ack measures how soon)."""
+    c = scene_console()
+    async with c.app.run_test(size=(80, 24)) as pilot:
+        if key == "R":
+            await incident(pilot, c)
+            await hold_still(c)
+            await select_node(pilot, c, "dgx6")
+        else:
+            await settled(pilot, c)
+            await hold_still(c)
+            await pilot.press("2")
+            await wait_for(pilot, lambda: c.app.main_screen.current_pane == "lanes")
+        await pilot.press(key)
+        await wait_for(pilot, lambda: isinstance(c.app.screen, ConfirmActionScreen), timeout=15)
+        await pilot.pause(0.1)
+        said = [n[2] for n in reversed(c.app.notices)]
+        assert said[-2:] == [f"preparing {what}: checking its guards…",
+                             f"{what}: checked, waiting for your confirm"], said
