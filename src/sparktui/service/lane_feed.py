@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 from sparktui.core.advice import fatal_next_step
 from sparktui.core.logsig import Phase
@@ -24,6 +25,14 @@ from sparktui.watch.lane import (
     MemoryRead,
 )
 from sparktui.watch.thrash import ThrashDetector
+
+UNLISTED_BOUND_S = 120.0
+"""How long (the service's clock) a lane no poll lists any more waits for its
+watcher to say how it ended before it is dropped all the same: a rank's log
+stream whose node cannot tell that the container is gone (`docker inspect`
+failing) is followed on, and would keep the lane forever. The watcher's own
+bounds are 5-10 s a read (watch/follower.py); a removed container's stream
+ends within one of them."""
 
 
 def fatal_alert(lane: str, phase: Phase, failure: Failure) -> Alert:
@@ -50,6 +59,12 @@ class LaneFeed:
         self._protected = protected
         self._uptime = uptime
         self._last_view: LaneView | None = None
+        self._phases_told = 0
+        """Boot phases of the tracker's (in the order reached) reported so far."""
+        self._decided = False
+        """The watcher decided the lane's failure (its fatal alert went)."""
+        self._unlisted_at: float | None = None
+        """When a full poll first no longer listed the lane's containers."""
         self.gate: tuple[str, str] = ("", "")
         """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
         self.memory_load: MemoryLoad | None = None
@@ -91,9 +106,26 @@ class LaneFeed:
             self.memory_load.observe(event.node, event.available_kib,
                                      self.watcher.clock.monotonic())
         elif isinstance(event, FatalDecided):
+            self._decided = True
             self._sink(AlertRaised(fatal_alert(event.lane, self.watcher.tracker.phase,
                                                event.failure)))
         self.publish()
+
+    def listed(self) -> None:
+        """A poll lists the lane's containers (again)."""
+        self._unlisted_at = None
+
+    def gone(self, now: float) -> bool:
+        """A full poll no longer lists the lane's containers: is it gone? Only
+        once its watcher said how it ended -- stopped (every rank exited after
+        our stop) or failed (its fatal decided) -- and that was published: the
+        watcher is the one truth of the lane's phase, and a poll that ran
+        ahead of its follower must not end the lane at `stopping` (or a
+        dying lane before its FATAL). Or after UNLISTED_BOUND_S without a word."""
+        if self._unlisted_at is None:
+            self._unlisted_at = now
+        return self.watcher.stopped or self._decided \
+            or now - self._unlisted_at >= UNLISTED_BOUND_S
 
     def view(self) -> LaneView:
         w = self.watcher
@@ -141,8 +173,24 @@ class LaneFeed:
         return self.memory_load.progress({r.node: r.rank for r in self.watcher.ranks})
 
     def publish(self) -> None:
-        """Report the lane when what the console shows of it changed."""
+        """Report the lane when what the console shows of it changed: first
+        each boot phase the tracker passed since the last report and has left
+        already, in the order reached, then the lane as it is. One watcher
+        event can follow several phases (a batch of log lines reaching API
+        starting while the endpoint check, beside it, makes the lane serving),
+        and every subscriber (the story a recording keeps, a stall's page, a
+        sentinel's line per phase) must see each one."""
         view = self.view()
+        t = self.watcher.tracker
+        reached = list(t.phase_times)  # in the order reached; one entry a phase
+        for phase in reached[self._phases_told:]:
+            if phase is not t.phase:
+                self._send(replace(view, phase=phase.value, progress=None,
+                                   progress_text="", load=None))
+        self._phases_told = len(reached)
+        self._send(view)
+
+    def _send(self, view: LaneView) -> None:
         if view != self._last_view:
             self._last_view = view
             self._sink(LaneChanged(view))
