@@ -559,13 +559,15 @@ class ClusterService:
 
     async def _sync_lanes(self) -> None:
         """Start a watch for each new lane, update ranks, drop removed lanes
-        (only once every node answered, so an unreachable node hides nothing)."""
+        (only once every node answered, so an unreachable node hides nothing,
+        and once the lane's watcher said how it ended: `LaneFeed.gone`)."""
         assert self._links is not None
         snapshot = self.snapshot()
         found = discover_lanes(snapshot)
         for name, ranks in found.items():
             make = lambda n=name, r=ranks: self._new_watcher(n, r)  # noqa: E731
             watch = self._watchers.attach(name, make)
+            self._lanes[name].listed()
             rank0 = next((r for r in ranks if r.rank == 0 and r.port), None)
             if rank0 is not None and watch.api_host != self._api_host(rank0.node):
                 # found before rank 0's node was polled: the watch has no API
@@ -582,6 +584,8 @@ class ClusterService:
                 if any(s.listed_since() <= self._lanes[name].watcher.created_at
                        for s in snapshot.nodes):
                     continue  # a serve's new lane: its containers are not polled yet
+                if not self._lanes[name].gone(self.clock.time()):
+                    continue  # its watcher has not said how it ended yet
                 feed = self._lanes.pop(name)
                 self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
                 self._tasks.append(asyncio.create_task(self._watchers.drop(name),
