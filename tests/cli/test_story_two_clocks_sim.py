@@ -188,15 +188,11 @@ async def test_the_story_on_the_simulators_clock_and_on_wall_time(tmp_path, caps
                           "API starting", "serving", "stopping", "stopped",
                           *cli.phases[8:14], "failed"]
     assert cli.phases[8:14] == cli.phases[:6]
-    # one difference may show, and only this one: once the engine died its port
-    # closes API_EXIT_S (5 simulated s) later; the demo's canary re-checks 5
-    # simulated s apart (0.08 real s at 60x) and may call the lane unresponsive
-    # ("port 8000 does not answer /health (refused) on 2 checks in a row") before
-    # the fatal line, which reaches the watcher over the log stream in real time;
-    # the CLI's watcher re-checks 5 wall s apart, after the fatal line came
-    assert [p for p in demo.phases if p != "unresponsive"] == cli.phases
-    assert set(demo.alerts) - set(cli.alerts) <= {CANARY}
-    assert set(cli.alerts) <= set(demo.alerts)
+    # no difference: the demo's canary once might have called the dying lane
+    # unresponsive before its fatal line; it never did in 15 runs (5 of them
+    # beside a CPU hog), so that tolerance is gone
+    assert demo.phases == cli.phases, (demo.phases, demo.evidence.get(CANARY))
+    assert set(demo.alerts) == set(cli.alerts)
     # a stall share is a share of the node's own time, on either watcher's clock
     # (a sentinel on wall time beside a 60x simulator once read 1419 %)
     assert demo.psi + cli.psi and all(0 <= p <= 100 for p in demo.psi + cli.psi), \
