@@ -4,11 +4,16 @@ the ops layer, workflows run, every task cancelled by stop()."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
+import pytest
+
+from sparktui.core.clock import SystemClock
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
 from sparktui.ops.events import WorkflowFinished
+from sparktui.ops.journal import Journal
 from sparktui.ops.lanes import discover_lanes
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
@@ -21,7 +26,7 @@ from sparktui.service.events import (
 )
 
 from ..tui.fakecluster import GIB_KIB, FakePower, add_lane, fake_endpoints, fake_fleet, ts
-from ..tui.harness import ScaledClock
+from ..tui.harness import EPOCH, ScaledClock
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -157,3 +162,59 @@ def test_lane_discovery_from_labels() -> None:
     assert [(r.rank, r.node) for r in lanes["glm53-mxfp4-fp8-4x-r39"]] == [
         (0, "dgx5"), (1, "dgx6"), (2, "dgx7")]
 
+
+
+@pytest.mark.parametrize("on_wall", [False, True], ids=["demo", "wall"])
+async def test_the_shift_log_takes_its_window_on_each_clock(tmp_path: Path,
+                                                            on_wall: bool) -> None:
+    """The console's shift log (the last 16 h) windows each clock on its own,
+    as `sparktui shiftlog --since 16h` does (tests/ops/test_shiftlog_clocks.py):
+    it subtracted 16 h from its own clock's now and compared that with every
+    entry, so a demo's console kept a shell's entries of days ago and a wall
+    console dropped every entry of the demo's (days behind)."""
+    config = load_config(ROOT / "config.toml")
+    fleet = fake_fleet(config)
+    clock = SystemClock() if on_wall else ScaledClock()
+    service = ClusterService(config, links=fleet, endpoints=fake_endpoints(config),
+                             clock=clock, liveness=fleet.alive, state_dir=tmp_path)
+    wall, sim = time.time(), EPOCH
+    await service.start(lambda e: None)
+    try:
+        assert service.ops is not None
+        path = service.ops.journal.path
+        for wf, stamp in (("old-sim", SimAt(sim - 17 * 3600)), ("new-sim", SimAt(sim)),
+                          ("old-wall", WallAt(wall - 17 * 3600)), ("new-wall", WallAt(wall - 60))):
+            j = Journal(path, stamp)
+            j.append(wf, "begin", workflow="stop", target=wf)
+            j.append(wf, "end", workflow="stop", target=wf, ok=True, message="stopped")
+        text = service.shift_log()
+    finally:
+        await service.stop()
+    assert "stop new-sim" in text and "stop new-wall" in text, text
+    assert "old-sim" not in text and "old-wall" not in text, text
+
+
+class SimAt:
+    """A clock that is not the system's, held at ``t``: the simulator's, to a journal."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def time(self) -> float:
+        return self.t
+
+    def monotonic(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+class WallAt(SystemClock):
+    """The wall clock, held at ``t``."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def time(self) -> float:
+        return self.t

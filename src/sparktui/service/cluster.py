@@ -34,6 +34,7 @@ from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent, WorkflowFinished, WorkflowStarted
 from sparktui.ops.guards import Override
+from sparktui.ops.journal import clock_of
 from sparktui.ops.journal_tail import JournalTail
 from sparktui.ops.lanes import discover_lanes
 from sparktui.ops.observe import observe
@@ -511,8 +512,13 @@ class ClusterService:
         return {name: state.switch_states.get(sw.entity) for name, sw in switches.items()}
 
     def shift_log(self, since_s: float = 16 * 3600) -> str:
+        """The last ``since_s`` of the journal, as `sparktui shiftlog --since`
+        takes an age: back from now on this service's clock for the entries
+        stamped on it, from its latest entry on the other clock (a demo's
+        journal read on wall time, or a shell's read in the demo)."""
         ctx = self._ctx()
-        return render_shiftlog(ctx.journal.entries(), since=self.clock.time() - since_s)
+        return render_shiftlog(ctx.journal.entries(), ago=since_s, now=self.clock.time(),
+                               clock=clock_of(self.clock))
 
     def _state_word(self, node: str) -> str:
         snap = self.snapshot().get(node)
