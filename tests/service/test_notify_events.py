@@ -71,7 +71,7 @@ async def test_predicted_oom_is_one_message_per_lane(tmp_path: Path) -> None:
     assert [t for _, t, _ in phone.sent] == ["sparktui PREDICTED-OOM x",
                                              "sparktui RECOVERED PREDICTED-OOM x",
                                              "sparktui PREDICTED-OOM x"]
-    assert "predicted-oom is over (the lane is gone)" in phone.sent[1][2]
+    assert "predicted-oom is over (lane gone)" in phone.sent[1][2]
     await d.stop()
 
 

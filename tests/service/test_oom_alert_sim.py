@@ -49,7 +49,7 @@ async def test_the_console_predicts_boot_d_before_any_node_thrashes(tmp_path: Pa
             # "at KV allocation" depending on how fresh the last reading is
             assert f"{alert.subject} runs out at " in alert.evidence[0]
             assert f"sparktui stop {LANE}" in alert.next_step
-            assert alert in c.service.alerts()
+            assert alert.key in {a.key for a in c.service.alerts()}  # marked once phoned
             await until(c, lambda: c.sim.ha.notifications, why=lambda: "no phone message")
             # the other ranks' predictions come in: no new message
             await run_for(c, 10 * POLL_S)

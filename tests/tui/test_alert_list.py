@@ -7,7 +7,7 @@ reachable, and the hint is whole."""
 
 from __future__ import annotations
 
-from sparktui.service.events import Alert, AlertCleared, AlertRaised, LaneGone
+from sparktui.service.events import LANE_GONE, Alert, AlertCleared, AlertRaised, LaneGone
 from sparktui.tui.messages import ServiceReported
 from sparktui.tui.screens.alerts import MARK, AlertList, AlertsScreen
 
@@ -80,11 +80,12 @@ async def test_the_alert_list_at_80x24_keeps_every_alert_and_the_next_step_in_vi
         assert "acknowledged" in marked(text)[0] and "dgx6" in marked(text)[0], text
 
 
-async def test_a_lane_alert_clears_once_acknowledged_after_its_lane_is_gone() -> None:
+async def test_a_lane_alert_cleared_as_its_lane_is_gone_leaves_the_list() -> None:
     """Issue 28 item 7: a FATAL stayed "1 acknowledged alert(s) still active"
-    after its lane was gone. An acknowledged one clears when the lane goes; one
-    not yet acknowledged stays until it is (the ranks may be removed at once),
-    then clears; a node's alert is not the lane's."""
+    after its lane was gone. The service clears a lane's alerts as the lane
+    goes (`AlertCleared.why`: lane gone, before its LaneGone), acknowledged or
+    not; the console shows that clear, and a LaneGone alone clears nothing
+    (the one decision is the service's); a node's alert is not the lane's."""
     c = build()
     async with c.app.run_test(size=(80, 24)) as pilot:
         screen = c.app.main_screen
@@ -92,28 +93,34 @@ async def test_a_lane_alert_clears_once_acknowledged_after_its_lane_is_gone() ->
         screen.post_message(ServiceReported(AlertRaised(thrash("dgx6"))))
         await wait_for(pilot, lambda: len(c.app.alerts.active) == 2)
         c.app.acknowledge(f"fatal:{LANE}")
+        c.app.acknowledge("thrash:dgx6")
+        await pilot.pause(0.1)
+        assert " 2 acknowledged alert(s) still active" in screen_text(c.app)
+        screen.post_message(ServiceReported(AlertCleared(f"fatal:{LANE}", why=LANE_GONE)))
         screen.post_message(ServiceReported(LaneGone(LANE)))
         await wait_for(pilot, lambda: f"fatal:{LANE}" not in c.app.alerts.active)
         assert "thrash:dgx6" in c.app.alerts.active
-        c.app.acknowledge("thrash:dgx6")
         await pilot.pause(0.1)
         assert " 1 acknowledged alert(s) still active" in screen_text(c.app)  # the THRASH
         await pilot.press("exclamation_mark")
         await wait_for(pilot, lambda: isinstance(c.app.screen, AlertsScreen))
         await pilot.pause(0.1)
-        assert "lane gone" in screen_text(c.app), screen_text(c.app)
+        text = screen_text(c.app)
+        assert "lane gone" in text, text
+        fatal = [ln for ln in text.splitlines() if "FATAL" in ln]
+        assert fatal and all("[cleared" in ln for ln in fatal), text  # listed as cleared
         await pilot.press("escape")
 
-        # raised again, not acknowledged, the lane gone: it waits to be read
+        # raised again, never acknowledged: the lane's clear clears it all the same
         screen.post_message(ServiceReported(AlertRaised(FATAL)))
         await wait_for(pilot, lambda: f"fatal:{LANE}" in c.app.alerts.active)
         screen.post_message(ServiceReported(LaneGone(LANE)))
         await pilot.pause(0.1)
-        assert any("FATAL" in ln and "a:ack" in ln for ln in screen_text(c.app).splitlines())
-        assert f"fatal:{LANE}" in c.app.alerts.active
-        await pilot.press("a")
+        assert f"fatal:{LANE}" in c.app.alerts.active  # no clear from the service yet
+        screen.post_message(ServiceReported(AlertCleared(f"fatal:{LANE}", why=LANE_GONE)))
         await wait_for(pilot, lambda: f"fatal:{LANE}" not in c.app.alerts.active)
-        assert " 1 acknowledged alert(s) still active" in screen_text(c.app)
+        assert not any("FATAL" in ln and "a:ack" in ln for ln in screen_text(c.app).splitlines())
+        assert c.app.alerts.cleared[0].why_cleared == LANE_GONE
 
 
 async def test_a_fatal_with_long_distinct_evidence_keeps_its_next_step_in_view() -> None:

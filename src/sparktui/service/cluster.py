@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -65,6 +66,7 @@ from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
 from sparktui.service.attach import SentinelFeed, lost_alert, reattach
 from sparktui.service.events import (
+    LANE_GONE,
     Alert,
     AlertCleared,
     AlertRaised,
@@ -295,9 +297,7 @@ class ClusterService:
                                           lost_at=self.clock.time())
             else:
                 self._watch_alone()
-            alert = lost_alert(pid, why, polls=not self._attached_only)
-            self._alerts[alert.key] = alert
-            self._emit(AlertRaised(alert))
+            self._raise(lost_alert(pid, why, polls=not self._attached_only))
             lanes = set(state.lanes)
             feed = await reattach(self._sentinel, self.clock, lambda: not self._running)
 
@@ -340,12 +340,10 @@ class ClusterService:
             watch.publish()
         key = f"{news.kind}:{news.subject}"
         if news.alarming:
-            alert = Alert(key, news.kind if news.kind != "gate" else news.state, news.subject,
-                          news.evidence, news.next_step)
-            self._alerts[key] = alert
-            self._emit(AlertRaised(alert))
-        elif news.kind == "gate" and self._alerts.pop(key, None) is not None:
-            self._emit(AlertCleared(key))
+            self._raise(Alert(key, news.kind if news.kind != "gate" else news.state,
+                              news.subject, news.evidence, news.next_step))
+        elif news.kind == "gate":
+            self._clear(key)
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""
@@ -527,10 +525,17 @@ class ClusterService:
     # -- internals -----------------------------------------------------------
 
     def _emit(self, event: ServiceEvent) -> None:
+        """Every event this service reports, in order: the night desk's, then
+        the sink's. The alerts it raises and clears are kept here (`alerts`),
+        whoever raised them (a lane's feed, the desk's "notified" mark)."""
         try:
             event = self.night.on_event(event)  # an alert already sent is marked "notified"
         except Exception:  # the night desk must not stop the watchers either
             log.exception("night desk failed on %r", event)
+        if isinstance(event, AlertRaised):
+            self._alerts[event.alert.key] = event.alert
+        elif isinstance(event, AlertCleared):
+            self._alerts.pop(event.key, None)
         try:
             self._sink(event)
         except Exception:  # a broken subscriber must not stop the watchers
@@ -552,16 +557,24 @@ class ClusterService:
                 feed.watcher.on_snapshot(snap)
                 feed.publish()
 
+    def _raise(self, alert: Alert) -> None:
+        self._emit(AlertRaised(alert))
+
+    def _clear(self, key: str, why: str = "") -> None:
+        """Clear the alert ``key`` if it is raised (``why``: `AlertCleared.why`)."""
+        if key in self._alerts:
+            self._emit(AlertCleared(key, why=why))
+
     def _alert_for(self, verdict: ThrashVerdict) -> None:
         key = f"thrash:{verdict.node}"
         if verdict.level >= ThrashLevel.SUSPECTED:
             alert = Alert(key, verdict.level.label, verdict.node, verdict.evidence,
                           verdict.next_step)
-            if self._alerts.get(key) != alert:
-                self._alerts[key] = alert
-                self._emit(AlertRaised(alert))
-        elif self._alerts.pop(key, None) is not None:
-            self._emit(AlertCleared(key))
+            old = self._alerts.get(key)
+            if old is None or replace(old, notified=False) != alert:  # kept with its mark
+                self._raise(alert)
+        else:
+            self._clear(key)
 
     async def _sync_lanes(self) -> None:
         """Start a watch for each new lane, update ranks, drop removed lanes
@@ -596,6 +609,8 @@ class ClusterService:
                 self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
                 self._tasks.append(asyncio.create_task(self._watchers.drop(name),
                                                        name=f"stop:{name}"))
+                for key in [k for k, a in self._alerts.items() if a.subject == name]:
+                    self._clear(key, LANE_GONE)  # its FATAL, gate, canary: over
                 self._emit(LaneGone(name))
 
     def _new_watcher(self, name: str, ranks: tuple[RankContainer, ...]) -> LaneWatcher:
@@ -650,11 +665,9 @@ class ClusterService:
     def _canary_alert(self, lane: str, verdict: CanaryVerdict | None) -> None:
         key = f"canary:{lane}"
         if verdict is not None and verdict.unresponsive:
-            self._alerts[key] = alert = Alert(
-                key, "unresponsive", lane, verdict.evidence, UNRESPONSIVE_NEXT)
-            self._emit(AlertRaised(alert))
-        elif self._alerts.pop(key, None) is not None:
-            self._emit(AlertCleared(key))
+            self._raise(Alert(key, "unresponsive", lane, verdict.evidence, UNRESPONSIVE_NEXT))
+        else:
+            self._clear(key)
 
 
 def _drop(event: ServiceEvent) -> None:

@@ -67,11 +67,18 @@ class AlertRaised:
     after a seek, when the alert was first raised); None: now."""
 
 
+LANE_GONE = "lane gone"
+"""`AlertCleared.why` of a lane's alerts once its containers are gone: what
+they were about no longer runs."""
+
+
 @dataclass(frozen=True)
 class AlertCleared:
     key: str
     at: float | None = None
     """As `AlertRaised.at`."""
+    why: str = ""
+    """Why it cleared when its condition did not just end (`LANE_GONE`)."""
 
 
 @dataclass(frozen=True)

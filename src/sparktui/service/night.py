@@ -39,6 +39,7 @@ from sparktui.ops.journal import clock_of
 from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP
 from sparktui.service import phoned
 from sparktui.service.events import (
+    LANE_GONE,
     Alert,
     AlertCleared,
     AlertRaised,
@@ -398,7 +399,7 @@ class NightDesk:
         ended: list[tuple[str, str, str]] = []
         if isinstance(ev, AlertCleared):
             kind, _, subject = ev.key.partition(":")
-            ended.append((kind, subject, "alert cleared"))
+            ended.append((kind, subject, ev.why or "alert cleared"))
         elif isinstance(ev, LaneChanged):
             if ev.lane.phase != "stalled":
                 ended.append(("stall", ev.lane.name, f"the boot moved on: {ev.lane.phase}"))
@@ -409,8 +410,8 @@ class NightDesk:
         elif isinstance(ev, LaneGone):
             for kind in ("lane-ready", "lane-qualified"):
                 self.policy.close(kind, ev.name)
-            ended += [(kind, ev.name, "the lane is gone")
-                      for kind in ("fatal", "stall", "predicted-oom")]
+            # its fatal alert was cleared just before, why: lane gone (the service)
+            ended += [(kind, ev.name, LANE_GONE) for kind in ("stall", "predicted-oom")]
         for kind, subject, why in ended:
             self.policy.recover(kind, subject, now, why)
 

@@ -145,7 +145,7 @@ class EventLines:
                             + (f" -> {a.next_step}" if a.next_step else ""))]
         if isinstance(event, AlertCleared):
             self._alerts.pop(event.key, None)
-            return [(INFO, f"cleared {event.key}")]
+            return [(INFO, f"cleared {event.key}" + (f" ({event.why})" if event.why else ""))]
         return []
 
     def _node(self, e: NodeSampled) -> list[tuple[int, str]]:

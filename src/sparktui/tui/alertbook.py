@@ -32,7 +32,8 @@ class Entry:
     acked: bool = False
     cleared_at: float | None = None
     why_cleared: str = ""
-    """Why it left the active list when the service did not clear it (``lane gone``)."""
+    """Why it cleared, when its condition did not just end (`AlertCleared.why`:
+    ``lane gone``; ``re-attached``)."""
 
     @property
     def rank(self) -> tuple[int, float, str]:
@@ -43,8 +44,6 @@ class AlertBook:
     def __init__(self) -> None:
         self.active: dict[str, Entry] = {}
         self.cleared: deque[Entry] = deque(maxlen=HISTORY)
-        self.gone: set[str] = set()
-        """Lanes that no longer run: their alerts clear once acknowledged."""
 
     def raised(self, alert: Alert, now: float) -> None:
         old = self.active.get(alert.key)
@@ -60,20 +59,6 @@ class AlertBook:
         if entry is not None:
             self.cleared.appendleft(replace(entry, cleared_at=now, why_cleared=why))
 
-    def lane_gone(self, lane: str, now: float) -> None:
-        """A lane's containers are gone: its alerts (a FATAL, a garbled or slow
-        gate) are about something that no longer runs. The acknowledged ones
-        clear now; one the operator has not acknowledged stays until it is
-        (nobody misses a FATAL because its ranks were removed at once)."""
-        self.gone.add(lane)
-        for key, e in list(self.active.items()):
-            if e.alert.subject == lane and e.acked:
-                self.cleared_key(key, now, "lane gone")
-
-    def lane_seen(self, lane: str) -> None:
-        """The lane runs (again): its alerts are live ones."""
-        self.gone.discard(lane)
-
     def ranked(self) -> list[Entry]:
         """Active alerts, unacknowledged first, most severe first, newest first."""
         return sorted(self.active.values(), key=lambda e: (e.acked, e.rank))
@@ -85,9 +70,9 @@ class AlertBook:
         pending = self.unacked()
         return pending[0] if pending else None
 
-    def acknowledge(self, now: float, key: str | None = None) -> list[str]:
+    def acknowledge(self, key: str | None = None) -> list[str]:
         """Acknowledge one alert, or (no key) every active one; the keys
-        acknowledged. An acknowledged alert of a lane that is gone clears."""
+        acknowledged."""
         keys = [key] if key is not None else [e.alert.key for e in self.unacked()]
         done = []
         for k in keys:
@@ -95,8 +80,6 @@ class AlertBook:
             if entry is not None and not entry.acked:
                 self.active[k] = replace(entry, acked=True)
                 done.append(k)
-                if entry.alert.subject in self.gone:
-                    self.cleared_key(k, now, "lane gone")
         return done
 
 

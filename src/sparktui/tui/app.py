@@ -265,7 +265,7 @@ class SparkTUI(App[None]):
         palette.call_after_refresh(typed)
 
     def acknowledge(self, key: str) -> None:
-        if self.alerts.acknowledge(self.now(), key):
+        if self.alerts.acknowledge(key):
             self.main_screen.show_alerts()
 
     def show_alert_list(self) -> None:

@@ -201,8 +201,6 @@ class MainScreen(Screen[None]):
             self.query_one(LanesTable).drop_row(ev.name)
             self.query_one("#lanes-empty").display = not self._lanes
             self._predictions_changed()
-            self.alerts.lane_gone(ev.name, self.spark.now())
-            self.show_alerts()
         elif isinstance(ev, AlertRaised):
             self.alerts.raised(ev.alert, self.spark.now() if ev.at is None else ev.at)
             self.show_alerts()
@@ -214,7 +212,7 @@ class MainScreen(Screen[None]):
         elif isinstance(ev, AlertCleared):
             back = ev.key == LOST_KEY  # the console is attached to a sentinel again
             self.alerts.cleared_key(ev.key, self.spark.now() if ev.at is None else ev.at,
-                                    "re-attached" if back else "")
+                                    ev.why or ("re-attached" if back else ""))
             if back:
                 self.notify(f"re-attached: {self.spark.service.attached}", timeout=20)
                 self._summary = ""  # the header's "attached to sentinel" mark, now
@@ -356,7 +354,6 @@ class MainScreen(Screen[None]):
         old = self._lanes.get(lane.name)
         self._lanes[lane.name] = lane
         self._ranks_seen.setdefault(lane.name, {}).update({r.rank: r for r in lane.ranks})
-        self.alerts.lane_seen(lane.name)
         self.query_one("#lanes-empty").display = False
         if old is None or (old.load is None) != (lane.load is None):
             self._predictions_changed()
