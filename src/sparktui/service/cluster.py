@@ -13,14 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack
-from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
 from sparktui.adapters.ping import LivenessCheck, check_liveness
-from sparktui.core.advice import UNRESPONSIVE_NEXT
-from sparktui.core.canary import CanaryVerdict
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
@@ -30,7 +27,7 @@ from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes, load_recipe
 from sparktui.core.state import ClusterSnapshot, HistoryPoint, NodeSnapshot
-from sparktui.core.thrash import ThrashLevel, ThrashVerdict
+from sparktui.core.thrash import ThrashVerdict
 from sparktui.ops.bundle import BundleResult, BundleSources, token_values, write_bundle
 from sparktui.ops.context import OpsContext, Power, open_runtime
 from sparktui.ops.events import StepFinished, WorkflowEvent, WorkflowFinished, WorkflowStarted
@@ -64,12 +61,10 @@ from sparktui.ops.workflows.runlock_close import RunlockClose
 from sparktui.ops.workflows.serve import Serve, ServeOptions
 from sparktui.ops.workflows.stop import Stop
 from sparktui.service.actions import ActionPreview
+from sparktui.service.alerts import Alerts
 from sparktui.service.attach import SentinelFeed, lost_alert, reattach
 from sparktui.service.events import (
-    LANE_GONE,
     Alert,
-    AlertCleared,
-    AlertRaised,
     LaneGone,
     NodeSampled,
     ServiceEvent,
@@ -171,7 +166,7 @@ class ClusterService:
         self._reads: ClusterReads = self._local_reads()
         """Where snapshots, lanes, logs and verdicts are read: this process's
         watch, or an attached sentinel's stream."""
-        self._alerts: dict[str, Alert] = {}
+        self._alerts = Alerts(self._emit)
         self.night = NightDesk(config, clock=self.clock, state_dir=self._state_dir)
 
     # -- lifecycle -----------------------------------------------------------
@@ -285,7 +280,7 @@ class ClusterService:
                         if self._alone:
                             await self._stop_alone()
                         self._mirror(feed)
-                        shown = (lanes, set(self._alerts))
+                        shown = (lanes, set(self._alerts.active))
                         log.info("re-attached to the sentinel (pid %d)", feed.pid)
                     why = await feed.follow(self._from_remote, shown)
                 finally:
@@ -297,7 +292,7 @@ class ClusterService:
                                           lost_at=self.clock.time())
             else:
                 self._watch_alone()
-            self._raise(lost_alert(pid, why, polls=not self._attached_only))
+            self._alerts.raise_(lost_alert(pid, why, polls=not self._attached_only))
             lanes = set(state.lanes)
             feed = await reattach(self._sentinel, self.clock, lambda: not self._running)
 
@@ -306,10 +301,7 @@ class ClusterService:
         phone alert, so it goes straight to the console (held for a bundle
         written from here, as the console's own would be)."""
         self.night.memory.fold(event)
-        if isinstance(event, AlertRaised):
-            self._alerts[event.alert.key] = event.alert
-        elif isinstance(event, AlertCleared):
-            self._alerts.pop(event.key, None)
+        self._alerts.keep(event)
         try:
             self._sink(event)
         except Exception:  # a broken subscriber must not stop the stream
@@ -338,12 +330,7 @@ class ClusterService:
         if news.kind == "gate" and (watch := self._lanes.get(news.subject)) is not None:
             watch.gate = (news.state, news.text)
             watch.publish()
-        key = f"{news.kind}:{news.subject}"
-        if news.alarming:
-            self._raise(Alert(key, news.kind if news.kind != "gate" else news.state,
-                              news.subject, news.evidence, news.next_step))
-        elif news.kind == "gate":
-            self._clear(key)
+        self._alerts.news(news)
 
     async def stop(self) -> None:
         """Cancel every task this service started and close the connections."""
@@ -378,7 +365,7 @@ class ClusterService:
         return self._reads.log_tail(lane, rank)
 
     def alerts(self) -> list[Alert]:
-        return list(self._alerts.values())
+        return list(self._alerts.active.values())
 
     def verdict(self, node: str) -> ThrashVerdict:
         """The node's memory verdict now (the sentinel's while attached)."""
@@ -526,16 +513,12 @@ class ClusterService:
 
     def _emit(self, event: ServiceEvent) -> None:
         """Every event this service reports, in order: the night desk's, then
-        the sink's. The alerts it raises and clears are kept here (`alerts`),
-        whoever raised them (a lane's feed, the desk's "notified" mark)."""
+        the sink's; the alerts among them are kept (service/alerts.py)."""
         try:
             event = self.night.on_event(event)  # an alert already sent is marked "notified"
         except Exception:  # the night desk must not stop the watchers either
             log.exception("night desk failed on %r", event)
-        if isinstance(event, AlertRaised):
-            self._alerts[event.alert.key] = event.alert
-        elif isinstance(event, AlertCleared):
-            self._alerts.pop(event.key, None)
+        self._alerts.keep(event)
         try:
             self._sink(event)
         except Exception:  # a broken subscriber must not stop the watchers
@@ -551,30 +534,11 @@ class ClusterService:
             history = self.poller.history(snap.node)
             point = history[-1] if history and snap.probe is not None else None
             self._emit(NodeSampled(snap, verdict, point))
-            self._alert_for(verdict)
+            self._alerts.thrash(verdict)
             await self._sync_lanes()
             for feed in self._lanes.values():
                 feed.watcher.on_snapshot(snap)
                 feed.publish()
-
-    def _raise(self, alert: Alert) -> None:
-        self._emit(AlertRaised(alert))
-
-    def _clear(self, key: str, why: str = "") -> None:
-        """Clear the alert ``key`` if it is raised (``why``: `AlertCleared.why`)."""
-        if key in self._alerts:
-            self._emit(AlertCleared(key, why=why))
-
-    def _alert_for(self, verdict: ThrashVerdict) -> None:
-        key = f"thrash:{verdict.node}"
-        if verdict.level >= ThrashLevel.SUSPECTED:
-            alert = Alert(key, verdict.level.label, verdict.node, verdict.evidence,
-                          verdict.next_step)
-            old = self._alerts.get(key)
-            if old is None or replace(old, notified=False) != alert:  # kept with its mark
-                self._raise(alert)
-        else:
-            self._clear(key)
 
     async def _sync_lanes(self) -> None:
         """Start a watch for each new lane, update ranks, drop removed lanes
@@ -609,8 +573,7 @@ class ClusterService:
                 self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
                 self._tasks.append(asyncio.create_task(self._watchers.drop(name),
                                                        name=f"stop:{name}"))
-                for key in [k for k, a in self._alerts.items() if a.subject == name]:
-                    self._clear(key, LANE_GONE)  # its FATAL, gate, canary: over
+                self._alerts.lane_gone(name)  # its FATAL, gate, canary: cleared first
                 self._emit(LaneGone(name))
 
     def _new_watcher(self, name: str, ranks: tuple[RankContainer, ...]) -> LaneWatcher:
@@ -660,14 +623,7 @@ class ClusterService:
         off = interval <= 0 or (recipe is not None and not recipe.readiness.canary)
         return ServingCanary(lane, clock=self.clock, interval_s=None if off else interval,
                              complete=self._canary, detector=self.detector,
-                             on_verdict=lambda v: self._canary_alert(lane, v))
-
-    def _canary_alert(self, lane: str, verdict: CanaryVerdict | None) -> None:
-        key = f"canary:{lane}"
-        if verdict is not None and verdict.unresponsive:
-            self._raise(Alert(key, "unresponsive", lane, verdict.evidence, UNRESPONSIVE_NEXT))
-        else:
-            self._clear(key)
+                             on_verdict=lambda v: self._alerts.canary(lane, v))
 
 
 def _drop(event: ServiceEvent) -> None:
