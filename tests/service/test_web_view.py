@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -132,6 +133,20 @@ async def test_the_browser_shows_the_read_only_console_of_the_sentinel(
             assert resources and all(r.startswith(f"http://127.0.0.1:{port}/")
                                      or r.startswith(f"ws://127.0.0.1:{port}/")
                                      for r in resources), resources
+            # the sentinel away (systemd restarts it 15 s later): a page opened now is
+            # a console that says so and waits for it, not a session that died
+            sp.proc.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(sp.proc.wait(), 30)
+            await browser.call("Page.navigate", url=f"http://127.0.0.1:{port}/")
+            text = ""
+            try:
+                async with asyncio.timeout(60):
+                    while "no sentinel answers at" not in text:
+                        await asyncio.sleep(0.5)
+                        text = await browser.screen_text()
+            except TimeoutError:
+                raise AssertionError(text) from None
+            assert "READ-ONLY" in text and "SENTINEL LOST" in text, text
 
 
 async def test_a_non_loopback_address_needs_a_token(tmp_path: Path,

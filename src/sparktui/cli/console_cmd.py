@@ -16,7 +16,6 @@ import sys
 from ..adapters.endpoints import EndpointError, resolve_endpoints
 from ..service.attach import socket_path
 from ..service.cluster import ClusterService
-from ..service.sentinel import running_sentinel
 from ..tui.app import make_app
 from ..tui.logsink import logged_to_file
 from .common import load
@@ -30,9 +29,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--read-only", action="store_true",
                    help="for observers: no action keys, no action commands")
     p.add_argument("--attached-only", action="store_true",
-                   help="start only attached to a running sentinel, never polling the nodes "
+                   help="only ever attached to the sentinel, never polling the nodes "
                         "itself, not even while it restarts: its last state is shown stale "
-                        "until it is back (each `sparktui web` session)")
+                        "(none when it was away at the start, said so) until it is back "
+                        "(each `sparktui web` session)")
     p.set_defaults(func=run, read_only=False)
 
 
@@ -45,10 +45,6 @@ def run(args: argparse.Namespace) -> int:
         if config.simulator.enabled:
             print("sparktui: the config points at the simulator: start it with `sparktui sim`, "
                   "or run `sparktui demo` (simulator and console together)", file=sys.stderr)
-        return 2
-    if args.attached_only and running_sentinel(config.state_dir()) is None:
-        print(f"sparktui: no sentinel watches {config.state_dir()}; this console only "
-              "attaches (start `sparktui sentinel`)", file=sys.stderr)
         return 2
     service = ClusterService(config, endpoints=endpoints,
                              sentinel=socket_path(config.state_dir()),

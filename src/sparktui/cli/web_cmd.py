@@ -2,9 +2,11 @@
 whoever is not on the SSH session. Each browser session is its own
 ``sparktui console --read-only --attached-only`` process attached to the
 running sentinel, so a browser adds no polling of the nodes; without a
-sentinel the view refuses to start. It listens on loopback unless a token is
-configured ([web] token_env or token_file, mode 0600, like the Home Assistant
-token); a browser then opens ``http://HOST:PORT/?token=...`` once."""
+sentinel the view refuses to start (a session opened while the sentinel
+restarts shows that it is away and waits for it). It listens on loopback
+unless a token is configured ([web] token_env or token_file, mode 0600, like
+the Home Assistant token); a browser then opens ``http://HOST:PORT/?token=...``
+once."""
 
 from __future__ import annotations
 
