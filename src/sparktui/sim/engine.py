@@ -130,6 +130,9 @@ class Engine:
         self.rpc_timeout_s = float(env.get("VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS", "300"))
         self.joined = False
         self.core_dead = False
+        self.prefilling = False
+        """A prompt is being prefilled: no output comes out of the engine until
+        its first token (SGLang's ``/health`` waits for one, engine_http)."""
         self.read_done = 0.0
         """Bytes read by the engine's reads that ended (see :meth:`bytes_read`)."""
         self._reading: tuple[float, float] | None = None
@@ -256,6 +259,8 @@ class Engine:
             self.http_wanted = True
             self.health_status = 200
             self.sim.schedule_http_start(self)
+            if self.args.kind == "sglang":
+                self._sglang_warmup()
             style.serving(self)
             name = f"{self.node.name}/{self.container.name}"
             if self.sim.spec.engine_core_dies_after_s is not None:
@@ -266,6 +271,20 @@ class Engine:
                                      self._core_exit(self.sim.spec.engine_core_exits_after_s))
             self.sim.sched.spawn(f"{name}/stats", self._stats_ticker())
         yield from self._serve()
+
+    def _sglang_warmup(self) -> None:
+        """SGLang serves a warmup request before it says it is fired up: ``The
+        capital city of France is``, 8 new tokens (0.5.23
+        ``srt/entrypoints/http_server.py:2572``, ``:2407``, ``:2455``), so its
+        step and finish counters have their series from the start."""
+        st, prompt, new = self.stats, 7, 8
+        ttft = 0.05 + prompt / self.prefill_tps()
+        st.prompt_tokens += prompt
+        st.generation_tokens += new
+        st.ttft.append(ttft)
+        st.e2e.append(ttft + new / self.decode_tps())
+        st.streamed.append(False)
+        st.finished.append((prompt, new))
 
     def _model_reachable(self) -> bool:
         """The model's snapshot through the container's HF cache mount, as the engine
@@ -485,6 +504,13 @@ class Engine:
             self.stats.running -= 1
 
     def _prefill(self, req: Request) -> Generator[Wait, None, bool]:
+        self.prefilling = True
+        try:
+            return (yield from self._prefill_and_decode(req))
+        finally:
+            self.prefilling = False
+
+    def _prefill_and_decode(self, req: Request) -> Generator[Wait, None, bool]:
         m = self.model
         assert m is not None
         scratch = m.scratch_base_gib + req.prompt_tokens * m.scratch_gib_per_token
@@ -535,6 +561,7 @@ class Engine:
         if self.proc is not None:
             self.proc.gate = gate
         req.first_token_t = self.sim.sched.t
+        self.prefilling = False
         st = self.stats
         left = req.max_tokens
         while left > 0:  # the step counters move as tokens come

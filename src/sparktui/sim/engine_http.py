@@ -226,6 +226,15 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
             await asyncio.gather(wait_for(lambda: engine.sim.sched.t >= until),
                                  asyncio.sleep(SGLANG_HEALTH_TIMEOUT_S))
             return web.Response(status=503)
+        if engine.args.kind == "sglang" and engine.prefilling and engine.phase == "ready":
+            # a generation that waits for any output of the scheduler, which
+            # prefills a long prompt chunk after chunk with nothing beside it
+            # and streams nothing until its last (0.5.23 http_server.py:781,
+            # managers/scheduler.py:3993, schedule_policy.py:890,
+            # batch_result_processor.py:432): 200 once it is done, 503 after 20 s
+            until = engine.sim.sched.t + SGLANG_HEALTH_TIMEOUT_S
+            await wait_for(lambda: not engine.prefilling or engine.sim.sched.t >= until)
+            return web.Response(status=503 if engine.prefilling else engine.health_status)
         return web.Response(status=engine.health_status)
 
     async def models(request: web.Request) -> web.Response:
