@@ -168,6 +168,29 @@ def test_a_port_that_accepts_and_never_answers_is_unresponsive() -> None:
                           "checks in a row",)
 
 
+def test_no_answer_to_health_while_the_step_counters_move_is_busy() -> None:
+    """SGLang's /health (a generation) waits behind a long prompt's chunks,
+    which move its step counter (tests/fixtures/dialects/long_request.py)."""
+    for before in range(20):
+        v = judge_health(NO_ANSWER, before, 30000, moved=True)
+        assert v is not None and v.state == "busy" and not v.dead_evidence
+    assert judge_health("ok", 9, 30000, moved=True) is None
+
+
+def test_a_step_counter_moved_is_its_last_sample_against_the_one_before() -> None:
+    w = ThroughputWatch()
+    w.observe(c(0, None))
+    assert not w.moved
+    w.observe(c(5, 100))
+    assert not w.moved  # nothing to compare with
+    w.observe(c(10, 108))
+    assert w.moved
+    w.observe(c(15, 108))
+    assert not w.moved
+    w.observe(c(20, None))
+    assert not w.moved
+
+
 @given(st.floats(1.0, 3600.0), st.floats(0.5, 30.0), st.floats(0.0, 5.0), st.floats(0.5, 30.0))
 def test_rounds_come_often_enough_to_call_a_hang_within_the_interval(
         interval: float, timeout: float, settle: float, retry: float) -> None:

@@ -78,7 +78,8 @@ async def test_a_long_healthy_sglang_request_raises_no_alarm(tmp_path: Path) -> 
 async def test_an_sglang_scheduler_hung_mid_request_is_still_unresponsive(
         tmp_path: Path) -> None:
     """Its ``/health`` (a generation) gives no answer, which the lane's health
-    rule calls unresponsive (HUNG_HEALTH_CHECKS checks: ~30 s on a real clock;
+    rule calls unresponsive (HUNG_HEALTH_CHECKS checks with the step counters
+    standing still: ~30 s on a real clock;
     here each check's HTTP bound is real seconds while the manual clock runs
     ahead, so no bound on simulated time is asserted); its ``/metrics`` still
     answers, frozen with the request running: a throughput collapse."""
@@ -94,6 +95,10 @@ async def test_an_sglang_scheduler_hung_mid_request_is_still_unresponsive(
                             max_sim_s=3600, why=lambda: str(n.service.lanes()[LANE]))
         _, raised = n.alerts("canary:")[0]
         assert raised.alert.level == "unresponsive" and raised.alert.subject == LANE
-        assert "gives no answer to /health on 3 checks in a row" in raised.alert.evidence[0]
+        # the health rule's words, or (a round already under way when it hung,
+        # on a loaded host whose checks lag) the round's: no token, one running
+        assert any("gives no answer to /health on 3 checks in a row" in e
+                   or "no token processed in" in e for e in raised.alert.evidence), \
+            raised.alert.evidence
         await advance_until(n, lambda: bool(seen), step=2.0, max_sim_s=600)
         assert "no token processed for" in seen[0] and "1 request(s) running" in seen[0]

@@ -138,3 +138,57 @@ async def test_an_sglang_scheduler_hung_idle_is_unresponsive_by_its_health() -> 
     assert canary.verdict is not None and canary.verdict.unresponsive
     assert canary.verdict.evidence == (f"port {port} gives no answer to /health on "
                                        f"{HUNG_HEALTH_CHECKS} checks in a row",)
+
+
+def prefilling_app(reads: tuple[str, ...]) -> web.Application:
+    """SGLang behind a long prompt (tests/fixtures/dialects/long_request.py):
+    ``/health`` gives no answer, each ``/metrics`` read is the next golden one."""
+    served = iter(reads)
+
+    async def health(request: web.Request) -> web.Response:
+        await asyncio.sleep(3600.0)
+        return web.Response(status=503)
+
+    async def metrics(request: web.Request) -> web.Response:
+        return web.Response(text=next(served), content_type="text/plain")
+
+    app = web.Application()
+    app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
+    return app
+
+
+@pytest.mark.parametrize("moving", [True, False], ids=["prefilling", "hung"])
+async def test_an_sglang_health_behind_a_long_prompt_is_busy_not_unresponsive(
+        moving: bool) -> None:
+    """No answer to /health while the scheduler's step counter moves chunk
+    by chunk is busy, for three minutes of checks; the same with the counter
+    frozen (a scheduler hung mid-request) is unresponsive on the third."""
+    from fixtures.dialects.long_request import PREFILL
+    from fixtures.dialects.long_request import SHAPES as LONG
+
+    reads = PREFILL if moving else (LONG["sglang-0.5"].hung,) * len(PREFILL)
+    runner = web.AppRunner(prefilling_app(reads), shutdown_timeout=0.1)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    clock = SimClock()
+    states: list[str | None] = []
+    canary = ServingCanary("lane", clock=clock, interval_s=INTERVAL_S, complete=None)
+    try:
+        async with EngineClient("127.0.0.1", port, timeout=0.2) as client:
+            for _ in range(len(reads)):
+                health = health_word(await client.health())
+                assert health == NO_ANSWER
+                canary.observe(health, await client.metrics(), ["dgx1"], ("dgx1", port))
+                states.append(canary.verdict.state if canary.verdict else None)
+                await clock.advance(CHECK_S, step=CHECK_S)
+    finally:
+        await runner.cleanup()
+    if moving:
+        assert "unresponsive" not in states and states[-1] == "busy", states
+        assert canary.verdict is not None and "busy, not dead" in canary.verdict.evidence[0]
+    else:
+        assert states[:HUNG_HEALTH_CHECKS] == [None] * (HUNG_HEALTH_CHECKS - 1) + \
+            ["unresponsive"], states

@@ -145,12 +145,16 @@ class ThroughputWatch:
         self._flat_since: tuple[bool, float] | None = None
         """(on the engine's clock, time) of the first flat sample."""
         self.last: EngineCounters | None = None
+        self.moved = False
+        """The last sample's tokens grew on the one before."""
 
     def observe(self, c: EngineCounters) -> Collapse | None:
         """The window is measured on the engine's clock (``engine_at``) when the
         answers carry it; a sample on the other clock, or an engine clock that
-        stepped back, starts it again (nothing is compared across clocks)."""
+        stepped back, starts it again (nothing is compared across clocks).
+        :attr:`moved` says whether this sample's tokens grew on the last."""
         previous, self.last = self._tokens, c
+        self.moved = previous is not None and c.tokens is not None and c.tokens > previous
         if c.tokens is None or c.running is None:
             self._tokens = self._flat_since = None
             return None
@@ -342,15 +346,34 @@ def endpoint_gone(health: str, bad_before: int, port: int | None) -> str | None:
     return f"{said} on {bad_before + 1} checks in a row"
 
 
-def judge_health(health: str, hung_before: int, port: int | None) -> CanaryVerdict | None:
+def judge_health(health: str, hung_before: int, port: int | None,
+                 moved: bool = False) -> CanaryVerdict | None:
     """The lane's state from one endpoint check while it serves, given how
-    many checks before it in a row got no answer to ``/health``: the port
-    accepts and nothing answers (a hung API server) is ``unresponsive``;
-    a server that is gone is :func:`endpoint_gone`'s (``failed``). None:
-    nothing to say."""
-    if health != NO_ANSWER or hung_before + 1 < HUNG_HEALTH_CHECKS:
+    many checks before it in a row got no answer to ``/health`` with the
+    engine's step counters standing still: the port accepts and nothing
+    answers (a hung API server, a stuck scheduler) is ``unresponsive``; a
+    server that is gone is :func:`endpoint_gone`'s (``failed``). None:
+    nothing to say.
+
+    ``moved``: the engine's step counters (:func:`step_tokens`) moved since
+    the check before. Then no answer is a busy engine: SGLang's ``/health``
+    is a generation that waits for any output of the scheduler (0.5.23
+    ``srt/entrypoints/http_server.py:721``, ``:781``), which runs prefill
+    first (``managers/scheduler.py:3993``) and admits nothing beside a chunk
+    that takes the whole budget (``managers/schedule_policy.py:890``), and a
+    chunk that is not the prompt's last streams nothing
+    (``scheduler_components/batch_result_processor.py:432``): behind a long
+    prompt it gives no answer for as long as its chunks take, while each
+    chunk moves ``realtime_tokens_total`` (tests/fixtures/dialects/long_request.py)."""
+    if health != NO_ANSWER:
         return None
     where = f"port {port}" if port else "the lane's port"
+    if moved:
+        return CanaryVerdict("busy", (f"{where} gives no answer to /health, but the engine "
+                                      "processed tokens since the last check (/metrics): "
+                                      "busy, not dead",))
+    if hung_before + 1 < HUNG_HEALTH_CHECKS:
+        return None
     return CanaryVerdict("unresponsive", (f"{where} gives no answer to /health on "
                                           f"{hung_before + 1} checks in a row",), True)
 

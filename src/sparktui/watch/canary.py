@@ -155,20 +155,22 @@ class ServingCanary:
         self._health = health
         if health == "ok":
             self.last_good = now
+        engine_at = metrics.date if isinstance(metrics, Samples) else None
+        self.collapse = self._throughput.observe(counters_from_metrics(now, metrics, engine_at))
+        moved = self._throughput.moved
         if serving is None:
             self.hung_health = self.failed_rounds = 0
             if self.verdict is not None:
                 self._set(None)  # failed or stopping: the lane's phase says so now
         else:
-            by_health = judge_health(health, self.hung_health, serving[1])
-            self.hung_health = self.hung_health + 1 if health == NO_ANSWER else 0
+            by_health = judge_health(health, self.hung_health, serving[1], moved)
+            self.hung_health = self.hung_health + 1 if health == NO_ANSWER and not moved \
+                else 0
             if by_health is not None:
                 self._set(by_health)
                 self._by_health = True
             elif health != NO_ANSWER and self._by_health:
                 self._set(None)  # it answers again: the next round judges
-        engine_at = metrics.date if isinstance(metrics, Samples) else None
-        self.collapse = self._throughput.observe(counters_from_metrics(now, metrics, engine_at))
         if self.collapse is not None and self._detector is not None:
             text = f"lane {self.lane}: {self.collapse.describe()}"
             for node in nodes:
