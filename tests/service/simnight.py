@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sparktui.adapters.endpoints import resolve_endpoints, sim_endpoints_path
-from sparktui.adapters.engine_http import ChatAnswer
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.recipe_load import load_recipe
@@ -25,6 +24,7 @@ from sparktui.core.render import plan
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertRaised, ServiceEvent
 from sparktui.service.sentinel import Sentinel
+from sparktui.sim.clock import loop_idle
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import connect, running_sim
 from sparktui.watch.canary import Completer, completer_for
@@ -32,29 +32,12 @@ from sparktui.watch.canary import Completer, completer_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
-class Tracked:
-    """The production completer, counting the rounds in flight: the test lets
-    a round's real HTTP finish before it moves simulated time on (bounded, so
-    a dead engine's round still times out on the simulated clock)."""
-
-    def __init__(self, complete: Completer) -> None:
-        self.complete = complete
-        self.in_flight = 0
-
-    async def __call__(self, node: str, port: int) -> ChatAnswer:
-        self.in_flight += 1
-        try:
-            return await self.complete(node, port)
-        finally:
-            self.in_flight -= 1
-
-
 @dataclass
 class Night:
     sim: Sim
     config: Config
     service: ClusterService
-    canary: Tracked
+    canary: Completer
     events: list[tuple[float, ServiceEvent]] = field(default_factory=list)
 
     def record(self, event: ServiceEvent) -> None:
@@ -93,7 +76,7 @@ async def night(tmp_path: Path, scenario: str, cluster: str, *, start: bool = Tr
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(sim.endpoints()))
         endpoints = resolve_endpoints(config)
-        canary = Tracked(completer_for(lambda node: endpoints.node(node).api_host))
+        canary = completer_for(lambda node: endpoints.node(node).api_host)
         service = ClusterService(config, clock=sim.clock, endpoints=endpoints, canary=canary)
         n = Night(sim, config, service, canary)
         if start:
@@ -123,17 +106,38 @@ async def start_lane(n: Night, recipe: str) -> None:
             assert result.exit_status == 0, result.stderr
 
 
+PACE = 30.0
+"""Simulated seconds per real second at most, for `advance_until` through a
+stretch where a node may hang: the product waits for a hung node on real time
+(its held SSH probe fails after probe_timeout_s, 3 s; a new shell or
+connection after connect_timeout_s, 10-11 s), so a budget in simulated
+seconds holds only if simulated time cannot outrun real time. Unpaced, the
+pace was whatever the host and the requests in flight made it: 4 simulated s
+per real s while a canary request waited, ~200 when none did, and a thrash
+alert due one probe timeout after the hang came 40 to 470 simulated s after
+the prompt (tests/service/test_sentinel_sim.py)."""
+
+
 async def advance_until(n: Night, pred: Callable[[], bool], *, step: float, max_sim_s: float,
+                        pace: float | None = None,
                         why: Callable[[], str] = lambda: "") -> None:
-    start = n.sim.clock.monotonic()
+    """Advance in steps of ``step`` simulated seconds until ``pred()`` holds
+    (AssertionError after ``max_sim_s``), stopping at every sleeper's deadline
+    within a step. Each stop is drained (`SimClock.advance`): what the product
+    exchanges in this process over SSH, HTTP and the sentinel's socket (a poll,
+    a canary round, an event on its way to a console) is done before time moves
+    on, however loaded the host. ``pace`` (`PACE`): at most this many simulated
+    seconds per real second, while a node may hang; a loaded host slows it,
+    never speeds it."""
+    loop = asyncio.get_running_loop()
+    start, real0 = n.sim.clock.monotonic(), loop.time()
+    await loop_idle()
     while not pred():
-        assert n.sim.clock.monotonic() - start < max_sim_s, why()
-        await n.sim.clock.advance(step, step=step)  # coarse through quiet stretches
-        await asyncio.sleep(0.01)  # real I/O (SSH polls, HTTP checks) between steps
-        for _ in range(50):  # a canary round's HTTP, up to 0.5 s real
-            if not n.canary.in_flight:
-                break
-            await asyncio.sleep(0.01)
+        spent = n.sim.clock.monotonic() - start
+        assert spent < max_sim_s, why()
+        if pace is not None and (ahead := spent / pace - (loop.time() - real0)) > 0:
+            await asyncio.sleep(ahead)
+        await n.sim.clock.advance(step, step=step, drain=True)
 
 
 async def boot_unwatched(n: Night, recipe: str) -> None:

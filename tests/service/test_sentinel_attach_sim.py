@@ -26,6 +26,7 @@ from sparktui.service.recording import RECORDING_DIR
 from sparktui.service.sentinel import Sentinel
 
 from .simnight import (
+    PACE,
     advance_until,
     boot_unwatched,
     night,
@@ -83,6 +84,7 @@ async def test_consoles_attach_to_the_sentinel_instead_of_polling(tmp_path: Path
             n.sim.run_prompt(LANE, 150_000)
             await advance_until(n, lambda: any(t.startswith("ALERT thrash") for t in lines)
                                 and phase(n, LANE) == "failed", step=2.0, max_sim_s=900,
+                                pace=PACE,
                                 why=lambda: "\n".join(lines[-10:]))
             assert n.sim.ha is not None
             await advance_until(n, lambda: bool(n.sim.ha.notifications), step=2.0,  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from sparktui.service.recording import RECORDING_DIR
 from sparktui.service.sentinel import PID_FILE, Sentinel
 
 from .simnight import (
+    PACE,
     PHONE,
     advance_until,
     boot_unwatched,
@@ -65,7 +66,7 @@ async def test_sentinel_alone_raises_the_long_prompt_thrash_alert(tmp_path: Path
 
             await advance_until(n, lambda: failed() and {"dgx6", "dgx7"} <= {
                 t.split()[2].rstrip(":") for t in thrash_lines()}, step=2.0, max_sim_s=900,
-                why=lambda: "\n".join(t for _, t in lines[-20:]))
+                pace=PACE, why=lambda: "\n".join(t for _, t in lines[-20:]))
             assert n.sim.ha is not None
             await advance_until(n, lambda: bool(n.sim.ha.notifications), step=2.0,  # type: ignore[union-attr]
                                 max_sim_s=120)

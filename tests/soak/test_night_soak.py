@@ -35,6 +35,7 @@ from sparktui.service.cluster import ClusterService
 from sparktui.service.events import AlertCleared, AlertRaised, ServiceEvent
 
 from ..service.simnight import (
+    PACE,
     Night,
     advance_until,
     boot_unwatched,
@@ -203,6 +204,7 @@ async def test_the_incident_night_raises_exactly_its_alerts_each_once(tmp_path: 
             # prefill before the engine dies; dgx6, dgx7 and dgx8 hang
             expected = [f"fatal:{INCIDENT_LANE}"] + [f"thrash:dgx{i}" for i in (5, 6, 7, 8)]
             await advance_until(n, lambda: keys() >= set(expected), step=2.0, max_sim_s=1800,
+                                pace=PACE,
                                 why=lambda: str(sorted(keys())))
             await advance_until(n, lambda: n.sim.clock.monotonic() - began >= 2400, step=5.0,
                                 max_sim_s=2400)  # past dgx8's OOM kill, polls all along
