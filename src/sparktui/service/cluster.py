@@ -570,6 +570,7 @@ class ClusterService:
                 if not self._lanes[name].gone(self.clock.time()):
                     continue  # its watcher has not said how it ended yet
                 feed = self._lanes.pop(name)
+                feed.detach()  # its watcher, dropped below, is heard no more from here
                 self._tasks.append(asyncio.create_task(feed.close(), name=f"close:{name}"))
                 self._tasks.append(asyncio.create_task(self._watchers.drop(name),
                                                        name=f"stop:{name}"))
@@ -593,6 +594,7 @@ class ClusterService:
         """A new watcher (found here, or a serve's): the console follows it."""
         old = self._lanes.pop(watch.lane, None)
         if old is not None:
+            old.detach()  # the old boot's watcher says nothing more of the lane
             self._tasks.append(asyncio.create_task(old.close(), name=f"close:{watch.lane}"))
         feed = self._lanes[watch.lane] = LaneFeed(
             watch, lambda: lane_cluster(self.snapshot(), watch.lane), self._emit,

@@ -77,11 +77,18 @@ class LaneFeed:
             if canary is not None else None
         self.unsubscribe = watcher.subscribe(self.on_event)
 
-    async def close(self) -> None:
-        """Stop listening and end the canary's rounds."""
+    def detach(self) -> None:
+        """Nothing of the lane is reported from now on: the watcher's events
+        are no longer heard and the canary's rounds are cancelled (`close`
+        waits for them to end). A lane gone reports nothing after its LaneGone."""
         self.unsubscribe()
         if self._canary_task is not None:
             self._canary_task.cancel()
+
+    async def close(self) -> None:
+        """Stop listening and end the canary's rounds."""
+        self.detach()
+        if self._canary_task is not None:
             await asyncio.gather(self._canary_task, return_exceptions=True)
 
     def _serving_endpoint(self) -> tuple[str, int] | None:
