@@ -287,3 +287,29 @@ async def test_flag_over_scenario_over_config(fleet: Config, tmp_path) -> None:
         assert sim.spec.dialect == "vllm-0.11"
         sim.set_scenario("normal")
         assert sim.spec.dialect == "vllm-0.11"
+
+
+async def test_an_sglang_started_without_enable_metrics_serves_no_metrics(
+        fleet: Config) -> None:
+    """SGLang 0.5.23 mounts /metrics only with --enable-metrics (off by default,
+    ``srt/arg_groups/fields/observability.py:70``; ``http_server.py:315``): the
+    same lane rendered without it serves and answers /metrics 404."""
+    from sparktui.core.recipe_load import load_recipe
+    from sparktui.core.render import plan
+
+    from .conftest import exec_on
+
+    recipe = load_recipe(fleet, SGLANG_LANE)
+    for rank in plan(fleet, recipe, recipe.cluster).ranks:
+        assert "--enable-metrics" in rank.command(3)
+    async with running_sim(fleet, scenario="normal") as sim:
+        for rank in plan(fleet, recipe, recipe.cluster).ranks:
+            _, _, status = await exec_on(sim, rank.node,
+                                         rank.command(3).replace(" --enable-metrics", ""))
+            assert status == 0
+        await sim.advance(4 * 3600)
+        assert sim.lane_rank0(SGLANG_LANE).phase == "ready"
+        host = sim.nodes["dgx1"].api_host
+        async with httpx.AsyncClient(base_url=f"http://{host}:30000", timeout=5) as client:
+            assert (await client.get("/health")).status_code == 200
+            assert (await client.get("/metrics")).status_code == 404
