@@ -104,6 +104,19 @@ async def test_the_browser_shows_the_read_only_console_of_the_sentinel(
                 env={"SPARKTUI_WEB_TOKEN": ""}) as (_, first), \
             Chromium(tmp_path / "profile") as browser:
             assert f"at http://127.0.0.1:{port}/ (loopback, no token)" in first
+            # no other site's page through the operator's browser: a websocket from
+            # another origin (hijacking), a name rebound to 127.0.0.1 (DNS rebinding)
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}",
+                                         timeout=10) as client:
+                assert (await client.get("/")).status_code == 200
+                assert (await client.get("/", headers={"Host": f"rebound.example:{port}"})
+                        ).status_code == 403
+                upgrade = {"Connection": "Upgrade", "Upgrade": "websocket",
+                           "Sec-WebSocket-Version": "13",
+                           "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+                hijack = await client.get("/ws", headers={**upgrade,
+                                                          "Origin": "https://evil.example"})
+                assert hijack.status_code == 403, hijack.status_code
             await browser.call("Page.enable")
             await browser.call("Network.enable")
             await browser.call("Page.navigate", url=f"http://127.0.0.1:{port}/")

@@ -8,6 +8,9 @@ the sentinel), and this module adds what textual-serve leaves out.
   its websocket, its static files) must carry either. The
   comparison is constant-time. Without a token only loopback is served (the
   CLI refuses anything else: sparkrun-ui and textual-serve have no auth at all).
+- **No other site's page**: a request from another origin is refused (a
+  websocket names its page's origin: cross-site websocket hijacking), and
+  without a token a ``Host`` that is not loopback too (DNS rebinding).
 - **Its own addresses as the browser used them**: textual-serve writes the
   listen address into the page, no address at all when it is 0.0.0.0 or ``::``.
 - **Nothing from outside**: textual-serve's page links Google Fonts; ours
@@ -27,7 +30,7 @@ import aiohttp_jinja2
 from aiohttp import web
 from textual_serve.server import Server, to_int
 
-from sparktui.core.listen import Listen
+from sparktui.core.listen import Listen, is_loopback
 
 COOKIE = "sparktui_web"
 TEMPLATES = Path(__file__).with_name("web_templates")
@@ -64,9 +67,29 @@ class ConsoleWebServer(Server):
 
     async def _make_app(self) -> web.Application:
         app = await super()._make_app()
+        app.middlewares.append(self._same_origin)
         if self._check is not None:
             app.middlewares.append(self._require_token)
         return app
+
+    @web.middleware
+    async def _same_origin(
+            self, request: web.Request,
+            handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) \
+            -> web.StreamResponse:
+        """No other site's page reaches the console through the operator's
+        browser: a request that says it comes from another origin (a websocket
+        always says) is refused, and without a token only a loopback ``Host``
+        is served (a name of the attacker's that resolves to 127.0.0.1, DNS
+        rebinding, would otherwise be this origin)."""
+        origin = request.headers.get("Origin")
+        if origin is not None and origin != f"{request.scheme}://{request.host}":
+            return web.Response(status=403, text="403: a page of another site may not use "
+                                                 "this sparktui view")
+        if self._check is None and not is_loopback(_hostname(request.host)):
+            return web.Response(status=403, text="403: this sparktui view has no token and "
+                                                 "answers to a loopback address only")
+        return await handler(request)
 
     @web.middleware
     async def _require_token(
@@ -102,6 +125,13 @@ class ConsoleWebServer(Server):
             "config": {"static": {"url": origin + static}},
             "application": {"name": self.title},
         }
+
+
+def _hostname(host: str) -> str:
+    """``127.0.0.1:8765`` -> ``127.0.0.1``, ``[::1]:8765`` -> ``::1``."""
+    if host.startswith("["):
+        return host[1:].partition("]")[0]
+    return host.rpartition(":")[0] if host.count(":") == 1 else host
 
 
 def token_checker(header: str) -> Callable[[str], bool]:
