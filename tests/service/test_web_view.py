@@ -117,6 +117,8 @@ async def test_the_browser_shows_the_read_only_console_of_the_sentinel(
                 hijack = await client.get("/ws", headers={**upgrade,
                                                           "Origin": "https://evil.example"})
                 assert hijack.status_code == 403, hijack.status_code
+                assert (await client.get("/", headers={"Origin": f"https://127.0.0.1:{port}"})
+                        ).status_code == 200  # its own host (behind a TLS proxy: https)
             await browser.call("Page.enable")
             await browser.call("Network.enable")
             await browser.call("Page.navigate", url=f"http://127.0.0.1:{port}/")

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp_jinja2
 from aiohttp import web
@@ -83,7 +84,8 @@ class ConsoleWebServer(Server):
         is served (a name of the attacker's that resolves to 127.0.0.1, DNS
         rebinding, would otherwise be this origin)."""
         origin = request.headers.get("Origin")
-        if origin is not None and origin != f"{request.scheme}://{request.host}":
+        # the host only: behind a TLS proxy the page is https, this request http
+        if origin is not None and urlsplit(origin).netloc != request.host:
             return web.Response(status=403, text="403: a page of another site may not use "
                                                  "this sparktui view")
         if self._check is None and not is_loopback(_hostname(request.host)):
