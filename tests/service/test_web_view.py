@@ -211,6 +211,10 @@ async def test_a_configured_token_is_required_of_every_request(
                 assert f'data-session-websocket-url="ws://spark-head.example:{port}/ws"' \
                     in named.text
                 assert f"http://spark-head.example:{port}/static/js/textual.js" in named.text
+                proxied = await client.get("/", headers={"Host": "spark-head.example",
+                                                         "X-Forwarded-Proto": "https"})
+                assert 'data-session-websocket-url="wss://spark-head.example/ws"' in proxied.text
+                assert "https://spark-head.example/static/js/textual.js" in proxied.text
             proc.terminate()
             out, err = await asyncio.wait_for(proc.communicate(), 15)
             assert token not in (out + err).decode()  # no access log with ?token=

@@ -117,13 +117,14 @@ class ConsoleWebServer(Server):
         """textual-serve's page, its addresses those the browser used: the
         listen address is no address to a browser when it is 0.0.0.0 or ::,
         and the page's websocket would go nowhere."""
-        origin = f"{request.scheme}://{request.host}"
+        # a TLS proxy in front says so (the page is https: its websocket must be wss)
+        secure = request.scheme == "https" or request.headers.get("X-Forwarded-Proto") == "https"
+        origin = f"{'https' if secure else 'http'}://{request.host}"
         static = str(request.app.router["static"].url_for(filename="/")).rstrip("/") + "/"
         ws = request.app.router["websocket"].url_for()
         return {
             "font_size": to_int(request.query.get("fontsize", "16"), 16),
-            "app_websocket_url": f"{'wss' if request.scheme == 'https' else 'ws'}://"
-                                 f"{request.host}{ws}",
+            "app_websocket_url": f"{'wss' if secure else 'ws'}://{request.host}{ws}",
             "config": {"static": {"url": origin + static}},
             "application": {"name": self.title},
         }
