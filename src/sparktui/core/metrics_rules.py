@@ -69,6 +69,12 @@ def rules(thrash: ThrashConfig) -> tuple[Rule, ...]:
         Rule("SparktuiNodeStale", f"sparktui_node_sample_age_seconds > {STALE_AFTER_S} unless on "
              '(node) sparktui_node_state{state="powered_off"} == 1', "1m",
              "warning", f"{node}: no probe answer for over {STALE_AFTER_S} s", STALE_NEXT),
+        Rule("SparktuiNodeNeverAnswered", "sparktui_node_up == 0 unless on (node) "
+             '(sparktui_node_state{state="powered_off"} == 1 or '
+             'sparktui_node_state{state="starved"} == 1 or '  # the starved rule says it
+             "sparktui_node_sample_age_seconds)", "3m", "warning",
+             f"{node} has not answered since the sentinel started (no sample to be stale)",
+             STALE_NEXT),
         Rule("SparktuiSentinelDown", "absent(sparktui_node_up)", "5m", "critical",
              "the sparktui sentinel exports nothing: the night is not watched",
              SENTINEL_DOWN_NEXT),
@@ -122,6 +128,8 @@ def rules_test_yaml(thrash: ThrashConfig) -> str:
          "1", None, "0m", {"lane": "glm53-flash-eugr-2x", "state": "failed"}),
         ("SparktuiNodeStale", 'sparktui_node_sample_age_seconds{node="dgx3"}',
          "10 200 260 320", "1m", "3m", {"node": "dgx3"}),
+        ("SparktuiNodeNeverAnswered", 'sparktui_node_up{node="dgx2"}', "0x5", "2m", "4m",
+         {"node": "dgx2"}),
     ]
     lines = ["# promtool test rules: the shipped rules against series that must raise them",
              "# (written by `sparktui export-rules`).",
@@ -139,9 +147,32 @@ def rules_test_yaml(thrash: ThrashConfig) -> str:
                       "        exp_alerts: []"]
         lines += [f"      - eval_time: {at}", f"        alertname: {name}", "        exp_alerts:"]
         lines += _expected(rule, {**labels, "severity": rule.severity})
-    # a node switched off (its plug says so) is not stale: its state is known
     age, off = ('sparktui_node_sample_age_seconds{node="dgx4"}',
                 'sparktui_node_state{node="dgx4",state="powered_off"}')
+    # a node down that answered once is stale (the rule above), not never-answered
+    once = 'sparktui_node_up{node="dgx3"}'
+    lines += ["  - interval: 1m",
+              "    input_series:",
+              f"      - series: {_q(once)}",
+              f"        values: {_q('0x5')}",
+              f"      - series: {_q(age.replace('dgx4', 'dgx3'))}",
+              f"        values: {_q('10 70 130 190 250 310')}",
+              "    alert_rule_test:",
+              "      - eval_time: 4m",
+              "        alertname: SparktuiNodeNeverAnswered",
+              "        exp_alerts: []"]
+    # nor is a node switched off
+    lines += ["  - interval: 1m",
+              "    input_series:",
+              f"      - series: {_q(once.replace('dgx3', 'dgx7'))}",
+              f"        values: {_q('0x5')}",
+              f"      - series: {_q(off.replace('dgx4', 'dgx7'))}",
+              f"        values: {_q('1x5')}",
+              "    alert_rule_test:",
+              "      - eval_time: 4m",
+              "        alertname: SparktuiNodeNeverAnswered",
+              "        exp_alerts: []"]
+    # a node switched off (its plug says so) is not stale: its state is known
     lines += ["  - interval: 1m",
               "    input_series:",
               f"      - series: {_q(age)}",
