@@ -8,7 +8,7 @@ whole of a 40-minute load. What every rank's node does show is MemAvailable
 falling as its slice of the weights arrives (core/phases.MemoryProgress counts
 that as progress against a stall; this counts it against a total):
 
-    resident = MemAvailable at the first reading - MemAvailable now
+    resident = (MemAvailable at the first reading - MemAvailable now) / ranks on the node
     fraction = resident / weights per rank (the recipe's fit), at most 1
     rate     = resident's growth since it began to grow / the time it took
 
@@ -21,7 +21,7 @@ caller passes the readings and their times."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sparktui.core.phases import MEM_PROGRESS_KIB, RESIDENT, LoadProgress
@@ -59,20 +59,25 @@ class MemoryLoad:
         if st.grew_at is None and st.resident_kib >= self.step_kib:
             st.grew_at, st.grew_kib = now, st.resident_kib
 
-    def progress(self, ranks: Mapping[str, int]) -> LoadProgress | None:
-        """The slowest of ``ranks``' nodes (node -> its rank) that were read,
-        once one of them grew by a step; None before, or without a total."""
-        read = [(rank, st) for node, rank in sorted(ranks.items(), key=lambda nr: nr[1])
+    def progress(self, ranks: Iterable[tuple[str, int]]) -> LoadProgress | None:
+        """The slowest of the nodes of ``ranks`` ((node, rank) each) that were
+        read, once one of them grew by a step; None before, or without a total.
+        A node holding two ranks fills twice: each is counted half of it."""
+        on: dict[str, list[int]] = {}
+        for node, rank in ranks:
+            on.setdefault(node, []).append(rank)
+        read = [(min(rs), len(rs), st) for node, rs in on.items()
                 if (st := self._nodes.get(node)) is not None]
-        if self.total_kib <= 0 or all(st.grew_at is None for _, st in read):
+        if self.total_kib <= 0 or all(st.grew_at is None for _, _, st in read):
             return None
         worst: LoadProgress | None = None
-        for rank, st in read:
-            done = min(st.resident_kib, self.total_kib) if st.grew_at is not None else 0
+        for rank, n, st in sorted(read, key=lambda r: r[0]):
+            resident = st.resident_kib // n if st.grew_at is not None else 0
+            done = min(resident, self.total_kib)
             rate = None
             if st.grew_at is not None and st.now_at > st.grew_at \
                     and st.resident_kib > st.grew_kib:
-                rate = (st.resident_kib - st.grew_kib) / (st.now_at - st.grew_at)
+                rate = (st.resident_kib - st.grew_kib) / n / (st.now_at - st.grew_at)
             eta = 0.0 if done >= self.total_kib else (self.total_kib - done) / rate \
                 if rate else None
             p = LoadProgress(rank, done // KIB_PER_MIB, self.total_kib // KIB_PER_MIB,

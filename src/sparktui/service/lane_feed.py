@@ -177,7 +177,7 @@ class LaneFeed:
             return None
         if (lp := t.load_progress()) is not None or self.memory_load is None:
             return lp
-        return self.memory_load.progress({r.node: r.rank for r in self.watcher.ranks})
+        return self.memory_load.progress((r.node, r.rank) for r in self.watcher.ranks)
 
     def publish(self) -> None:
         """Report the lane when what the console shows of it changed: first
