@@ -2,7 +2,7 @@
 console died 600 s after start, and no test ran one for more than a minute
 or two). `sparktui demo --speed 1` (the simulator at wall speed, so its poll
 is the shipped 2 s, issue 7's setting) in tmux at 80x24 for SOAK_S of wall
-time, past every timer the console sets (the full collection's 600 s, the
+time, past every timer the console sets (the full collection's 120 s, the
 switches' 15 s, the canary's 60 s), with keys every KEYS_EVERY_S across
 every pane and modal: panes 1-4 and tab, the serve picker through its
 cluster picker to the confirm or refusal and cancelled, recover's typed

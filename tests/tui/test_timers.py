@@ -22,6 +22,7 @@ import pytest
 from textual.message_pump import MessagePump
 from textual.pilot import Pilot
 
+from sparktui.tui.app import GC_THAW_EVERY
 from sparktui.tui.screens.info import HelpScreen, PickerScreen
 from sparktui.tui.widgets.bootlog import BootLog
 
@@ -120,7 +121,11 @@ async def test_every_callback_the_console_registers_survives_textuals_invoke(
         registered: list[Registered], monkeypatch: pytest.MonkeyPatch) -> None:
     # the CLI's console tunes the collector (tune_gc): that is where the full
     # pass's timer is set; the freeze and thresholds are kept from this process
-    monkeypatch.setattr(gc, "freeze", lambda: None)
+    calls: list[str] = []
+    collect = gc.collect
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
+    monkeypatch.setattr(gc, "collect", lambda *a: calls.append("collect") or collect(*a))
     monkeypatch.setattr(gc, "set_threshold", lambda *a: None)
     c = build()
     c.app.tune_gc = True
@@ -150,10 +155,17 @@ async def test_every_callback_the_console_registers_survives_textuals_invoke(
 
         names = {r.name for r in registered}
         assert {"full collection", "switch states", "boot log drain"} <= names, names
+        app._full_passes = GC_THAW_EVERY - 1  # the next timed pass thaws the frozen
         fired = await fire_each_once(pilot, registered)
         await pilot.pause(0.1)
         assert app.crashed is None, f"{app.crashed!r} after firing {fired}"
         assert any("_collect_fully" in f for f in fired), fired
+        # the start-up heap frozen once, then what survived each timed full pass;
+        # the tenth collects the frozen too
+        assert calls[0] == "freeze" and calls.count("freeze") >= 2, calls
+        timed = calls[1:]
+        assert timed[:3] == ["unfreeze", "collect", "freeze"], calls
+        assert all(timed[i - 1] == "collect" for i, c in enumerate(timed) if c == "freeze")
 
 
 async def test_every_callback_the_replay_registers_survives_textuals_invoke(

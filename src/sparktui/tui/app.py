@@ -82,6 +82,8 @@ class SparkTUI(App[None]):
         self.service = service
         self.read_only = read_only
         self.tune_gc = tune_gc
+        self._full_passes = 0
+        """Timed full passes so far (`_collect_fully`)."""
         """The process is the console's own (the CLI): tune the collector at start."""
         self._config_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.title_notes: list[str] = []
@@ -171,7 +173,8 @@ class SparkTUI(App[None]):
         """The timer's full pass. A method, not ``gc.collect`` itself: Textual
         counts a callback's parameters before it calls it, and cannot count a
         builtin's (`AttributeError: __func__`, the 600 s crash of issue 25)."""
-        gc.collect()
+        self._full_passes += 1
+        collect_fully(thaw=self._full_passes % GC_THAW_EVERY == 0)
 
     async def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -503,17 +506,47 @@ were rare but 100-350 ms each, the p99 of a key during an incident; at 10,000
 10-25 ms, inside most of the slowest keys once the keys themselves got
 cheaper; at 5,000 5-8 ms. At 3,000 (3-6 ms) the log's ingest under this
 collector was ~9 % slower than at 10,000 (bench/bench_watch.py); 5,000 is
-between. The middle generation is still collected every ~1M allocations
-(bench/bench_tui.py --incident)."""
-GC_FULL_EVERY_S = 600.0
+between. The middle generation would be collected every ~1M allocations
+(bench/bench_tui.py --incident); the timed full pass comes first
+(GC_FULL_EVERY_S)."""
+GC_FULL_EVERY_S = 60.0
 """With full passes this rare, run one on a timer: cyclic garbage that lived
-long (closed modals, finished workflows) is freed at a known pace. Measured
-(bench/bench_full_collection.py, the demo at 1x with keys every 1.5 s, a
-loaded 2-CPU host): each 4-minute pass found ~183,000-185,000 unreachable
-objects, with ~93,000 objects in the oldest generation before the second; a
-middle pass ran about every 4.6 minutes, so Python's own full pass (1,000
-middle passes) would come after days, not within a night. The pass itself
-paused the console 0.4-0.9 s on that host."""
+long (closed modals, finished workflows) is freed at a known pace. The demo
+at 1x with keys every 1.5 s makes ~45,000 objects of it a minute, and a pass
+costs what it frees plus what it walks (bench/bench_full_collection.py, two
+consoles side by side, 11 min, load 2-6). Round 12's console (a plain pass
+every 600 s) paused 1,021 ms in a middle pass, the garbage having waited for
+it, and 257 ms in its full pass, which walked the 174,000 survivors of the
+night so far (152 ms again right after it); RSS 148.7 MiB. Every 60 s, each
+pass's survivors frozen (`collect_fully`): no middle pass runs (none over
+15 ms), each pass frees a minute of garbage and walks only what was made
+since, 66-291 ms (median 195 ms, CPU 50-126 ms), the tenth 411 ms
+(`GC_THAW_EVERY`); RSS 127.1 MiB. The collector's total was the same (4.4 s
+in 11 min): fewer long stalls, more short ones."""
+
+
+GC_THAW_EVERY = 10
+"""Every this many timed passes the frozen objects are collected too: a
+survivor of a pass frozen and later dead in a cycle is freed by no other pass
+(26,585 such objects after 10 passes at 60 s, 4,630 with the start-up freeze
+alone; the tenth pass found ~12,000 more than the others,
+bench/bench_full_collection.py), so what it costs is bounded by what ten
+passes freeze."""
+
+
+def collect_fully(*, thaw: bool = False) -> None:
+    """A full pass, then what survived it frozen as the start-up heap was
+    (`quiet_collector`): a survivor of a full pass is long-lived, and the next
+    pass walks only what was made since (a plain pass walked ~180,000 of them
+    again 10 minutes in: 152-381 ms). ``thaw``: the frozen objects are
+    collected too (`GC_THAW_EVERY`). Textual never freezes or collects; it
+    disables the collector during smooth scrolls only with PAUSE_GC_ON_SCROLL
+    (off by default; Textual 8.2.8 app.py:526, :1023), which a pass called
+    explicitly ignores."""
+    if thaw:
+        gc.unfreeze()
+    gc.collect()
+    gc.freeze()
 
 
 def quiet_collector() -> None:
