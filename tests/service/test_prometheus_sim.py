@@ -1,7 +1,8 @@
 """A real Prometheus (Debian's prometheus package; .ci/run installs it) on
 loopback scrapes `sparktui sentinel` watching the simulator: the query API
-returns every node, and a node switched off in the simulated Home Assistant
-shows as powered_off by the second scrape after the switch."""
+returns every node, a node switched off in the simulated Home Assistant
+shows as powered_off by the second scrape after the switch, and a lane
+started on other nodes is there with its phase, one-hot."""
 
 from __future__ import annotations
 
@@ -16,6 +17,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from sparktui.core.recipe_load import load_recipe
+from sparktui.core.render import plan
+from sparktui.service.export import LANE_STATES, label
+from sparktui.sim.testing import connect
+
 from .simnight import sentinel_process, state_in
 
 SCRAPE_S = 3.0
@@ -24,6 +30,8 @@ POLL_S = 1.0
 switch is what the next scrape gets, so 'within two scrapes' holds whenever
 the switch falls, and is measured from the switch itself."""
 NODE = "dgx3"
+LANE, CLUSTER = "glm53-flash-eugr-2x", "4nodes-switch-b"
+"""A lane on four nodes other than NODE."""
 
 
 def free_port() -> int:
@@ -119,6 +127,21 @@ async def test_prometheus_scrapes_the_sentinel_and_sees_a_node_go_dark(
                 assert len(late) <= 1, f"{len(late)} scrapes after the switch still said 0"
                 assert (await query(client, f'sparktui_node_up{{node="{NODE}"}}'))[0][
                     "value"][1] == "0"  # type: ignore[index]
+                # a lane started by hand on the other four: its phase, one-hot, by query
+                recipe = load_recipe(sp.config, LANE)
+                for rank in plan(sp.config, recipe, CLUSTER).ranks:
+                    async with connect(sp.sim, rank.node) as conn:
+                        assert (await conn.run(rank.command(3), timeout=30)).exit_status == 0
+                shown: list[dict[str, object]] = []
+                async with asyncio.timeout(90):
+                    while not shown:
+                        await asyncio.sleep(SCRAPE_S)
+                        shown = await query(client, f'sparktui_lane_state{{lane="{LANE}"}} == 1')
+                assert len(shown) == 1 and shown[0]["metric"]["state"] in {  # type: ignore[index]
+                    label(s) for s in LANE_STATES}, shown
+                total = await query(client, f'sum(sparktui_lane_state{{lane="{LANE}"}})')
+                assert total[0]["value"][1] == "1"  # type: ignore[index]
+                assert await query(client, f'sparktui_lane_qualified{{lane="{LANE}"}}')
         finally:
             prom.terminate()
             with contextlib.suppress(TimeoutError):
