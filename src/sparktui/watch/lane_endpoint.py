@@ -161,16 +161,23 @@ async def not_ours(w: LaneWatcher, link: NodeLink, port: int, why: str) -> None:
 async def check(w: LaneWatcher, client: EngineClient) -> None:
     """Health and decode rate of a serving lane (the console shows them);
     a server that is gone fails the lane (:func:`judge_endpoint`).
-    ``/metrics`` is read unless the port refused: also when ``/health`` gave
-    no answer, since SGLang's ``/health`` is a generation that a stuck
-    scheduler never answers (0.5.23 ``srt/entrypoints/http_server.py:721``)
-    while its ``/metrics`` still does (the files the scheduler wrote, read by
-    a MultiProcessCollector, ``srt/utils/common.py:2849``): its frozen counters are the
-    throughput-collapse evidence (core/canary.ThroughputWatch)."""
+    ``/metrics`` is read when ``/health`` answered, and on an SGLang lane
+    also when it gave no answer: SGLang's ``/health`` is a generation that a
+    stuck scheduler never answers, nor one busy with a long prompt (0.5.23
+    ``srt/entrypoints/http_server.py:721``), while its ``/metrics`` still
+    does (the files the scheduler wrote, read by a MultiProcessCollector,
+    ``srt/utils/common.py:2849``): its step counters tell the two apart
+    (core/canary.judge_health) and, frozen, are the throughput-collapse
+    evidence (core/canary.ThroughputWatch). vLLM serves both from one API
+    server whose ``/health`` waits on nothing (0.33
+    ``entrypoints/serve/instrumentator/health.py:22``): no answer there is no
+    answer from ``/metrics`` either, and another bound spent on it would only
+    delay the next check."""
     answer = await client.health()
     w.health = health_word(answer)
     metrics: dict[str, float] = {}
-    if w.health != REFUSED:
+    sglang = any(r.engine == "sglang" for r in w.ranks)
+    if answer.status is not None or (sglang and w.health == NO_ANSWER):
         metrics = await client.metrics()
         tokens = decode_tokens(metrics)
         now = w.clock.monotonic()
