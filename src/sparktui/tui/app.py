@@ -82,9 +82,9 @@ class SparkTUI(App[None]):
         self.service = service
         self.read_only = read_only
         self.tune_gc = tune_gc
+        """The process is the console's own (the CLI): tune the collector at start."""
         self._full_passes = 0
         """Timed full passes so far (`_collect_fully`)."""
-        """The process is the console's own (the CLI): tune the collector at start."""
         self._config_title = config.path.name + (" · READ-ONLY" if read_only else "")
         self.title_notes: list[str] = []
         """Said in the header after the config (the demo: its simulator and speed)."""
