@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sparktui.core.clock import SystemClock
 from sparktui.core.config_load import load_config
 from sparktui.ops.context import OpsContext
 from sparktui.ops.journal import Journal
@@ -21,36 +20,13 @@ from sparktui.ops.resume import offers
 from sparktui.ops.shiftlog import render
 from sparktui.sim.clock import DEFAULT_EPOCH
 
+from ..fixtures.clocks import SimAt as Sim
+from ..fixtures.clocks import WallAt as Wall
+
 ROOT = Path(__file__).resolve().parents[2]
 SIM0 = DEFAULT_EPOCH  # 2026-11-29T22:00:00 on the simulator's clock
 WALL0 = 1_796_300_000.0  # 2026-12-03T12:13:20 UTC: the shell, days ahead
 OFF_S = 35
-
-
-class Sim:
-    """A clock that is not the system's: journals name it the simulator's."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def time(self) -> float:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-
-class Wall(SystemClock):
-    """The wall clock, held at a time."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def time(self) -> float:
-        return self.t
 
 
 def killed_cycle(path: Path, sim: Sim, wf: str, **detail: Any) -> Journal:

@@ -25,6 +25,7 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 
+from ..fixtures.clocks import SimAt, WallAt
 from ..tui.fakecluster import GIB_KIB, FakePower, add_lane, fake_endpoints, fake_fleet, ts
 from ..tui.harness import EPOCH, ScaledClock
 
@@ -192,29 +193,3 @@ async def test_the_shift_log_takes_its_window_on_each_clock(tmp_path: Path,
         await service.stop()
     assert "stop new-sim" in text and "stop new-wall" in text, text
     assert "old-sim" not in text and "old-wall" not in text, text
-
-
-class SimAt:
-    """A clock that is not the system's, held at ``t``: the simulator's, to a journal."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def time(self) -> float:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
-
-
-class WallAt(SystemClock):
-    """The wall clock, held at ``t``."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def time(self) -> float:
-        return self.t

@@ -12,24 +12,12 @@ from sparktui.service.lane_feed import LaneFeed
 from sparktui.watch.lane import LaneWatcher
 from sparktui.watch.readiness import RankContainer
 
+from ..fixtures.clocks import SimAt
+
 P = "2026-11-30T01:00:00.000000000Z (EngineCore_DP0 pid=312) "
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.t = 1000.0
-
-    def time(self) -> float:
-        return self.t
-
-    def monotonic(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:  # never awaited here
-        raise AssertionError("not used")
-
-
-def feed(clock: Clock, nranks: int = 4) -> tuple[LaneWatcher, LaneFeed, list[ServiceEvent]]:
+def feed(clock: SimAt, nranks: int = 4) -> tuple[LaneWatcher, LaneFeed, list[ServiceEvent]]:
     ranks = tuple(RankContainer(r, f"dgx{5 + r}", f"sparktui-x-r{r}", nranks, 8000, "vllm",
                                 True) for r in range(nranks))
     w = LaneWatcher("x", ranks, {}, "127.0.0.1", clock=clock, stall_after_s=900.0,
@@ -39,7 +27,7 @@ def feed(clock: Clock, nranks: int = 4) -> tuple[LaneWatcher, LaneFeed, list[Ser
 
 
 def test_a_failed_lanes_view_says_why_in_brief() -> None:
-    clock = Clock()
+    clock = SimAt(1000.0)
     w, f, _ = feed(clock)
     w.tracker.feed(0, P + "ERROR 11-30 01:00:00 [core.py:1] EngineCore encountered a fatal "
                           "error.", clock.t)
@@ -64,7 +52,7 @@ def test_a_load_that_prints_nothing_shows_the_weights_resident_with_an_eta() -> 
     nothing while loading: the row read `serve: readiness` for 40 minutes.
     The poller's MemAvailable on each rank's node, against the recipe's
     weights per rank (the service sets ``memory_load``), is its progress."""
-    clock = Clock()
+    clock = SimAt(1000.0)
     w, f, events = feed(clock)
     f.memory_load = MemoryLoad(94.0)
     w.tracker.feed(0, LOADING, clock.t)
@@ -83,7 +71,7 @@ def test_a_load_that_prints_nothing_shows_the_weights_resident_with_an_eta() -> 
 
 
 def test_rank_0s_byte_bar_comes_before_the_memory() -> None:
-    clock = Clock()
+    clock = SimAt(1000.0)
     w, f, _ = feed(clock)
     f.memory_load = MemoryLoad(94.0)
     w.tracker.feed(0, LOADING, clock.t)
@@ -100,7 +88,7 @@ def test_rank_0s_byte_bar_comes_before_the_memory() -> None:
 
 
 def test_without_the_recipes_weights_there_is_no_memory_progress() -> None:
-    clock = Clock()
+    clock = SimAt(1000.0)
     w, f, _ = feed(clock)
     w.tracker.feed(0, LOADING, clock.t)
     for minute in range(3):
