@@ -131,10 +131,9 @@ class ConsoleWebServer(Server):
 
 
 def _hostname(host: str) -> str:
-    """``127.0.0.1:8765`` -> ``127.0.0.1``, ``[::1]:8765`` -> ``::1``."""
-    if host.startswith("["):
-        return host[1:].partition("]")[0]
-    return host.rpartition(":")[0] if host.count(":") == 1 else host
+    """``127.0.0.1:8765`` -> ``127.0.0.1``, ``[::1]:8765`` -> ``::1`` (the
+    standard library's reading of an address's host part)."""
+    return urlsplit(f"//{host}").hostname or host
 
 
 def token_checker(header: str) -> Callable[[str], bool]:
