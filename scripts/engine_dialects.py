@@ -93,6 +93,8 @@ VLLM_033: tuple[tuple[str, str, str], ...] = (
     ("stats_idle_debug", "vllm/v1/metrics/loggers.py", "log_fn = logger.debug if"),
     ("multiline", "vllm/logging_utils/formatter.py", 'msg.replace("\\n", "\\r\\n"'),
     ("delta_reasoning", "vllm/entrypoints/generate/base/protocol.py", "    reasoning: str | None"),
+    ("instanttensor_bar", "vllm/model_executor/model_loader/weight_utils.py",
+     'desc="Loading safetensors using InstantTensor loader"'),
     ("error_json", "vllm/entrypoints/serve/engine/protocol.py", "class ErrorResponse"),
 )
 VLLM_011: tuple[tuple[str, str, str], ...] = (
@@ -112,7 +114,8 @@ VLLM_011: tuple[tuple[str, str, str], ...] = (
     ("core_init_failed", "vllm/v1/engine/utils.py", '"Engine core initialization failed. "'),
     ("page_size_assert", "vllm/v1/kv_cache_interface.py", "assert self.page_size_padded >="),
     ("stats_prefix", "vllm/v1/metrics/loggers.py", '"Engine %03d: "'),
-    ("delta_reasoning", "vllm/entrypoints/openai/protocol.py", "    reasoning_content: Optional"),
+    ("delta_reasoning", "vllm/entrypoints/openai/protocol.py",
+     "class DeltaMessage(OpenAIBaseModel): >>     reasoning_content: Optional"),
     ("error_json", "vllm/entrypoints/openai/protocol.py", "class ErrorResponse"),
 )
 SGLANG_05: tuple[tuple[str, str, str], ...] = (
@@ -139,7 +142,7 @@ SGLANG_05: tuple[tuple[str, str, str], ...] = (
      "    enable_metrics: A[bool,"),
     ("tp_size", "sglang/srt/arg_groups/fields/parallel.py", "    tp_size: A["),
     ("delta_reasoning", "sglang/srt/entrypoints/openai/protocol.py",
-     "    reasoning_content: Optional[str] = None"),
+     "class DeltaMessage(BaseModel): >>     reasoning_content: Optional[str] = None"),
     ("error_json", "sglang/srt/entrypoints/openai/protocol.py", "class ErrorResponse"),
     # /metrics: the token counters the rules read (core/canary.step_tokens)
     ("metric_step_tokens", "sglang/srt/observability/metrics_collector.py",
@@ -207,8 +210,32 @@ def _statement(tree: ast.Module, line: int) -> ast.stmt | None:
     return best
 
 
+def _keyword_literal(text: str) -> str | None:
+    """The string of a source line that is one keyword argument
+    (``desc="...",`` inside a call spanning lines); None otherwise."""
+    try:
+        call = ast.parse(f"f({text.strip().rstrip(',')})", mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(call, ast.Call) and len(call.keywords) == 1 and not call.args:
+        value = call.keywords[0].value
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+    return None
+
+
 def _entry(source: str, path: str, anchor: str) -> dict[str, str | int]:
-    found = [(n, text) for n, text in enumerate(source.splitlines(), 1) if anchor in text]
+    """``anchor`` is a literal of the line, or ``A >> B``: the first line
+    holding B after the first holding A (a field of one class of several
+    declaring it)."""
+    after, _, anchor = anchor.rpartition(" >> ")
+    lines = list(enumerate(source.splitlines(), 1))
+    if after:
+        start = next((n for n, text in lines if after in text), None)
+        if start is None:
+            raise AnchorMissing(f"{path}: {after!r} is not there")
+        lines = lines[start:]
+    found = [(n, text) for n, text in lines if anchor in text]
     if not found:
         raise AnchorMissing(f"{path}: {anchor!r} is not there")
     i, text = found[0]
@@ -221,7 +248,7 @@ def _entry(source: str, path: str, anchor: str) -> dict[str, str | int]:
         if built is None and isinstance(stmt, ast.Assert):
             built = ast.unparse(stmt.test)
     if built is None or not built.strip():
-        built = text.strip()
+        built = (_keyword_literal(text) if stmt is None else None) or text.strip()
     # the statement's first line: what vLLM's [%(fileinfo)s:%(lineno)d] shows for a
     # logger call spanning lines (the call's line on Python 3.11+)
     line = stmt.lineno if stmt is not None else i

@@ -51,6 +51,39 @@ def test_strings_are_read_with_their_line(script, tmp_path: Path) -> None:
     assert rpc == {"source": "pkg/m.py:12", "text": "RPC call to {method} timed out."}
 
 
+MODELS = '''
+class ChatMessage(Base):
+    reasoning_content: Optional[str] = None
+
+class DeltaMessage(Base):
+    role: str | None = None
+    reasoning_content: Optional[str] = None
+
+def load(files):
+    with (
+        open(files) as f,
+        tqdm(
+            total=f.size,
+            desc="Loading safetensors using InstantTensor loader",
+            unit="B",
+        ) as pbar,
+    ):
+        pass
+'''
+
+
+def test_a_field_of_one_class_and_a_keyword_literal(script) -> None:
+    """``A >> B``: the field of the class the stream sends (vLLM 0.11 and SGLang
+    declare ``reasoning_content`` on the request's message too, first); a
+    keyword argument inside a call spanning lines gives its string."""
+    delta = script._entry(MODELS, "m.py", "class DeltaMessage(Base): >>     reasoning_content")
+    assert delta == {"source": "m.py:7", "text": "reasoning_content: Optional[str] = None"}
+    with pytest.raises(script.AnchorMissing, match="class Delta"):
+        script._entry(MODELS, "m.py", "class Delta(Base): >>     reasoning_content")
+    bar = script._entry(MODELS, "m.py", 'desc="Loading safetensors using InstantTensor')
+    assert bar == {"source": "m.py:14", "text": "Loading safetensors using InstantTensor loader"}
+
+
 def test_a_vanished_anchor_names_itself(script, tmp_path: Path) -> None:
     with pytest.raises(script.AnchorMissing, match="Loading model from scratch"):
         script.build("vllm-0.33", {"vllm/v1/worker/gpu/model_runner.py": "x = 1\n"})
