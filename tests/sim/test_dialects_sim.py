@@ -313,3 +313,39 @@ async def test_an_sglang_started_without_enable_metrics_serves_no_metrics(
         async with httpx.AsyncClient(base_url=f"http://{host}:30000", timeout=5) as client:
             assert (await client.get("/health")).status_code == 200
             assert (await client.get("/metrics")).status_code == 404
+
+
+async def test_an_instanttensor_load_prints_its_byte_bar_on_rank_0_only(fleet: Config,
+                                                                         serve) -> None:
+    """vLLM 0.33's InstantTensor loader prints no logger line, only rank 0's
+    tqdm over the bytes (model_loader/weight_utils.py:1457-1467, enable_tqdm
+    :845; unit "B", unit_divisor 1024, _BAR_FORMAT :842). The strings below
+    are tqdm 4.70.1's format_meter for the same figures (checked with tqdm
+    itself); each is read as byte progress, and the lane goes through loading."""
+    from sparktui.core.logsig import Kind, classify
+    from sparktui.sim.engine_vllm import byte_bar
+
+    d = load("vllm-0.33")
+    assert byte_bar(d, 0, 376e9, 0) == ("Loading safetensors using InstantTensor loader:   0% "
+                                        "Completed | 0.00/350G [00:00<?, ?B/s]")
+    assert byte_bar(d, 188e9, 376e9, 1440) == (
+        "Loading safetensors using InstantTensor loader:  50% Completed | 175G/350G "
+        "[24:00<24:00, 131MB/s]")
+    assert byte_bar(d, 1e6, 376e9, 0.5).endswith("| 977k/350G [00:00<52:13:19, 2.00MB/s]")
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, PINNED_LANE)  # load_format instanttensor, 376 GB
+        await sim.advance(4 * 3600)
+        assert await health(sim, "dgx1") == 200
+        t, logs = tracked(sim, PINNED_LANE)
+    bars = [ln for ln in logs[0] if "InstantTensor" in ln]
+    assert bars[0] == "\r" + byte_bar(d, 0, 376e9, 0)
+    assert bars[-1].startswith("\rLoading safetensors using InstantTensor loader: 100% "
+                               "Completed | 350G/350G [")
+    assert len(bars) > 2 and all(ln.startswith("\rLoading safetensors using InstantTensor "
+                                               "loader: ") for ln in bars)
+    for ln in bars:
+        m = classify(ln.lstrip("\r"))
+        assert m is not None and m.kind is Kind.LOAD_BYTES, ln
+    assert not any("InstantTensor" in ln or "% Completed" in ln
+                   for rank, lines in logs.items() if rank for ln in lines)
+    assert Phase.LOADING in t.phase_times and t.failure is None

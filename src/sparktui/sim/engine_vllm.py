@@ -5,7 +5,8 @@ order in 0.33 (unless ``VLLM_USE_V2_MODEL_RUNNER=0``): ``Loading model from
 scratch...``, the CUDA-graph memory-profiling pass before the KV cache, the
 KV pin's ``Initial free memory ... reserved`` instead of ``Available KV cache
 memory``; tracebacks under the repeated header and again raw; no ``Uvicorn
-running on`` (vLLM starts uvicorn without it); the head sees only its own
+running on`` (vLLM starts uvicorn without it); an InstantTensor load's
+only output is rank 0's tqdm over the bytes; the head sees only its own
 workers, so a remote rank's death is an NCCL error of a local worker."""
 
 from __future__ import annotations
@@ -55,6 +56,40 @@ def shard_bar(d: Dialect, done: int, total: int, elapsed: float) -> str:
         desc="Loading safetensors checkpoint shards", percentage=100 * done / total,
         n_fmt=done, total_fmt=total, elapsed=_fmt_interval(elapsed), remaining=remaining,
         rate_fmt=_rate(done, elapsed)).rstrip("\n")
+
+
+def sizeof(num: float, divisor: int = 1000) -> str:
+    """tqdm's ``format_sizeof`` (tqdm 4.70 ``std.py:368``): three significant
+    figures and an SI prefix, ``divisor`` between prefixes."""
+    for unit in ("", "k", "M", "G", "T", "P", "E", "Z"):
+        if abs(num) < 999.5:
+            if abs(num) < 99.95:
+                if abs(num) < 9.995:
+                    return f"{num:1.2f}{unit}"
+                return f"{num:2.1f}{unit}"
+            return f"{num:3.0f}{unit}"
+        num /= divisor
+    return f"{num:3.1f}Y"
+
+
+def byte_bar(d: Dialect, done: float, total: float, elapsed: float) -> str:
+    """InstantTensor's bar over the bytes it loads (vLLM 0.33
+    ``model_loader/weight_utils.py:1457-1467``: ``unit="B"``, ``unit_scale``,
+    ``unit_divisor=1024``, in ``_BAR_FORMAT`` :842): sizes in binary prefixes,
+    the rate in decimal ones (tqdm's ``format_meter`` formats the rate with
+    ``format_sizeof``'s default divisor), as tqdm 4.70 writes them."""
+    rate = done / elapsed if done and elapsed > 0 else 0.0
+    if not rate:
+        rate_fmt = "?B/s"
+    elif rate < 1:
+        rate_fmt = sizeof(1 / rate) + "s/B"
+    else:
+        rate_fmt = sizeof(rate) + "B/s"
+    remaining = _fmt_interval((total - done) / rate) if rate else "?"
+    return d.entry("shard_bar").text.format(
+        desc=d.msg("instanttensor_bar"), percentage=100 * done / total,
+        n_fmt=sizeof(done, 1024), total_fmt=sizeof(total, 1024),
+        elapsed=_fmt_interval(elapsed), remaining=remaining, rate_fmt=rate_fmt).rstrip("\n")
 
 
 def frames(*calls: tuple[str, int, str, str]) -> list[str]:
@@ -175,12 +210,20 @@ class VllmStyle:
             self._log(e, "load_start_v2")
         else:
             self._log(e, "load_start_v1", e.args.model)
-        if e.args.load_format == "instanttensor":
-            self._record(e, self._proc(e), e.pid, "default_loader.py:267",
-                         "Loading safetensors using InstantTensor loader")
+
+    def _instanttensor(self, e: Engine) -> bool:
+        """An InstantTensor load (vLLM 0.33; 0.11 has no such loader, so its
+        dialect loads the shards)."""
+        return e.args.load_format == "instanttensor" and self.d.has("instanttensor_bar")
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
-        if e.args.load_format == "instanttensor":
+        """tqdm's bar, one redraw per shard read, each ``\r...\n``. An
+        InstantTensor load prints nothing but its byte bar (no logger line), on
+        the global first rank only (weight_utils.py:845 ``enable_tqdm``)."""
+        if self._instanttensor(e):
+            if e.rank == 0:  # the checkpoint's tensors (f.total_tensor_size, :1458)
+                size = e.model.size_gb * 1e9 if e.model else e.weights_gib() * 2**30
+                self._raw(e, ["\r" + byte_bar(self.d, size * done / total, size, elapsed)])
             return
         self._raw(e, ["\r" + shard_bar(self.d, done, total, elapsed)])
 
