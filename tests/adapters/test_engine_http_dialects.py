@@ -7,6 +7,8 @@ vLLM 0.11 and SGLang 0.5.23 ``delta.reasoning_content``; vLLM's errors are
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,6 +17,10 @@ from hypothesis import strategies as st
 
 from sparktui.adapters.engine_http import REASONING_KEYS, EngineClient, error_message
 from sparktui.sim.dialects import load
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
+from fixtures.dialects.stream_shapes import MODEL as SHAPES_MODEL
+from fixtures.dialects.stream_shapes import stream
 
 
 def chunk(delta: dict[str, object]) -> str:
@@ -113,3 +119,41 @@ async def test_metrics_carry_the_engines_clock_from_the_date_header() -> None:
         return httpx.Response(200, headers={"date": "soon"}, text="x 1\n")
     async with EngineClient("127.0.0.1", 8000, transport=httpx.MockTransport(undated)) as c:
         assert (await c.metrics()).date is None
+
+
+DIALECTS = ["vllm-0.33", "vllm-0.11", "sglang-0.5"]
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_first_token_passes_on_a_reasoning_token_in_each_engines_stream(
+        dialect: str) -> None:
+    """max_tokens 1 on a --reasoning-parser lane whose template thinks anyway:
+    the one token is reasoning, in the engine's own chunk shapes
+    (tests/fixtures/dialects/stream_shapes.py, from the wheels)."""
+    seen: list[dict[str, object]] = []
+    body = stream(dialect, ["Okay"], [])
+    async with EngineClient("127.0.0.1", 8000, transport=sse(body, seen)) as c:
+        assert await c.first_token(SHAPES_MODEL) is not None
+    assert seen[0]["chat_template_kwargs"] == {"thinking": False, "enable_thinking": False}
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+async def test_qualify_reads_the_answer_apart_from_its_reasoning(dialect: str) -> None:
+    """The gate's copy check gets the answer (``content``), the reasoning kept
+    apart (``reasoning`` in vLLM 0.33, ``reasoning_content`` in 0.11 and
+    SGLang): a clean copy after a reasoning block is clean, not damage."""
+    from sparktui.core.qualify import PASSAGES, check_copy
+
+    label, passage = next(iter(PASSAGES.items()))
+    words = passage.split(" ")
+    content = [" ".join(words[i:i + 7]) + (" " if i + 7 < len(words) else "")
+               for i in range(0, len(words), 7)]
+    seen: list[dict[str, object]] = []
+    body = stream(dialect, ["The user wants", " the passage copied."], content)
+    async with EngineClient("127.0.0.1", 8000, transport=sse(body, seen)) as c:
+        answer = await c.chat(SHAPES_MODEL, "copy", max_tokens=900, timeout=5.0)
+    assert not answer.error and answer.reasoning == "The user wants the passage copied."
+    assert answer.content == passage
+    check = check_copy(label, passage, answer.content)
+    assert (check.edits, check.reasoning_chars) == (0, 0)
+    assert seen[0]["chat_template_kwargs"] == {"thinking": False, "enable_thinking": False}
