@@ -349,3 +349,64 @@ async def test_an_instanttensor_load_prints_its_byte_bar_on_rank_0_only(fleet: C
     assert not any("InstantTensor" in ln or "% Completed" in ln
                    for rank, lines in logs.items() if rank for ln in lines)
     assert Phase.LOADING in t.phase_times and t.failure is None
+
+
+async def test_a_vllm_033_traceback_is_under_its_header_then_raw(fleet: Config, serve) -> None:
+    """``logger.exception`` in 0.33 repeats the header after every ``\\n`` of
+    the message (``logging_utils/formatter.py:77``: each line ends in ``\\r``),
+    then multiprocessing prints the same traceback raw; the tracker's cause is
+    the exception's own line, once."""
+    lane = "dsv41-flash-8x-lab-gmu091"
+    async with running_sim(fleet, scenario="gmu-091") as sim:  # refused at admission
+        await serve(sim, lane)
+        await sim.advance(60)
+        t, logs = tracked(sim, lane)
+    head = logs[0]
+    failed = next(i for i, ln in enumerate(head) if "EngineCore failed to start." in ln)
+    header = head[failed].split("EngineCore failed to start.")[0]
+    assert header.startswith("(EngineCore_DP0 pid=") and " ERROR " in header \
+        and header.endswith(f"[{load('vllm-0.33').entry('core_failed').where}] ")
+    logged = head[failed:head.index("Process EngineCore_DP0:")]
+    assert len(logged) > 4 and all(ln.startswith(header) and ln.endswith("\r")
+                                   for ln in logged[:-1]), logged
+    assert logged[-1].startswith(header + "ValueError: Free memory on device cuda:0")
+    raw = head[head.index("Process EngineCore_DP0:") + 1:]
+    assert raw[0] == "Traceback (most recent call last):"
+    assert [ln.removeprefix(header).rstrip("\r") for ln in logged[1:]] == raw[:len(logged) - 1]
+    f = t.failure
+    assert f is not None and f.rank == 0 and f.line == "EngineCore failed to start."
+    assert f.cause is not None and f.cause.startswith("ValueError: Free memory on device cuda:0")
+
+
+async def test_sglangs_shard_bar_is_one_line_of_carriage_returns(fleet: Config, serve) -> None:
+    """SGLang 0.5.23's BAR_FORMAT has no ``\\n`` (``srt/utils/common.py:1414``):
+    tqdm redraws with ``\\r`` only, so the whole bar is one physical line,
+    closed when the load ends, on rank 0 only."""
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, SGLANG_LANE)
+        await sim.advance(4 * 3600)
+        _, logs = tracked(sim, SGLANG_LANE)
+    bars = [ln for ln in logs[0] if "% Completed |" in ln]
+    assert len(bars) == 1, bars
+    redraws = bars[0].split("\r")
+    assert redraws[0] == "" and len(redraws) > 2
+    assert all(r.startswith("Loading safetensors checkpoint shards: ") and " Completed | " in r
+               and not r.endswith("\n") for r in redraws[1:])
+    assert redraws[-1].startswith("Loading safetensors checkpoint shards: 100% Completed | ")
+    assert not any("% Completed |" in ln for rank, lines in logs.items() if rank for ln in lines)
+
+
+def test_the_incident_scenarios_speak_vllm_033_and_sglang_05(fleet: Config) -> None:
+    """The seed incidents' tests (tests/sim/test_scenarios.py, one per incident;
+    tests/ops/test_scenarios_sim.py; the service's nights, tests/service/simnight.py)
+    run on the shipped config: in every scenario a vLLM engine speaks vllm-0.33
+    and an SGLang one sglang-0.5 (the SGLang tests: test_canary_sglang_sim,
+    test_engine_sglang_*, this file's), unless a test asks for another release."""
+    from sparktui.sim.dialects import for_engine
+    from sparktui.sim.scenarios import SCENARIOS, apply_scenario
+
+    assert fleet.simulator.dialect == "vllm-0.33"
+    for name in SCENARIOS:
+        spec = apply_scenario(spec_from_config(fleet), name)
+        assert for_engine("vllm", spec.dialect).name == "vllm-0.33", name
+        assert for_engine("sglang", spec.dialect).name == "sglang-0.5", name
