@@ -29,10 +29,12 @@ def _fmt_interval(s: float) -> str:
 
 
 def _rate(n: int, elapsed: float) -> str:
+    """tqdm's ``rate_fmt`` without ``unit_scale``: ``f"{rate:5.2f}"``, padded
+    to five (tqdm 4.70 ``std.py`` ``format_meter``)."""
     if n == 0 or elapsed <= 0:
         return "?it/s"
     per = elapsed / n
-    return f"{per:.2f}s/it" if per > 1 else f"{1 / per:.2f}it/s"
+    return f"{per:5.2f}s/it" if per > 1 else f"{1 / per:5.2f}it/s"
 
 
 def _bar(frac: float) -> str:
@@ -44,14 +46,15 @@ def _bar(frac: float) -> str:
 
 def tqdm_line(desc: str, n: int, total: int, elapsed: float) -> str:
     """tqdm's default format (the capture bars)."""
-    remaining = "?" if n == 0 else _fmt_interval(elapsed / n * (total - n))
+    remaining = "?" if n == 0 or elapsed <= 0 else _fmt_interval((total - n) / (n / elapsed))
     return (f"{desc}: {100 * n / total:3.0f}%|{_bar(n / total)}| {n}/{total} "
             f"[{_fmt_interval(elapsed)}<{remaining}, {_rate(n, elapsed)}]")
 
 
 def shard_bar(d: Dialect, done: int, total: int, elapsed: float) -> str:
     """The engine's own shard bar format (``{desc}: {percentage:3.0f}% Completed | ...``)."""
-    remaining = "?" if done == 0 else _fmt_interval(elapsed / done * (total - done))
+    remaining = "?" if done == 0 or elapsed <= 0 else \
+        _fmt_interval((total - done) / (done / elapsed))
     return d.entry("shard_bar").text.format(
         desc="Loading safetensors checkpoint shards", percentage=100 * done / total,
         n_fmt=done, total_fmt=total, elapsed=_fmt_interval(elapsed), remaining=remaining,
