@@ -28,8 +28,12 @@ REASONING_KEYS = ("reasoning", "reasoning_content")
 ``delta.reasoning_content`` (``entrypoints/openai/protocol.py:1894``,
 ``srt/entrypoints/openai/protocol.py:1357``); docs/DIALECTS.md."""
 NO_THINKING = {"thinking": False, "enable_thinking": False}
-"""``chat_template_kwargs`` asking the template not to think (GLM/DeepSeek read
-``thinking``, Qwen ``enable_thinking``; a template ignores what it lacks)."""
+"""``chat_template_kwargs`` asking the template not to think: the two keys
+SGLang 0.5.23 itself sets for ``reasoning_effort`` ("thinking" for DeepSeek
+V3 and Kimi K2, "enable_thinking" for Qwen3 and GLM-4.5,
+``srt/entrypoints/openai/protocol.py:1146``); vLLM 0.33 passes on only the
+ones the template declares (``renderers/hf.py:803``), so a template without
+such a switch is asked nothing."""
 
 
 @dataclass(frozen=True)
