@@ -177,3 +177,39 @@ async def test_the_desk_names_a_notify_service_home_assistant_lacks(tmp_path: Pa
     assert await d.phone_problem() == ("could not check [notify] service "
                                        "notify.mobile_app_pixel: HTTP 401: refused")
     await d.stop()
+
+
+async def test_an_unresponsive_lane_is_paged_once_and_told_over(tmp_path: Path) -> None:
+    """The canary's UNRESPONSIVE (``canary:<lane>``, raised again every round
+    while it lasts) is a phone incident as a FATAL is, by default: one
+    message, one recovery under the same tag, none again within the dedup
+    window, and kept in phone.json so a restarted desk does not page it again."""
+    d, phone, _, clock = desk(tmp_path, events=NotifyConfig().events)
+    hung = Alert("canary:x", "unresponsive", "x",
+                 ("no token processed in 40 s (3 waiting)",), "stop the lane (x) and re-serve")
+
+    async def feed(*events: ServiceEvent, step: float = 30.0) -> None:
+        for ev in events:
+            clock.t += step
+            d.on_event(ev)
+            await asyncio.sleep(0)
+        await asyncio.sleep(0.05)
+
+    await feed(AlertRaised(hung), AlertRaised(hung), AlertRaised(hung))
+    assert [t for _, t, _ in phone.sent] == ["sparktui UNRESPONSIVE x"]
+    assert "no token processed in 40 s" in phone.sent[0][2]
+    assert "Next: stop the lane (x)" in phone.sent[0][2]
+    again, again_phone, _, _ = desk(tmp_path, events=NotifyConfig().events, clock=clock)
+    again.on_event(AlertRaised(hung))  # a restarted desk reads it went
+    await asyncio.sleep(0.05)
+    assert again_phone.sent == []
+    await again.stop()
+    await feed(AlertCleared("canary:x"), lane("serving"), lane("serving"), lane("serving"),
+               lane("serving"), lane("serving"))
+    assert [t for _, t, _ in phone.sent] == ["sparktui UNRESPONSIVE x",
+                                             "sparktui RECOVERED UNRESPONSIVE x"]
+    assert phone.sent[1][2].startswith("x: unresponsive is over (alert cleared)")
+    assert phone.tags == ["sparktui-unresponsive-x"] * 2
+    await feed(AlertRaised(hung))  # back within the dedup window: no second page
+    assert len(phone.sent) == 2
+    await d.stop()

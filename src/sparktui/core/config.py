@@ -157,8 +157,8 @@ class ThrashConfig:
     ssh_retry_interval_s: Annotated[float, Range(1, 3600, unit="s")] = 30.0
 
 
-NOTIFY_EVENTS = ("thrash", "fatal", "stall", "predicted-oom", "lane-ready", "lane-qualified",
-                 "workflow-failed")
+NOTIFY_EVENTS = ("thrash", "fatal", "stall", "unresponsive", "predicted-oom", "lane-ready",
+                 "lane-qualified", "workflow-failed")
 
 
 @dataclass(frozen=True)
@@ -167,9 +167,10 @@ class NotifyConfig:
 
     service: str = ""
     """``notify.mobile_app_<phone>``; empty turns phone alerts off."""
-    events: tuple[str, ...] = ("thrash", "fatal", "stall", "predicted-oom", "workflow-failed")
-    """Which of: thrash, fatal, stall, predicted-oom, lane-ready, lane-qualified,
-    workflow-failed."""
+    events: tuple[str, ...] = ("thrash", "fatal", "stall", "unresponsive", "predicted-oom",
+                               "workflow-failed")
+    """Which of: thrash, fatal, stall, unresponsive, predicted-oom, lane-ready,
+    lane-qualified, workflow-failed."""
     dedup_s: Annotated[float, Range(1, 7 * 86400, unit="s", off=0)] = 3600.0
     """One message per event and node/lane within this window (one per incident)."""
     max_per_hour: Annotated[int, Range(1, 3600)] = 12

@@ -13,7 +13,7 @@ from sparktui.core.terminal import strip_controls
 
 MESSAGE_MAX = 400
 """Phones cut long notifications; the evidence is one line."""
-RECOVERS = ("thrash", "fatal", "stall", "predicted-oom")
+RECOVERS = ("thrash", "fatal", "stall", "unresponsive", "predicted-oom")
 """Incidents that end: each one messaged gets a recovery message when it does
 (lane-ready, lane-qualified and workflow-failed are news, not conditions)."""
 RECOVERY_HOLD_S = 120.0

@@ -65,6 +65,10 @@ AUTO_BUNDLES_MAX = 24
 SETTLE_POLLS = 2
 """An automatic bundle waits this many polls so the incident's neighbours
 (the second node going dark, the fatal line of another rank) are in it."""
+PHONED_ALERTS = {"fatal": "fatal", "thrash": "thrash", "canary": "unresponsive"}
+"""An alert key's kind (``canary:<lane>``) -> the phone event of its incident:
+a lane the canary calls unresponsive (service/alerts.canary) is paged as a
+FATAL is, and told over when its alert clears."""
 
 
 class Phone(Protocol):
@@ -276,9 +280,9 @@ class NightDesk:
             if a.level == PREDICTED_OOM_STEP:  # a node's rank: one message per lane
                 lane = self._subject_of(a.subject)
                 return Happening("predicted-oom", lane, evidence, a.next_step), a.key
-            kind = {"fatal": "fatal", "thrash": "thrash"}.get(a.level)
-            if kind is None:
-                return None
+            kind = PHONED_ALERTS.get(a.key.partition(":")[0])
+            if kind is None or a.level not in ("fatal", "thrash", "unresponsive"):
+                return None  # a suspected thrash is no page
             return Happening(kind, a.subject, evidence, a.next_step), a.key
         if isinstance(ev, LaneChanged):
             view = ev.lane
@@ -311,8 +315,8 @@ class NightDesk:
             a = ev.alert
             if a.level == PREDICTED_OOM_STEP:
                 return [("predicted-oom", self._subject_of(a.subject))]
-            kind = a.key.partition(":")[0]
-            return [(kind, a.subject)] if kind in ("fatal", "thrash") else []
+            kind = PHONED_ALERTS.get(a.key.partition(":")[0])
+            return [(kind, a.subject)] if kind is not None else []
         if isinstance(ev, LaneChanged):
             view = ev.lane
             return [(event, view.name) for event, there in (
@@ -399,7 +403,7 @@ class NightDesk:
         ended: list[tuple[str, str, str]] = []
         if isinstance(ev, AlertCleared):
             kind, _, subject = ev.key.partition(":")
-            ended.append((kind, subject, ev.why or "alert cleared"))
+            ended.append((PHONED_ALERTS.get(kind, kind), subject, ev.why or "alert cleared"))
         elif isinstance(ev, LaneChanged):
             if ev.lane.phase != "stalled":
                 ended.append(("stall", ev.lane.name, f"the boot moved on: {ev.lane.phase}"))
