@@ -8,7 +8,7 @@ is stale and blocks no plan, an unfinished workflow is said stale; and the
 next serve of the lane (after a stop, which the stale lock must not block)
 reaches `serving`. The steps are not listed here: each workflow's
 ``--dry-run --json`` plan names them, in the order they run. The sentinel is
-killed too, at a step of a serve it watches.
+killed too, at every step of each of the four workflows it watches.
 
 The console runs its workflows through the same `execute` as the CLI (one
 plan, one runner, one journal), so the killed CLI process stands for a killed
@@ -361,38 +361,58 @@ async def start_sentinel(world: World) -> asyncio.subprocess.Process:
     return proc
 
 
-async def test_kill_the_sentinel_at_every_step_of_a_serve(tmp_path, capsys, monkeypatch,
-                                                           quick):
-    """The sentinel watches while a CLI serve runs; killed at a step, the serve
-    goes on to serving, a console started afterwards shows the lane serving, and
-    a new sentinel starts (the dead one's pid file holds nothing) and watches."""
+SENTINEL_CASES = {
+    # workflow -> (argv, the world before it, the lane's true phase after it)
+    "serve": (SERVE, "no_lane", "serving"),
+    "stop": (("stop", LANE), "serving", None),
+    "qualify": (("qualify", LANE), "serving", "serving"),
+    "power-cycle": (("power", "cycle", NODE, "--off-seconds", "2"), "no_lane", None),
+}
+
+
+@pytest.mark.parametrize("workflow", list(SENTINEL_CASES))
+async def test_kill_the_sentinel_at_every_step(workflow, tmp_path, capsys, monkeypatch, quick):
+    """The sentinel watches while a CLI workflow runs; killed at each step of
+    it, the workflow goes on to its end (the sentinel only watches), a console
+    started afterwards shows the lane's true phase, a new sentinel starts (the
+    dead one's pid file holds nothing) and watches, and the next serve of the
+    lane reaches serving."""
+    argv, before, phase_after = SENTINEL_CASES[workflow]
     cfg = config_for(tmp_path)
     async with h.published(cfg) as sim:
         world = World(cfg, sim, capsys, monkeypatch)
-        await world.no_lane()
+        prepare = getattr(world, before)
+        await prepare()
         names: list[str] = []
-        for name, target in await world.plan_steps(*SERVE):
+        for name, target in await world.plan_steps(*argv):
             if re.sub(r"\d+", "N", name) in names:
-                continue  # which rank the serve is at is nothing to the sentinel
+                continue  # which rank the workflow is at is nothing to the sentinel
             names.append(re.sub(r"\d+", "N", name))
-            where = f"sentinel killed at serve's {name} [{target}]"
-            await world.no_lane()
+            where = f"sentinel killed at {workflow}'s {name} [{target}]"
+            await prepare()
             sentinel = await start_sentinel(world)
             world.watch_from = world.journal_size()
             world.capsys.readouterr()
-            serve = asyncio.create_task(h.sparktui(cfg, *SERVE, "--yes",
-                                                   monkeypatch=monkeypatch))
+            run = asyncio.create_task(h.sparktui(
+                cfg, *argv, *(() if workflow == "qualify" else ("--yes",)),
+                monkeypatch=monkeypatch))
             try:
-                await world.until_intent((name, target), lambda task=serve: "the serve ended"
+                await world.until_intent((name, target), lambda task=run: f"{workflow} ended"
                                          if task.done() else None)
             finally:
                 sentinel.send_signal(signal.SIGKILL)
                 assert await sentinel.wait() == -signal.SIGKILL
-            assert await serve == 0, f"{where}: {world.capsys.readouterr().err[-1500:]}"
+            assert await run == 0, f"{where}: {world.capsys.readouterr().err[-1500:]}"
+            if workflow == "power-cycle":
+                await world.node_back(NODE)
             phase = await world.console_phase()
-            assert phase == "serving", f"{where}: the console shows the lane {phase}"
+            assert phase == phase_after, f"{where}: the console shows the lane {phase}"
             again = await start_sentinel(world)
             again.send_signal(signal.SIGTERM)
             await asyncio.wait_for(again.communicate(), 30)
             assert again.returncode == 0, where
-        assert {"start rank N", "readiness"} <= set(names), names
+            if workflow != "serve":  # the serve under test is that serve
+                await world.serve_reaches_serving(where)
+        assert len(names) >= 2, names
+        if workflow == "serve":
+            assert {"start rank N", "readiness"} <= set(names), names
