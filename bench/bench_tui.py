@@ -3,6 +3,7 @@
 
     .venv/bin/python bench/bench_tui.py                   # all three
     .venv/bin/python bench/bench_tui.py --idle-s 60       # a longer idle window
+    .venv/bin/python bench/bench_tui.py --full-pass --skip-sim   # keys during the 60 s GC pass
 
 - **first paint**: from `run_test()` entry to the first frame, and to the
   first frame showing all 8 nodes online, against the simulator (real SSH)
@@ -21,6 +22,17 @@
   a calm console (no log, no alerts) and the incident (the boot log offered
   at 1,000 lines/s while thrash alerts for three nodes arrive 5 times a
   second); the same keys, ``a`` (acknowledge) among them.
+
+- **keys during the timed full pass** (``--full-pass``): at 80x24, the
+  incident's log at 1,000 lines/s, keys every 0.25 s; every ``--pass-gap-s``
+  the console's own full pass (`SparkTUI._collect_fully`, which the
+  GC_FULL_EVERY_S timer runs) is scheduled on the loop just before a key is
+  sent, so that key waits the whole pass (a key arriving as a pass begins:
+  the worst case; one arriving at a random moment hits a pass with odds
+  pass / GC_FULL_EVERY_S). Side by side in one run: those keys' key-to-frame
+  vs every other key's, and each pass's own length; the last pass is the
+  tenth (`GC_THAW_EVERY`: the frozen heap collected too). The timer itself is
+  moved out of the run (only the bench's passes run).
 
 - **key-to-acknowledgement** (``--ack``): at 80x24, the keys that wait on the
   network (``P``, ``R`` on a node, ``x`` on a lane, and the serve picker's
@@ -49,6 +61,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import sparktui.tui  # noqa: F401  (before textual: the console's frame rate, as the CLI has it)
 
@@ -68,6 +81,7 @@ from sparktui.core.config_load import load_config  # noqa: E402
 from sparktui.core.state import NodeState  # noqa: E402
 from sparktui.service.cluster import ClusterService  # noqa: E402
 from sparktui.service.events import Alert, AlertRaised  # noqa: E402
+from sparktui.tui import app as app_mod  # noqa: E402
 from sparktui.tui.app import SparkTUI, make_app  # noqa: E402
 from sparktui.tui.widgets.bootlog import BootLog  # noqa: E402
 from sparktui.tui.widgets.tables import NodesTable  # noqa: E402
@@ -209,10 +223,15 @@ async def alerts_arriving(app: SparkTUI, per_s: float) -> None:
 
 
 async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
-                       alerts_per_s: float = 0.0,
-                       size: tuple[int, int] = SIZE) -> dict[str, float]:
+                       alerts_per_s: float = 0.0, size: tuple[int, int] = SIZE,
+                       passes: int = 0, pass_gap_s: float = 10.0,
+                       key_gap_s: float = 0.02) -> dict[str, Any]:
     """``rate``: lines/s offered by the stream; 0 = as fast as the console takes
-    them. ``flood=False``: no log at all (a calm console)."""
+    them. ``flood=False``: no log at all (a calm console). ``passes``: instead
+    of ``keys`` keys, keys until that many full passes ran, one every
+    ``pass_gap_s`` just before a key (`--full-pass`)."""
+    if passes:
+        app_mod.GC_FULL_EVERY_S = 1e9  # only the bench's own passes
     console = build()
     console.app.tune_gc = True
     container: FakeContainer = add_lane(console.fleet, "glm53-flash-eugr-2x", "4nodes-switch-b",
@@ -245,6 +264,15 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
     latencies: list[float] = []
     by_key: dict[str, list[float]] = {}
     missed: list[str] = []
+    during: list[float] = []
+    """Key-to-frame of the keys sent as a full pass began."""
+    pass_ms: list[float] = []
+
+    def timed_pass() -> None:
+        start = time.perf_counter()
+        app._collect_fully()
+        pass_ms.append(1000 * (time.perf_counter() - start))
+
     async with app.run_test(size=size) as pilot:
         screen = app.main_screen
         for name in ("action_follow", "action_cycle_level", "action_pane", "action_ack"):
@@ -264,9 +292,16 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
         gc.callbacks.append(pauses)
         line0, t_start = delivered, time.perf_counter()
         sequence = ["f", "f", "l", "l", "l", "3", "1", "2", "4", "3", "a"]
-        for i in range(keys):
+        app._full_passes = app_mod.GC_THAW_EVERY - passes  # the last pass thaws
+        last_pass, i = t_start, -1
+        while len(pass_ms) < passes if passes else i + 1 < keys:
+            i += 1
             key = sequence[i % len(sequence)]
             n_handled = len(handled)
+            full = bool(passes) and time.perf_counter() - last_pass >= pass_gap_s
+            if full:  # runs before the key's message is taken (both queued on the loop)
+                asyncio.get_running_loop().call_soon(timed_pass)
+                last_pass = time.perf_counter()
             t0 = time.perf_counter()
             app._driver.send_message(events.Key(key, key))  # type: ignore[union-attr]
             deadline = t0 + 5.0
@@ -276,9 +311,9 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
             if time.perf_counter() >= deadline:
                 missed.append(key)
                 continue
-            latencies.append(stamps[-1] - t0)
+            (during if full else latencies).append(stamps[-1] - t0)
             by_key.setdefault(key, []).append(stamps[-1] - t0)
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(key_gap_s)
         rate = (delivered - line0) / (time.perf_counter() - t_start)
         gc.callbacks.remove(pauses)
         if alerting is not None:
@@ -293,7 +328,8 @@ async def key_to_paint(keys: int, rate: float = 0.0, *, flood: bool = True,
         print(f"  no frame within 5 s after keys {missed}")
     return {"keys": len(latencies), "p50_ms": 1000 * p(0.50), "p99_ms": 1000 * p(0.99),
             "max_ms": 1000 * latencies[-1], "lines_per_s": rate,
-            "gc_passes": len(pauses.ms), "gc_max_ms": max(pauses.ms, default=0.0)}
+            "gc_passes": len(pauses.ms), "gc_max_ms": max(pauses.ms, default=0.0),
+            "during_ms": [1000 * t for t in during], "pass_ms": pass_ms}
 
 
 SLOW_NET_S = 2.0
@@ -425,6 +461,17 @@ async def run(args: argparse.Namespace) -> None:
                   f"{idle['wall_s']:.0f} s; {idle['nodes_polled']}/8 nodes polled)")
         finally:
             sim.close()
+    if args.full_pass:
+        kp = await key_to_paint(0, 1000.0, size=(80, 24), alerts_per_s=5.0,
+                                passes=args.passes, pass_gap_s=args.pass_gap_s, key_gap_s=0.25)
+        during = [f"{t:.0f}" for t in kp["during_ms"]]
+        passes = [f"{t:.0f}" for t in kp["pass_ms"]]
+        print(f"key-to-frame at 80x24, incident (log at 1,000 lines/s, 5 alerts/s), keys "
+              f"every 0.25 s, a full pass every {args.pass_gap_s:g} s: other keys p50 "
+              f"{kp['p50_ms']:.1f} ms, p99 {kp['p99_ms']:.1f} ms, max {kp['max_ms']:.1f} ms "
+              f"({kp['keys']} keys); a key sent as a pass begins: {', '.join(during)} ms "
+              f"(passes {', '.join(passes)} ms; the last the thaw)")
+        return
     if args.incident:
         for label, kwargs in (("calm (no log, no alerts)", {"flood": False}),
                               ("incident (log at 1,000 lines/s, 5 alerts/s)",
@@ -452,6 +499,11 @@ def main() -> None:
                         help="boot-log rates to test, lines/s (0: as fast as taken)")
     parser.add_argument("--incident", action="store_true",
                         help="only key-to-paint at 80x24: calm vs the incident, one run")
+    parser.add_argument("--full-pass", action="store_true",
+                        help="only key-to-frame during the timed full pass vs outside, one run")
+    parser.add_argument("--passes", type=int, default=6, help="full passes (--full-pass)")
+    parser.add_argument("--pass-gap-s", type=float, default=10.0,
+                        help="real seconds between full passes (--full-pass)")
     parser.add_argument("--ack", action="store_true",
                         help="only key-to-acknowledgement of the keys that wait on the network")
     parser.add_argument("--ack-rounds", type=int, default=5, help="presses per key (--ack)")
