@@ -63,17 +63,17 @@ def test_shards_read_as_before() -> None:
 def test_memory_become_resident_is_the_silent_loads_progress() -> None:
     """Four ranks of a 94 GiB/rank load read every minute: the slowest node's
     resident memory, its rate since it began to grow, the ETA at that rate."""
-    m = MemoryLoad(94.0)
+    m = MemoryLoad()
     ranks = {"dgx5": 0, "dgx6": 1, "dgx7": 2, "dgx8": 3}
     pairs = [(node, rank) for node, rank in ranks.items()]
     for node in ranks:
         m.observe(node, int(118.8 * GIB_KIB), 0.0)
-    assert m.progress(pairs) is None                      # nothing resident yet
+    assert m.progress(pairs, 94.0) is None                # nothing resident yet
     for minute in range(1, 21):
         for node, rank in ranks.items():
             fill = 2.0 if rank != 2 else 1.8                 # dgx7 is the slowest
             m.observe(node, int((118.8 - fill * minute) * GIB_KIB), minute * 60.0)
-    lp = m.progress(pairs)
+    lp = m.progress(pairs, 94.0)
     assert lp is not None and lp.measure == RESIDENT and lp.rank == 2
     assert lp.amount() == "36/94G" and round(lp.fraction, 2) == 0.38
     assert lp.rate_per_s is not None and abs(lp.rate_per_s * 60 - 1.8 * 1024) < 1
@@ -82,33 +82,33 @@ def test_memory_become_resident_is_the_silent_loads_progress() -> None:
 
 
 def test_memory_freed_starts_a_nodes_count_again_and_a_full_node_stays_at_its_total() -> None:
-    m = MemoryLoad(10.0)
+    m = MemoryLoad()
     m.observe("a", 100 * GIB_KIB, 0.0)
     m.observe("a", 95 * GIB_KIB, 60.0)
-    lp = m.progress([("a", 0)])
+    lp = m.progress([("a", 0)], 10.0)
     assert lp is not None and lp.amount() == "5/10G"
     m.observe("a", 101 * GIB_KIB, 120.0)                    # freed: a restart
-    assert m.progress([("a", 0)]) is None
+    assert m.progress([("a", 0)], 10.0) is None
     m.observe("a", 80 * GIB_KIB, 180.0)                     # more than the weights
-    lp = m.progress([("a", 0)])
+    lp = m.progress([("a", 0)], 10.0)
     assert lp is not None and lp.fraction == 1.0 and lp.eta_s == 0.0
 
 
 def test_a_node_that_has_not_begun_is_the_slowest_at_zero_and_unread_nodes_wait() -> None:
-    m = MemoryLoad(10.0)
+    m = MemoryLoad()
     m.observe("a", 100 * GIB_KIB, 0.0)
     m.observe("b", 100 * GIB_KIB, 0.0)
     m.observe("a", 95 * GIB_KIB, 60.0)
-    lp = m.progress([("a", 0), ("b", 1), ("c", 2)])          # c never read
+    lp = m.progress([("a", 0), ("b", 1), ("c", 2)], 10.0)    # c never read
     assert lp is not None and (lp.rank, lp.done) == (1, 0)
-    assert MemoryLoad(0.0).progress([("a", 0)]) is None      # no total: no fraction
+    assert m.progress([("a", 0)], 0.0) is None               # no total: no fraction
 
 
 def test_a_node_holding_two_ranks_fills_for_both() -> None:
-    m = MemoryLoad(10.0)
+    m = MemoryLoad()
     m.observe("a", 100 * GIB_KIB, 0.0)
     m.observe("a", 99 * GIB_KIB, 60.0)
     m.observe("a", 90 * GIB_KIB, 120.0)                     # 10 GiB: 5 GiB a rank
-    lp = m.progress([("a", 0), ("a", 1)])
+    lp = m.progress([("a", 0), ("a", 1)], 10.0)
     assert lp is not None and (lp.rank, lp.amount(), lp.fraction) == (0, "5/10G", 0.5)
     assert lp.rate_per_s is not None and abs(lp.rate_per_s * 60 - 4.5 * 1024) < 1

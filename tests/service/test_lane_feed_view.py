@@ -4,7 +4,6 @@ load's progress where the log prints none."""
 
 from __future__ import annotations
 
-from sparktui.core.memload import MemoryLoad
 from sparktui.core.phases import READ, RESIDENT
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult
 from sparktui.service.events import LaneChanged, ServiceEvent
@@ -51,10 +50,10 @@ def test_a_load_that_prints_nothing_shows_the_weights_resident_with_an_eta() -> 
     """An InstantTensor load's worker ranks (and rank 0 without its bar) print
     nothing while loading: the row read `serve: readiness` for 40 minutes.
     The poller's MemAvailable on each rank's node, against the recipe's
-    weights per rank (the service sets ``memory_load``), is its progress."""
+    weights per rank (the service sets ``weights_gib``), is its progress."""
     clock = SimAt(1000.0)
     w, f, events = feed(clock)
-    f.memory_load = MemoryLoad(94.0)
+    f.weights_gib = 94.0
     w.tracker.feed(0, LOADING, clock.t)
     for minute in range(21):
         for r in w.ranks:
@@ -73,7 +72,7 @@ def test_a_load_that_prints_nothing_shows_the_weights_resident_with_an_eta() -> 
 def test_rank_0s_byte_bar_comes_before_the_memory() -> None:
     clock = SimAt(1000.0)
     w, f, _ = feed(clock)
-    f.memory_load = MemoryLoad(94.0)
+    f.weights_gib = 94.0
     w.tracker.feed(0, LOADING, clock.t)
     for minute in range(3):
         for r in w.ranks:

@@ -4,7 +4,7 @@ lane watcher takes that progress from the poller's snapshots."""
 
 from __future__ import annotations
 
-from sparktui.core.phases import MemoryProgress
+from sparktui.core.memload import MemoryLoad
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult
 from sparktui.watch.lane import LaneWatcher
 from sparktui.watch.readiness import RankContainer
@@ -65,10 +65,10 @@ def test_without_memory_growth_the_stall_window_still_applies() -> None:
 
 
 def test_memory_progress_rule() -> None:
-    m = MemoryProgress(step_kib=GIB_KIB)
-    assert m.observe("a", 100 * GIB_KIB) is None           # first reading: the mark
-    assert m.observe("a", int(99.5 * GIB_KIB)) is None     # less than a step
-    note = m.observe("a", 99 * GIB_KIB)
+    m = MemoryLoad(step_kib=GIB_KIB)
+    assert m.observe("a", 100 * GIB_KIB, 60.0) is None        # first reading: the mark
+    assert m.observe("a", int(99.5 * GIB_KIB), 120.0) is None  # less than a step
+    note = m.observe("a", 99 * GIB_KIB, 180.0)
     assert note is not None and "1.0 GiB more resident" in note
-    assert m.observe("a", 110 * GIB_KIB) is None           # memory freed resets the mark
-    assert m.observe("a", 109 * GIB_KIB) is not None
+    assert m.observe("a", 110 * GIB_KIB, 240.0) is None       # memory freed resets the mark
+    assert m.observe("a", 109 * GIB_KIB, 300.0) is not None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
@@ -39,7 +39,6 @@ from sparktui.core.logsig import (
     split_timestamp,
 )
 from sparktui.core.measured import memory_figure
-from sparktui.core.state import KIB_PER_GIB
 
 
 class Line(Protocol):
@@ -107,21 +106,40 @@ class LoadProgress:
         """``12/40`` shards, ``188/376G`` GiB (tqdm's way: the Progress cell)."""
         if self.measure == SHARDS:
             return f"{self.done}/{self.total}"
-        return f"{self.done / 1024:.0f}/{self.total / 1024:.0f}G"
+        return f"{self._gib()}G"
+
+    def _gib(self) -> str:
+        """``188/376``: done and total MiB, in whole GiB."""
+        return f"{self.done / 1024:.0f}/{self.total / 1024:.0f}"
 
     def describe(self) -> str:
         if self.measure == SHARDS:
             text = f"shard {self.done}/{self.total} (rank {self.rank})"
             rate = f"{1 / self.rate_per_s:.0f} s/shard" if self.rate_per_s else ""
         else:
-            text = (f"{self.done / 1024:.0f}/{self.total / 1024:.0f} GiB {self.measure} "
-                    f"(rank {self.rank})")
+            text = f"{self._gib()} GiB {self.measure} (rank {self.rank})"
             rate = f"{self.rate_per_s * 60 / 1024:.1f} GiB/min" if self.rate_per_s else ""
         if rate:
             text += f", {rate}"
         if self.eta_s is not None:
             text += f", ETA {format_duration(self.eta_s)}"
         return text
+
+
+def per_second(gained: float, since: float, now: float) -> float | None:
+    """A load's rate: ``gained`` units from ``since`` to ``now``; None before
+    it gained any or took any time."""
+    return gained / (now - since) if gained > 0 and now > since else None
+
+
+def eta_s(done: float, total: float, rate: float | None) -> float | None:
+    """Seconds left at ``rate`` (None without one)."""
+    return (total - done) / rate if rate else None
+
+
+def slowest(progress: Iterable[LoadProgress]) -> LoadProgress | None:
+    """The least fraction done, the first of equals (callers go by rank)."""
+    return min(progress, key=lambda p: p.fraction, default=None)
 
 
 @dataclass(frozen=True)
@@ -237,6 +255,13 @@ class _Shards:
         t = parse_timestamp(self.last_ts)
         return self.last_now if t is None else t
 
+    def progress(self, rank: int) -> LoadProgress:
+        """The bar's rate and ETA from its stamps, else tqdm's own remaining time."""
+        rate = per_second(self.done - self.first_done, self.first_t, self.last_t)
+        eta = eta_s(self.done, self.total, rate) if rate \
+            else _tqdm_seconds(self.tqdm_remaining)
+        return LoadProgress(rank, self.done, self.total, rate, eta, self.measure)
+
 
 @dataclass
 class _Rank:
@@ -270,33 +295,6 @@ class _Rank:
         offset = self.least_offset()
         return None if offset is None else logged + offset
 
-
-
-MEM_PROGRESS_KIB = 256 * 1024
-"""Weights becoming resident: this much less MemAvailable on a rank's node
-counts as load progress (worker ranks and InstantTensor print no shards)."""
-
-
-class MemoryProgress:
-    """Memory filling on a lane's nodes as load progress, so that a silent but
-    healthy load (InstantTensor, worker ranks) is never declared stalled."""
-
-    def __init__(self, step_kib: int = MEM_PROGRESS_KIB) -> None:
-        self.step_kib = step_kib
-        self._mark: dict[str, int] = {}
-
-    def observe(self, node: str, available_kib: int) -> str | None:
-        """A progress note when ``node`` holds another step more than at the last
-        note; memory freed (a restart, another lane stopping) resets the mark."""
-        before = self._mark.get(node)
-        if before is None or available_kib > before:
-            self._mark[node] = available_kib
-            return None
-        if before - available_kib < self.step_kib:
-            return None
-        self._mark[node] = available_kib
-        return (f"{node}: {(before - available_kib) / KIB_PER_GIB:.1f} GiB more resident "
-                f"(MemAvailable {available_kib / KIB_PER_GIB:.1f} GiB)")
 
 
 @dataclass
@@ -444,19 +442,8 @@ class PhaseTracker:
 
     def load_progress(self) -> LoadProgress | None:
         """The slowest rank's weight loading, with rate and ETA."""
-        worst: LoadProgress | None = None
-        for rank, st in sorted(self._ranks.items()):
-            sh = st.shards
-            if sh is None or sh.total <= 0:
-                continue
-            rate = None
-            if sh.done > sh.first_done and sh.last_t > sh.first_t:
-                rate = (sh.done - sh.first_done) / (sh.last_t - sh.first_t)
-            eta = (sh.total - sh.done) / rate if rate else _tqdm_seconds(sh.tqdm_remaining)
-            p = LoadProgress(rank, sh.done, sh.total, rate, eta, sh.measure)
-            if worst is None or p.fraction < worst.fraction:
-                worst = p
-        return worst
+        return slowest(sh.progress(rank) for rank, st in sorted(self._ranks.items())
+                       if (sh := st.shards) is not None and sh.total > 0)
 
     def rank_shards(self) -> dict[int, tuple[int, int]]:
         """Per rank that prints shard progress: (shards done, total)."""

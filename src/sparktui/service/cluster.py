@@ -22,7 +22,6 @@ from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.config import Config
 from sparktui.core.errors import Problem
 from sparktui.core.measured import BootFigures
-from sparktui.core.memload import MemoryLoad
 from sparktui.core.nodehealth import Finding, node_findings
 from sparktui.core.recipe import Recipe
 from sparktui.core.recipe_load import load_all_recipes, load_recipe
@@ -605,7 +604,7 @@ class ClusterService:
             feed.gate = old.gate
         if (load := lane_load_plan(self.config, self._recipes.lane(watch.lane),
                                    [r.node for r in watch.ranks])):
-            feed.memory_load = MemoryLoad(load.weights_gib)
+            feed.weights_gib = load.weights_gib
             oom = OomWatch(watch.lane, lambda: watch.ranks, watch.tracker, load, self.clock,
                            lambda p: self._lane_news(oom_news(p)))
 

@@ -11,7 +11,6 @@ from dataclasses import replace
 
 from sparktui.core.advice import fatal_next_step
 from sparktui.core.logsig import Phase
-from sparktui.core.memload import MemoryLoad
 from sparktui.core.phases import Failure, LoadProgress
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
@@ -22,7 +21,6 @@ from sparktui.watch.lane import (
     LaneEvent,
     LaneWatcher,
     LinesArrived,
-    MemoryRead,
 )
 from sparktui.watch.thrash import ThrashDetector
 
@@ -67,10 +65,11 @@ class LaneFeed:
         """When a full poll first no longer listed the lane's containers."""
         self.gate: tuple[str, str] = ("", "")
         """(state, one-line verdict) of the lane's last quality gate (the service sets it)."""
-        self.memory_load: MemoryLoad | None = None
-        """The weights becoming resident on the ranks' nodes, against the recipe's
-        weights per rank (the service sets it when it knows the recipe): the
-        load's progress when the log prints none (InstantTensor on most ranks)."""
+        self.weights_gib: float | None = None
+        """The recipe's weights per rank (the service sets it when it knows the
+        recipe): the watcher's memory become resident on the ranks' nodes is
+        counted against it, the load's progress when the log prints none
+        (InstantTensor on most ranks)."""
         self._canary = canary
         self._canary_task = asyncio.create_task(
             canary.run(self._serving_endpoint), name=f"canary:{watcher.lane}") \
@@ -109,9 +108,6 @@ class LaneFeed:
         elif isinstance(event, EndpointChecked) and self._canary is not None:
             self._canary.observe(event.health, event.metrics,
                                  [r.node for r in self.watcher.ranks], self._serving_endpoint())
-        elif isinstance(event, MemoryRead) and self.memory_load is not None:
-            self.memory_load.observe(event.node, event.available_kib,
-                                     self.watcher.clock.monotonic())
         elif isinstance(event, FatalDecided):
             self._decided = True
             self._sink(AlertRaised(fatal_alert(event.lane, self.watcher.tracker.phase,
@@ -175,9 +171,10 @@ class LaneFeed:
         t = self.watcher.tracker
         if t.phase is not Phase.LOADING:
             return None
-        if (lp := t.load_progress()) is not None or self.memory_load is None:
+        if (lp := t.load_progress()) is not None or self.weights_gib is None:
             return lp
-        return self.memory_load.progress((r.node, r.rank) for r in self.watcher.ranks)
+        return self.watcher.memory.progress(((r.node, r.rank) for r in self.watcher.ranks),
+                                            self.weights_gib)
 
     def publish(self) -> None:
         """Report the lane when what the console shows of it changed: first

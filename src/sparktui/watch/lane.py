@@ -57,7 +57,8 @@ from sparktui.core.logsig import (
     container_exit,
     parse_timestamp,
 )
-from sparktui.core.phases import Failure, MemoryProgress, PhaseTracker
+from sparktui.core.memload import MemoryLoad
+from sparktui.core.phases import Failure, PhaseTracker
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch import lane_endpoint, lane_fatal, lane_reads
 from sparktui.watch.follower import (
@@ -170,7 +171,9 @@ class LaneWatcher:
         self._verdict = asyncio.Event()
         self._decided: Failure | None = None
         self._phase: Phase | None = None
-        self._memory = MemoryProgress()
+        self.memory = MemoryLoad()
+        """MemAvailable on the ranks' nodes: load progress against a stall, and
+        the weights resident (the console's Progress cell, lane_feed.py)."""
         self._io: dict[str, int] = {}
         self._io_unreadable: set[str] = set()
         self._engines: dict[str, bool] = {}

@@ -52,8 +52,16 @@ def on_snapshot(w: LaneWatcher, snap: NodeSnapshot) -> None:
         return
     mem = snap.probe.meminfo if snap.probe is not None else None
     if mem is not None:
-        w._emit(MemoryRead(w.lane, snap.node, mem.available_kib))
-        note(w, w._memory.observe(snap.node, mem.available_kib))
+        memory_read(w, snap.node, mem.available_kib)
+
+
+def memory_read(w: LaneWatcher, node: str, available_kib: int) -> None:
+    """One MemAvailable reading of a rank's node: counted (before it is
+    told, so a subscriber reads the load with it), told, and noted as
+    progress when it is another step resident."""
+    said = w.memory.observe(node, available_kib, w.clock.monotonic())
+    w._emit(MemoryRead(w.lane, node, available_kib))
+    note(w, said)
 
 
 def note(w: LaneWatcher, note: str | None) -> None:
@@ -95,8 +103,7 @@ async def read_node(w: LaneWatcher, node: str, own_memory: bool) -> None:
     parts = resource_parts(text)
     if own_memory and (
             mem := parse_section("meminfo", parts.get("meminfo", "")).meminfo) is not None:
-        w._emit(MemoryRead(w.lane, node, mem.available_kib))
-        note(w, w._memory.observe(node, mem.available_kib))
+        memory_read(w, node, mem.available_kib)
     engines = engine_read_bytes(parts.get("engines", "")) if pids else {}
     if pids:  # none read: another user's processes, another shell
         w._engines[node] = bool(engines)
