@@ -8,8 +8,8 @@ import pytest
 
 from sparktui.cli.main import build_parser
 from sparktui.cli.wait_cmd import EXIT, describe, parse_duration
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import Kind, Phase
-from sparktui.core.phases import Failure
 from sparktui.watch.readiness import Outcome, WaitResult
 
 

@@ -14,8 +14,9 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
 from fixtures.dialects.golden import scenario
+from sparktui.core.loadprogress import READ
 from sparktui.core.logsig import Kind, Phase, classify, parse_timestamp
-from sparktui.core.phases import READ, PhaseTracker
+from sparktui.core.phases import PhaseTracker
 
 NAME = "vllm033-v2-instanttensor-pin-2node"
 

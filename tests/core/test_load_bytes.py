@@ -4,9 +4,10 @@ the weights become resident where the log prints nothing (core/memload.py)."""
 
 from __future__ import annotations
 
+from sparktui.core.loadprogress import READ, RESIDENT, SHARDS, LoadProgress
 from sparktui.core.logsig import Kind, Phase, classify, parse_mib
 from sparktui.core.memload import MemoryLoad
-from sparktui.core.phases import READ, RESIDENT, SHARDS, LoadProgress, PhaseTracker
+from sparktui.core.phases import PhaseTracker
 
 GIB_KIB = 1024 * 1024
 # vLLM 0.33 model_loader/weight_utils.py:1457-1467 (desc, unit "B", unit_scale,

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sparktui.core.loadprogress import format_duration
 from sparktui.core.logsig import Kind, Phase, container_exit
-from sparktui.core.phases import PhaseTracker, format_duration
+from sparktui.core.phases import PhaseTracker
 from sparktui.ops.journal import Journal
 from sparktui.ops.shiftlog import render
 from sparktui.sim.clock import SimClock

@@ -4,7 +4,7 @@ load's progress where the log prints none."""
 
 from __future__ import annotations
 
-from sparktui.core.phases import READ, RESIDENT
+from sparktui.core.loadprogress import READ, RESIDENT
 from sparktui.core.state import MemInfo, NodeSnapshot, NodeState, ProbeResult
 from sparktui.service.events import LaneChanged, ServiceEvent
 from sparktui.service.lane_feed import LaneFeed

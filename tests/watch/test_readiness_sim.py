@@ -17,8 +17,8 @@ from sparktui.adapters.endpoints import Endpoints, resolve_endpoints, sim_endpoi
 from sparktui.adapters.ssh import Fleet
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import Kind, Phase
-from sparktui.core.phases import Failure
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import LaunchPlan, plan
 from sparktui.sim.cluster import Sim

@@ -17,8 +17,8 @@ from ..adapters.ssh import Fleet
 from ..core.clock import Clock, SystemClock
 from ..core.config import Config
 from ..core.errors import InputError
+from ..core.loadprogress import format_duration
 from ..core.logsig import Phase
-from ..core.phases import format_duration
 from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
 from ..ops.journal import Journal

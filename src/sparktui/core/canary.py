@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sparktui.core.phases import format_duration
+from sparktui.core.loadprogress import format_duration
 
 COLLAPSE_AFTER_S = 20.0
 """Requests running with no token processed for this long is a collapse. A

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 from sparktui.core.advice import fatal_next_step
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import Kind, classify, parse_timestamp, split_timestamp
-from sparktui.core.phases import Failure, PhaseTracker
+from sparktui.core.phases import PhaseTracker
 from sparktui.core.redact import MASK, redact
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sparktui.core.phases import RESIDENT, LoadProgress, eta_s, per_second, slowest
+from sparktui.core.loadprogress import RESIDENT, LoadProgress, eta_s, per_second, slowest
 from sparktui.core.state import KIB_PER_GIB
 
 KIB_PER_MIB = 1024

@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple, Protocol
 
 from sparktui.core.enginetime import engine_time
+from sparktui.core.failure import AFTER_LINES, GENERIC_FATAL, Failure, cause_rank, earlier
+from sparktui.core.loadprogress import READ, SHARDS, LoadProgress, eta_s, per_second, slowest
 from sparktui.core.logsig import (
     BOOT_ORDER,
     Kind,
@@ -69,77 +71,6 @@ _GRAPH, _GRAPH_DONE = Kind.GRAPH_CAPTURE, Kind.GRAPH_DONE
 _FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
 _TRACEBACK_WINDOW = 400
 """An exception line ends a traceback if it comes within this many lines."""
-AFTER_LINES = 20
-"""Lines of the failed rank kept after its first fatal line (the root cause
-often follows: vLLM prints "EngineCore failed to start." before the error)."""
-GENERIC_FATAL = frozenset({
-    Kind.ENGINE_FAILED, Kind.ENGINE_DEAD, Kind.WORKER_DIED, Kind.EXCEPTION, Kind.CONTAINER_EXIT,
-})
-"""Fatal kinds that say *that* the engine died rather than *why*."""
-
-
-SHARDS, READ, RESIDENT = "shards", "read", "resident"
-"""What a :class:`LoadProgress` counts: the log's shards; MiB its loader's
-byte bar says were read (InstantTensor); MiB of memory become resident on
-the rank's node (core/memload.py: a load that prints neither)."""
-
-
-@dataclass(frozen=True)
-class LoadProgress:
-    """Weight loading of the slowest rank."""
-
-    rank: int
-    done: int
-    total: int
-    rate_per_s: float | None
-    """Units (shards, MiB) per second, measured from the log timestamps (or
-    the memory readings' times)."""
-    eta_s: float | None
-    measure: str = SHARDS
-    """SHARDS, READ or RESIDENT: ``done`` and ``total`` are shards or MiB."""
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 0.0
-
-    def amount(self) -> str:
-        """``12/40`` shards, ``188/376G`` GiB (tqdm's way: the Progress cell)."""
-        if self.measure == SHARDS:
-            return f"{self.done}/{self.total}"
-        return f"{self._gib()}G"
-
-    def _gib(self) -> str:
-        """``188/376``: done and total MiB, in whole GiB."""
-        return f"{self.done / 1024:.0f}/{self.total / 1024:.0f}"
-
-    def describe(self) -> str:
-        if self.measure == SHARDS:
-            text = f"shard {self.done}/{self.total} (rank {self.rank})"
-            rate = f"{1 / self.rate_per_s:.0f} s/shard" if self.rate_per_s else ""
-        else:
-            text = f"{self._gib()} GiB {self.measure} (rank {self.rank})"
-            rate = f"{self.rate_per_s * 60 / 1024:.1f} GiB/min" if self.rate_per_s else ""
-        if rate:
-            text += f", {rate}"
-        if self.eta_s is not None:
-            text += f", ETA {format_duration(self.eta_s)}"
-        return text
-
-
-def per_second(gained: float, since: float, now: float) -> float | None:
-    """A load's rate: ``gained`` units from ``since`` to ``now``; None before
-    it gained any or took any time."""
-    return gained / (now - since) if gained > 0 and now > since else None
-
-
-def eta_s(done: float, total: float, rate: float | None) -> float | None:
-    """Seconds left at ``rate`` (None without one)."""
-    return (total - done) / rate if rate else None
-
-
-def slowest(progress: Iterable[LoadProgress]) -> LoadProgress | None:
-    """The least fraction done, the first of equals (callers go by rank)."""
-    return min(progress, key=lambda p: p.fraction, default=None)
 
 
 @dataclass(frozen=True)
@@ -149,91 +80,11 @@ class KvInfo:
     concurrency: float | None = None
 
 
-_EXCEPTION_CLASS = re.compile(r"^[A-Za-z_][\w.]*(?:Error|Exception): ")
-"""``torch.OutOfMemoryError: `` before an exception's message."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """The first fatal line of the lane."""
-
-    rank: int
-    kind: Kind
-    line: str
-    timestamp: str | None
-    context: tuple[str, ...]
-    """The lines of that rank just before the fatal one (oldest first)."""
-    cause: str | None = None
-    """A more specific fatal line of the same rank right after a generic one."""
-    cause_rank: int = 0
-    """How well ``cause`` says why (``_cause_rank``): a better line replaces it."""
-    after: tuple[str, ...] = ()
-    """Lines of that rank after the fatal one (up to AFTER_LINES)."""
-    engine_time: float | None = None
-    """The engine's own stamp of the line (core/enginetime.py), None without one."""
-
-    def read_past(self) -> float | None:
-        """Epoch seconds every rank's log must be read past before this is
-        the lane's first fatal line: docker's time of the line, and the end
-        of the engine's second (its stamp has no fraction)."""
-        docker = parse_timestamp(self.timestamp)
-        if self.engine_time is None:
-            return docker
-        return max(docker or 0.0, self.engine_time + 1.0)
-
-    def describe(self) -> str:
-        text = f"rank {self.rank}: {self.line}"
-        return f"{text} (cause: {self.cause})" if self.cause else text
-
-    def brief(self) -> str:
-        """Why, in few words: ``rank 0: RPC call to sample_tokens timed out.``,
-        the cause when there is one (it says why; the line often only that the
-        engine died), without a Python exception's class name."""
-        return f"rank {self.rank}: {_EXCEPTION_CLASS.sub('', self.cause or self.line, 1)}"
-
-    def to_json(self) -> dict[str, object]:
-        return {"rank": self.rank, "kind": self.kind.value, "line": self.line,
-                "timestamp": self.timestamp, "cause": self.cause}
-
-
-def _earlier(ts: str | None, engine: float | None, rank: int | None, than: Failure) -> bool:
-    """Did a line of ``rank`` stamped ``ts`` by docker and ``engine`` by the
-    engine come before the failure ``than``? The engines' own stamps decide
-    when both have one and they differ (they are whole seconds); otherwise
-    docker's (by time, not text: docker trims trailing zeros, so ``.4Z`` sorts
-    after ``.45Z`` as text); a tie goes to the lower rank, so the verdict does
-    not depend on which stream arrived first (``rank`` None: a tie never wins,
-    as for a container's exit, which follows its own rank's lines)."""
-    if engine is not None and than.engine_time is not None and engine != than.engine_time:
-        return engine < than.engine_time
-    a, b = parse_timestamp(ts), parse_timestamp(than.timestamp)
-    if a is None or b is None:
-        return False
-    return a < b or (a == b and rank is not None and rank < than.rank)
-
-
 def _engine(body: str, ts: str | None, ev: LogEvent | None) -> float | None:
     """The engine's stamp of a line that may fail the lane (only those are parsed)."""
     if ev is None or (ev.severity is not _FATAL and ev.kind is not _EXCEPTION):
         return None
     return engine_time(body, ts)
-
-
-def _cause_rank(ev: LogEvent) -> int:
-    """How well a line after a generic fatal one says why (0: not at all).
-
-    3: a specific fatal line (``TimeoutError: RPC call to sample_tokens timed
-    out.``, an ``assert self.page_size_padded >= ...`` source line); 2: an
-    exception with a message; 1: a bare exception (``TimeoutError``). A frame
-    or its ``raise X(...)`` line is never one (Kind.FRAME), nor an indented
-    exception-shaped line. In a chain (``raise X(...) from e``) the outer
-    exception comes last and names the operation, so among exceptions with a
-    message the later wins, and a specific line beats any exception."""
-    if ev.fatal and ev.kind not in GENERIC_FATAL:
-        return 3
-    if ev.kind is not Kind.EXCEPTION or ev.text[:1] in (" ", "\t"):
-        return 0
-    return 2 if ev.fields.get("error") else 1
 
 
 @dataclass
@@ -386,7 +237,7 @@ class PhaseTracker:
         assert f is not None
         if ev is not None and ev.severity is _FATAL and rank != f.rank:
             engine = _engine(body, ts, ev)
-            if _earlier(ts, engine, rank, f):
+            if earlier(ts, engine, rank, f):
                 # Ranks' streams arrive in any order: the lane's first fatal line is
                 # the earliest by the engines' clocks (a worker's LocalEntryNotFoundError,
                 # not rank 0's "Worker proc died" that it caused).
@@ -398,7 +249,7 @@ class PhaseTracker:
             text = ev.text if ev is not None else body.rstrip("\r\n")
             cause, rank_of = f.cause, f.cause_rank
             if f.kind in GENERIC_FATAL and ev is not None and rank_of < 3:
-                better = _cause_rank(ev)
+                better = cause_rank(ev)
                 if better > rank_of or (better == 2 and rank_of == 2):
                     cause, rank_of = ev.text.strip(), better
             self.failure = replace(f, after=(*f.after, text), cause=cause, cause_rank=rank_of)
@@ -409,7 +260,7 @@ class PhaseTracker:
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
         fatal line of any rank is known."""
         f = self.failure
-        if f is not None and ev.fatal and rank != f.rank and _earlier(ts, None, None, f):
+        if f is not None and ev.fatal and rank != f.rank and earlier(ts, None, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
@@ -606,14 +457,3 @@ def _tqdm_seconds(text: str | None) -> float | None:
         return None
     h, mm, ss = m.groups()
     return int(h or 0) * 3600 + int(mm) * 60 + int(ss)
-
-
-def format_duration(seconds: float) -> str:
-    s = max(0, round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h}h{m:02d}m"
-    if m:
-        return f"{m}m{sec:02d}s"
-    return f"{sec}s"

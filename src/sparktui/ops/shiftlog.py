@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
+from sparktui.core.loadprogress import format_duration
 from sparktui.core.logsig import BOOT_ORDER
-from sparktui.core.phases import format_duration
 from sparktui.core.qualify import describe_gate
 from sparktui.ops.journal import SIMULATED, Entry, WorkflowRecord, clock_name, fold
 

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from sparktui.core.advice import fatal_next_step
+from sparktui.core.failure import Failure
+from sparktui.core.loadprogress import LoadProgress
 from sparktui.core.logsig import Phase
-from sparktui.core.phases import Failure, LoadProgress
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
 from sparktui.service.lanes import LaneView
 from sparktui.watch.canary import ServingCanary

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sparktui.core.phases import LoadProgress
+from sparktui.core.loadprogress import LoadProgress
 from sparktui.core.state import ClusterSnapshot
 from sparktui.watch.readiness import RankContainer
 
@@ -34,7 +34,7 @@ class LaneView:
     failure: str = ""
     """The first fatal line of any rank, with its rank (and its cause)."""
     failure_brief: str = ""
-    """Why it failed in few words (core/phases.Failure.brief): the Progress cell."""
+    """Why it failed in few words (core/failure.Failure.brief): the Progress cell."""
     gate: str = ""
     """Quality gate: qualifying, qualified, garbled, slow, failed ("" before any)."""
     gate_text: str = ""

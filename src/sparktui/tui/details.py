@@ -8,8 +8,8 @@ from rich.text import Text
 
 from sparktui.core.config import Config
 from sparktui.core.envelope import DEFAULT_RUNGS
+from sparktui.core.loadprogress import format_duration
 from sparktui.core.nodehealth import Finding
-from sparktui.core.phases import format_duration
 from sparktui.core.state import NodeSnapshot
 from sparktui.core.thrash import ThrashVerdict
 from sparktui.ops.guards import protected_node

@@ -50,6 +50,7 @@ from typing import Any
 
 from sparktui.core.clock import Clock
 from sparktui.core.errors import RemoteError
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import (
     LogEvent,
     Phase,
@@ -58,7 +59,7 @@ from sparktui.core.logsig import (
     parse_timestamp,
 )
 from sparktui.core.memload import MemoryLoad
-from sparktui.core.phases import Failure, PhaseTracker
+from sparktui.core.phases import PhaseTracker
 from sparktui.core.state import NodeSnapshot
 from sparktui.watch import lane_endpoint, lane_fatal, lane_reads
 from sparktui.watch.follower import (

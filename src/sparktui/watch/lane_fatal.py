@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from sparktui.core.clock import within
 from sparktui.core.errors import RemoteError
+from sparktui.core.failure import GENERIC_FATAL
 from sparktui.core.logsig import (
     container_exit,
 )
-from sparktui.core.phases import GENERIC_FATAL
 from sparktui.watch.follower import (
     CATCH_UP_TIMEOUT_S,
     LogFollower,

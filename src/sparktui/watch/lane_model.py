@@ -9,11 +9,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import (
     LogEvent,
     Phase,
 )
-from sparktui.core.phases import Failure
 from sparktui.watch.follower import (
     LogFollower,
     LogLine,

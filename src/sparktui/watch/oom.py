@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.core.loadprogress import SHARDS
 from sparktui.core.logsig import Phase
 from sparktui.core.oom_predict import LoadPlan, OomPredicted, OomPredictor, load_plan
-from sparktui.core.phases import SHARDS, PhaseTracker
+from sparktui.core.phases import PhaseTracker
 from sparktui.core.recipe import Recipe
 from sparktui.core.state import KIB_PER_GIB
 from sparktui.watch.readiness import RankContainer

@@ -29,8 +29,8 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from sparktui.core.errors import RemoteError
+from sparktui.core.failure import Failure
 from sparktui.core.logsig import Phase, parse_timestamp
-from sparktui.core.phases import Failure
 from sparktui.core.probe import parse_section
 from sparktui.core.state import ContainerInfo
 from sparktui.watch.follower import INSPECT_TIMEOUT_S, StreamSource

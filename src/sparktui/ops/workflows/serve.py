@@ -22,10 +22,10 @@ from typing import Any
 
 from sparktui.core.config import Config
 from sparktui.core.fit import fit
+from sparktui.core.loadprogress import format_duration
 from sparktui.core.logsig import Phase
 from sparktui.core.measured import MemoryMarks, boot_figures
 from sparktui.core.oom_predict import OomPredicted, load_plan
-from sparktui.core.phases import format_duration
 from sparktui.core.recipe import Recipe
 from sparktui.core.render import LaunchPlan, RankLaunch, choose_gid, plan
 from sparktui.core.state import ClusterSnapshot

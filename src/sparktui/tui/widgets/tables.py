@@ -21,8 +21,8 @@ from textual.widgets.data_table import RowKey
 from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
 from sparktui.core.kernel import known_bad, off_pin
+from sparktui.core.loadprogress import format_duration
 from sparktui.core.nodehealth import Finding
-from sparktui.core.phases import format_duration
 from sparktui.core.state import KIB_PER_GIB, NodeSnapshot, NodeState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service.lanes import LaneView
