@@ -29,8 +29,8 @@ from sparktui.service.events import (
     LaneGone,
     NodeSampled,
 )
-from sparktui.service.export import LANE_STATES, FleetMetrics, label
-from sparktui.service.lanes import LaneView
+from sparktui.service.export import FleetMetrics, label
+from sparktui.service.lanes import LANE_STATES, LaneView
 
 ROOT = Path(__file__).resolve().parents[2]
 LANE = "glm53-flash-eugr-2x"

@@ -19,7 +19,8 @@ import pytest
 
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
-from sparktui.service.export import LANE_STATES, label
+from sparktui.service.export import label
+from sparktui.service.lanes import LANE_STATES
 from sparktui.sim.testing import connect
 
 from .simnight import sentinel_process, state_in

@@ -12,8 +12,9 @@ from dataclasses import replace
 
 from sparktui.core.advice import UNRESPONSIVE_NEXT
 from sparktui.core.canary import CanaryVerdict
+from sparktui.core.qualify import GateState
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
-from sparktui.ops.workflows.qualify import LaneNews
+from sparktui.ops.workflows.qualify import PREDICTED_OOM_STEP, LaneNews
 from sparktui.service.events import (
     LANE_GONE,
     Alert,
@@ -22,6 +23,17 @@ from sparktui.service.events import (
     ServiceEvent,
     Sink,
 )
+
+ALERT_LEVELS: tuple[str, ...] = (
+    "fatal", ThrashLevel.THRASH.label, "unresponsive", PREDICTED_OOM_STEP,
+    GateState.GARBLED.value, ThrashLevel.SUSPECTED.label, GateState.SLOW.value,
+    GateState.FAILED.value, ThrashLevel.PRESSURE.label, "sentinel lost")
+"""Every level an alert is raised with, most severe first (a predicted OOM
+before a suspicion: it names the minutes left): a lane's FATAL
+(service/lane_feed.fatal_alert), a node's memory verdict (`Alerts.thrash`), a
+canary's (`Alerts.canary`), a gate's or a predicted OOM (`Alerts.news`), the
+sentinel lost (service/attach.py). The console ranks alerts by it
+(tui/alertbook.py); the sentinel counts each (service/export.py)."""
 
 
 class Alerts:

@@ -51,7 +51,7 @@ class Alert:
     key: str
     """One alert per key (``thrash:dgx6``, ``fatal:lane``); a newer one replaces it."""
     level: str
-    """``pressure``, ``thrash suspected``, ``thrash`` or ``fatal``."""
+    """One of service/alerts.ALERT_LEVELS (``thrash``, ``fatal``...)."""
     subject: str
     evidence: tuple[str, ...]
     next_step: str

@@ -25,10 +25,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from sparktui.core.clock import Clock
 from sparktui.core.config import Config
-from sparktui.core.logsig import Phase
 from sparktui.core.state import NodeState
 from sparktui.ops.journal import JOURNAL_FILE, Entry
 from sparktui.ops.journal_tail import JournalTail
+from sparktui.service.alerts import ALERT_LEVELS
 from sparktui.service.events import (
     AlertCleared,
     AlertRaised,
@@ -37,15 +37,9 @@ from sparktui.service.events import (
     NodeSampled,
     ServiceEvent,
 )
-from sparktui.service.lanes import LaneView
+from sparktui.service.lanes import LANE_STATES, LaneView
 
 KIB = 1024
-LANE_STATES: tuple[str, ...] = (*(p.value for p in Phase), "unresponsive", "stopping", "stopped")
-"""Every phase a lane view can show (service/lane_feed.py)."""
-SEVERITIES: tuple[str, ...] = ("pressure", "thrash suspected", "thrash", "fatal",
-                               "unresponsive", "predicted-oom", "garbled", "slow",
-                               "sentinel lost")
-"""The alert levels the service raises; one more is counted under ``other``."""
 MAX_KINDS = 32
 """Distinct workflow kinds counted by name; more (a foreign journal) are ``other``."""
 _KIND = re.compile(r"[a-z][a-z0-9-]{0,31}")
@@ -129,7 +123,7 @@ class FleetMetrics(Collector):
         alerts = GaugeMetricFamily("sparktui_alerts_active",
                                    "Alerts raised and not cleared, by severity",
                                    labels=["severity"])
-        counts = dict.fromkeys((label(s) for s in SEVERITIES), 0) | {"other": 0}
+        counts = dict.fromkeys((label(s) for s in ALERT_LEVELS), 0) | {"other": 0}
         for level in self._alerts.values():
             key = label(level)
             counts[key if key in counts else "other"] += 1

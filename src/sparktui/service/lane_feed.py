@@ -14,7 +14,7 @@ from sparktui.core.failure import Failure
 from sparktui.core.loadprogress import LoadProgress
 from sparktui.core.logsig import Phase
 from sparktui.service.events import Alert, AlertRaised, LaneChanged, LogLinesArrived, Sink
-from sparktui.service.lanes import LaneView
+from sparktui.service.lanes import STOPPED, STOPPING, UNRESPONSIVE, LaneView
 from sparktui.watch.canary import ServingCanary
 from sparktui.watch.lane import (
     EndpointChecked,
@@ -138,9 +138,9 @@ class LaneFeed:
         first = w.ranks[0] if w.ranks else None
         canary = self._canary.verdict if self._canary is not None else None
         unresponsive = canary is not None and canary.unresponsive and t.phase is Phase.SERVING
-        phase = "unresponsive" if unresponsive else t.phase.value
+        phase = UNRESPONSIVE if unresponsive else t.phase.value
         if w.stopping_since is not None and t.failure is None:
-            phase = "stopped" if w.stopped else "stopping"
+            phase = STOPPED if w.stopped else STOPPING
         return LaneView(
             name=w.lane,
             cluster=self.cluster(),

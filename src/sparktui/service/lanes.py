@@ -6,8 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sparktui.core.loadprogress import LoadProgress
+from sparktui.core.logsig import Phase
 from sparktui.core.state import ClusterSnapshot
 from sparktui.watch.readiness import RankContainer
+
+UNRESPONSIVE, STOPPING, STOPPED = "unresponsive", "stopping", "stopped"
+"""A lane's phase besides its boot phase: serving but its canary gets no answer;
+being stopped; stopped (service/lane_feed.LaneFeed.view)."""
+LANE_STATES: tuple[str, ...] = (*(p.value for p in Phase), UNRESPONSIVE, STOPPING, STOPPED)
+"""Every phase a lane view can show."""
 
 
 @dataclass(frozen=True)
@@ -17,7 +24,8 @@ class LaneView:
     engine: str
     port: int | None
     ranks: tuple[RankContainer, ...]
-    phase: str = "starting"
+    phase: str = Phase.STARTING.value
+    """One of LANE_STATES."""
     progress: float | None = None
     """Weight loading of the slowest rank, 0..1, while loading."""
     progress_text: str = ""

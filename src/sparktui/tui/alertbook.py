@@ -13,14 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from sparktui.core.state import NodeSnapshot, NodeState
+from sparktui.service.alerts import ALERT_LEVELS
 from sparktui.service.events import Alert
 
-SEVERITY = {"fatal": 0, "thrash": 1, "unresponsive": 2, "predicted oom": 3, "garbled": 4,
-            "thrash suspected": 5, "slow": 6, "failed": 7, "pressure": 8}
-"""Most severe first (a predicted OOM before a suspicion: it names the minutes
-left). An acknowledgement holds until the alert gets worse."""
+SEVERITY = {level: i for i, level in enumerate(ALERT_LEVELS)}
+"""An alert level's rank, most severe first (service/alerts.ALERT_LEVELS). An
+acknowledgement holds until the alert gets worse."""
 HISTORY = 50
 """Cleared alerts kept for the list (the journal and shift log keep the rest)."""
+
+
+def severity(level: str) -> int:
+    """``level``'s rank in SEVERITY; a level it does not know ranks after them."""
+    return SEVERITY.get(level, len(SEVERITY))
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,7 @@ class Entry:
 
     @property
     def rank(self) -> tuple[int, float, str]:
-        return (SEVERITY.get(self.alert.level, 9), -self.raised_at, self.alert.key)
+        return (severity(self.alert.level), -self.raised_at, self.alert.key)
 
 
 class AlertBook:
@@ -50,7 +55,7 @@ class AlertBook:
         if old is None:
             self.active[alert.key] = Entry(alert, now, now)
             return
-        worse = SEVERITY.get(alert.level, 9) < SEVERITY.get(old.alert.level, 9)
+        worse = severity(alert.level) < severity(old.alert.level)
         self.active[alert.key] = replace(old, alert=alert, updated_at=now,
                                          acked=old.acked and not worse)
 
