@@ -410,3 +410,42 @@ def test_the_incident_scenarios_speak_vllm_033_and_sglang_05(fleet: Config) -> N
         spec = apply_scenario(spec_from_config(fleet), name)
         assert for_engine("vllm", spec.dialect).name == "vllm-0.33", name
         assert for_engine("sglang", spec.dialect).name == "sglang-0.5", name
+
+
+async def test_sglang_logs_by_batch_not_by_time(fleet: Config, serve) -> None:
+    """SGLang 0.5.23 logs a prefill batch as each chunk is scheduled
+    (metrics_reporter.py:753) and a decode batch every 40 decode steps
+    (decode_log_interval, srt/arg_groups/fields/observability.py:136;
+    metrics_reporter.py:934), with its speculation's accept length, and
+    nothing on a timer or while idle; the console reads both as stats."""
+    from sparktui.core.logsig import Kind, classify
+
+    async with running_sim(fleet, scenario="normal") as sim:
+        await serve(sim, SGLANG_LANE)
+        await sim.advance(4 * 3600)
+        engine = sim.lane_rank0(SGLANG_LANE)
+        c = engine.container
+
+        def batches(kind: str) -> list:
+            return [ln for ln in c.logs if f"] {kind} batch, " in ln.text]
+
+        idle = (len(batches("Prefill")), len(batches("Decode")))
+        await sim.advance(300)
+        assert (len(batches("Prefill")), len(batches("Decode"))) == idle  # idle: silent
+        req = sim.run_prompt(SGLANG_LANE, 20_000, max_tokens=700)
+        while not req.done:
+            await sim.advance(5)
+        prefill, decode = batches("Prefill")[idle[0]:], batches("Decode")[idle[1]:]
+    chunk = engine.args.max_num_batched_tokens
+    assert len(prefill) == -(-20_000 // chunk)
+    assert "#new-token: " + str(chunk) + ", #cached-token: 0, #token: " in prefill[0].text
+    assert prefill[-1].text.split("#pending-token: ")[1].startswith("0, cuda graph: False, ")
+    per_log = round(40 * engine.tokens_per_step())  # speculative: ~1.75 tokens a step
+    assert len(decode) == 700 // per_log
+    gaps = {round(b.t - a.t, 3) for a, b in pairwise(decode)}
+    assert gaps == {round(per_log / engine.decode_tps(), 3)}, gaps
+    assert all(", accept len: 1.75, accept rate: 0.15, cuda graph: True, gen throughput "
+               "(token/s): " in ln.text for ln in decode)
+    for ln in prefill + decode:
+        ev = classify(ln.text)
+        assert ev is not None and ev.kind is Kind.STATS, ln.text

@@ -100,6 +100,12 @@ class LogStyle(Protocol):
     def graphs(self, e: Engine, seconds: float, gib: float) -> None: ...
     def serving(self, e: Engine) -> None: ...
     def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None: ...
+    timed_stats: bool
+    """Stats logged every ``STATS_INTERVAL_S`` while busy (vLLM), or by batch (SGLang)."""
+
+    def prefill_batch(self, e: Engine, tokens: int, pending: int) -> None: ...
+    def decode_chunk(self, e: Engine) -> int: ...
+    def decode_batch(self, e: Engine, tokens: int, chunk: int) -> None: ...
     def stall_notice(self, e: Engine) -> None: ...
     def rpc_timeout(self, e: Engine) -> None: ...
     def peer_died(self, e: Engine) -> None: ...
@@ -269,7 +275,8 @@ class Engine:
             if self.sim.spec.engine_core_exits_after_s is not None:
                 self.sim.sched.spawn(f"{name}/core",
                                      self._core_exit(self.sim.spec.engine_core_exits_after_s))
-            self.sim.sched.spawn(f"{name}/stats", self._stats_ticker())
+            if style.timed_stats:
+                self.sim.sched.spawn(f"{name}/stats", self._stats_ticker())
         yield from self._serve()
 
     def _sglang_warmup(self) -> None:
@@ -419,10 +426,14 @@ class Engine:
     def decode_tps(self) -> float:
         """Decode is bandwidth-bound on GB10: tokens/s x weights per rank is nearly
         constant (Flash 47 GiB -> 52 t/s, full 99 GiB -> 19 t/s); speculation ~1.75x."""
-        spec = 1.75 if self.args.speculative or "speculative-algorithm" in self.args.extra \
-            else 1.0
         slowest = min((p.node.spec.decode_factor for p in self.peers() or [self]), default=1.0)
-        return DECODE_GIB_TOKENS_PER_S / max(1.0, self.weights_gib()) * spec * slowest
+        return DECODE_GIB_TOKENS_PER_S / max(1.0, self.weights_gib()) * self.tokens_per_step() \
+            * slowest
+
+    def tokens_per_step(self) -> float:
+        """Tokens a decode step yields: ~1.75 with speculation, else one."""
+        return 1.75 if self.args.speculative or "speculative-algorithm" in self.args.extra \
+            else 1.0
 
     @property
     def garbles(self) -> bool:
@@ -538,6 +549,7 @@ class Engine:
         left = req.prompt_tokens
         while left > 0:  # chunked prefill: the prompt counter moves with each step
             n = min(left, max(1, self.args.max_num_batched_tokens))
+            self.style.prefill_batch(self, n, left - n)
             yield n / self.prefill_tps()
             left -= n
             if not stalled():
@@ -564,12 +576,14 @@ class Engine:
         self.prefilling = False
         st = self.stats
         left = req.max_tokens
-        while left > 0:  # the step counters move as tokens come
-            n = min(left, max(1, int(self.decode_tps() * 5)))
+        while left > 0:  # the step counters move as tokens come, a chunk at a time
+            chunk = self.style.decode_chunk(self)
+            n = min(left, chunk)
             yield n / self.decode_tps()
             left -= n
             st.generation_tokens += n
             st.gen_throughput = self.decode_tps()
+            self.style.decode_batch(self, n, chunk)
         req.completion_tokens = req.max_tokens
         req.done = True
         self.kv_in_use = 0

@@ -16,10 +16,17 @@ from .engine_vllm import frames, shard_bar
 if TYPE_CHECKING:
     from .engine import Engine
 
+DECODE_LOG_INTERVAL = 40
+"""SGLang logs a decode batch every 40 decode steps (``decode_log_interval``,
+0.5.23 ``srt/arg_groups/fields/observability.py:136``; ``metrics_reporter.py:934``)."""
+
 
 class SglangStyle:
     failure_exit = 137
     """kill_process_tree SIGKILLs everything after a child's sigquit (engine.py:1978)."""
+    timed_stats = False
+    """The scheduler logs a prefill batch as it is scheduled and a decode batch
+    every DECODE_LOG_INTERVAL steps (metrics_reporter.py:753, :934), no timer."""
 
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
@@ -114,10 +121,31 @@ class SglangStyle:
         self._line(e, self.d.msg("fired_up"))
 
     def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
+        """``Decode batch, ...`` (metrics_reporter.py:963-1040; with speculation its
+        accept length and rate before the graph flag, :1005)."""
         usage = e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
+        per_step = e.tokens_per_step()
+        spec = (f"accept len: {per_step:.2f}, accept rate: {(per_step - 1) / 5:.2f}, "
+                if per_step > 1 else "")
         self._line(e, f"Decode batch, #running-req: {e.stats.running}, #token: {e.kv_in_use}, "
-                   f"token usage: {usage:.2f}, cuda graph: True, gen throughput (token/s): "
-                   f"{gen_tps:.2f}, #queue-req: {e.stats.waiting}")
+                   f"token usage: {usage:.2f}, {spec}cuda graph: True, gen throughput "
+                   f"(token/s): {gen_tps:.2f}, #queue-req: {e.stats.waiting}")
+
+    def prefill_batch(self, e: Engine, tokens: int, pending: int) -> None:
+        """``Prefill batch, ...`` as the chunk is scheduled (metrics_reporter.py:753)."""
+        usage = e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
+        self._line(e, self.d.msg("prefill_batch", "", 1, tokens, 0,
+                                 f"#token: {e.kv_in_use}, token usage: {usage:.2f}, ",
+                                 e.stats.running - 1, e.stats.waiting, pending)
+                   + f"cuda graph: False, input throughput (token/s): {e.prefill_tps():.2f}")
+
+    def decode_chunk(self, e: Engine) -> int:
+        """The tokens of DECODE_LOG_INTERVAL decode steps."""
+        return max(1, round(DECODE_LOG_INTERVAL * e.tokens_per_step()))
+
+    def decode_batch(self, e: Engine, tokens: int, chunk: int) -> None:
+        if tokens == chunk:  # the 40th step since the last line
+            self.stats(e, 0.0, e.decode_tps())
 
     def stall_notice(self, e: Engine) -> None:
         return None

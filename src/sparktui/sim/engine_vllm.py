@@ -104,6 +104,7 @@ def frames(*calls: tuple[str, int, str, str]) -> list[str]:
 
 class VllmStyle:
     failure_exit = 1
+    timed_stats = True
 
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
@@ -310,6 +311,16 @@ class VllmStyle:
         else:
             self._log(e, "stats", 0, prompt_tps, gen_tps, st.running, st.waiting, usage, 0.0,
                       api=True)
+
+    def prefill_batch(self, e: Engine, tokens: int, pending: int) -> None:
+        return None  # vLLM logs by time (stats)
+
+    def decode_chunk(self, e: Engine) -> int:
+        """Five seconds of tokens between the step counters' moves."""
+        return max(1, int(e.decode_tps() * 5))
+
+    def decode_batch(self, e: Engine, tokens: int, chunk: int) -> None:
+        return None
 
     def stall_notice(self, e: Engine) -> None:
         self._log(e, "shm_wait", 60, level="WARNING")
