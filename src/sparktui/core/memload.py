@@ -86,7 +86,7 @@ class MemoryLoad:
         one rank holds once loaded (the recipe's fit, ``weights_per_rank_gib``).
         None before, or without a total. A node holding two ranks fills twice:
         each is counted half of it."""
-        total_kib = int(weights_gib * 1024 * 1024)
+        total_kib = int(weights_gib * KIB_PER_GIB)
         on: dict[str, list[int]] = {}
         for node, rank in ranks:
             on.setdefault(node, []).append(rank)
@@ -100,10 +100,10 @@ class MemoryLoad:
 
 def _progress(rank: int, n: int, st: _Node, total_kib: int) -> LoadProgress:
     """One node's count, of its ``n`` ranks the lowest ``rank``'s."""
-    grown = st.grew_at is not None
-    done = min(st.resident_kib // n if grown else 0, total_kib)
-    rate = per_second((st.resident_kib - st.grew_kib) / n, st.grew_at, st.now_at) \
-        if st.grew_at is not None else None
+    grew_at = st.grew_at
+    done = min(st.resident_kib // n if grew_at is not None else 0, total_kib)
+    rate = None if grew_at is None \
+        else per_second((st.resident_kib - st.grew_kib) / n, grew_at, st.now_at)
     eta = 0.0 if done >= total_kib else eta_s(done, total_kib, rate)
     return LoadProgress(rank, done // KIB_PER_MIB, total_kib // KIB_PER_MIB,
                         rate / KIB_PER_MIB if rate else None, eta, RESIDENT)
