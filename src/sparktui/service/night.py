@@ -281,7 +281,7 @@ class NightDesk:
                 lane = self._subject_of(a.subject)
                 return Happening("predicted-oom", lane, evidence, a.next_step), a.key
             kind = PHONED_ALERTS.get(a.key.partition(":")[0])
-            if kind is None or a.level not in ("fatal", "thrash", "unresponsive"):
+            if kind is None or a.level != kind:
                 return None  # a suspected thrash is no page
             return Happening(kind, a.subject, evidence, a.next_step), a.key
         if isinstance(ev, LaneChanged):
