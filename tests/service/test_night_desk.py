@@ -70,6 +70,15 @@ def desk(tmp_path: Path, *, events: tuple[str, ...], record: bool = True,  # typ
 def lane(phase: str) -> LaneChanged:
     return LaneChanged(LaneView("x", "4nodes-switch-b", "vllm", 8000, (), phase=phase))
 
+async def feed(d: NightDesk, clock: Clock, *events: ServiceEvent, step: float = 30.0) -> None:
+    """Each event ``step`` s after the last, then time for what is due to be sent."""
+    for ev in events:
+        clock.t += step
+        d.on_event(ev)
+        await asyncio.sleep(0)
+    await asyncio.sleep(0.05)
+
+
 
 async def test_each_selected_event_reaches_the_phone_once(tmp_path: Path) -> None:
     d, phone, emitted, clock = desk(tmp_path, events=("fatal", "stall", "lane-ready",
@@ -139,17 +148,10 @@ async def test_one_alert_and_one_recovery_message_per_incident(tmp_path: Path) -
     suspected = dataclasses.replace(thrash, level="thrash suspected")
     quiet = lane("serving")  # any later event lets the desk send what is due
 
-    async def feed(*events: ServiceEvent, step: float = 30.0) -> None:
-        for ev in events:
-            clock.t += step
-            d.on_event(ev)
-            await asyncio.sleep(0)
-        await asyncio.sleep(0.05)
-
-    await feed(AlertRaised(suspected), AlertRaised(thrash), AlertRaised(thrash),
+    await feed(d, clock, AlertRaised(suspected), AlertRaised(thrash), AlertRaised(thrash),
                AlertRaised(suspected), AlertCleared("thrash:dgx6"))
-    await feed(AlertRaised(thrash), AlertCleared("thrash:dgx6"))  # flapped back: goes on
-    await feed(quiet, quiet, quiet, quiet, quiet)
+    await feed(d, clock, AlertRaised(thrash), AlertCleared("thrash:dgx6"))  # flapped back: goes on
+    await feed(d, clock, quiet, quiet, quiet, quiet, quiet)
     assert [t for _, t, _ in phone.sent] == ["sparktui THRASH dgx6",
                                              "sparktui RECOVERED THRASH dgx6"]
     assert phone.sent[1][2] == ("dgx6: thrash is over (alert cleared); it lasted 2 min "
@@ -188,14 +190,7 @@ async def test_an_unresponsive_lane_is_paged_once_and_told_over(tmp_path: Path) 
     hung = Alert("canary:x", "unresponsive", "x",
                  ("no token processed in 40 s (3 waiting)",), "stop the lane (x) and re-serve")
 
-    async def feed(*events: ServiceEvent, step: float = 30.0) -> None:
-        for ev in events:
-            clock.t += step
-            d.on_event(ev)
-            await asyncio.sleep(0)
-        await asyncio.sleep(0.05)
-
-    await feed(AlertRaised(hung), AlertRaised(hung), AlertRaised(hung))
+    await feed(d, clock, AlertRaised(hung), AlertRaised(hung), AlertRaised(hung))
     assert [t for _, t, _ in phone.sent] == ["sparktui UNRESPONSIVE x"]
     assert "no token processed in 40 s" in phone.sent[0][2]
     assert "Next: stop the lane (x)" in phone.sent[0][2]
@@ -204,12 +199,11 @@ async def test_an_unresponsive_lane_is_paged_once_and_told_over(tmp_path: Path) 
     await asyncio.sleep(0.05)
     assert again_phone.sent == []
     await again.stop()
-    await feed(AlertCleared("canary:x"), lane("serving"), lane("serving"), lane("serving"),
-               lane("serving"), lane("serving"))
+    await feed(d, clock, AlertCleared("canary:x"), *[lane("serving")] * 5)
     assert [t for _, t, _ in phone.sent] == ["sparktui UNRESPONSIVE x",
                                              "sparktui RECOVERED UNRESPONSIVE x"]
     assert phone.sent[1][2].startswith("x: unresponsive is over (alert cleared)")
     assert phone.tags == ["sparktui-unresponsive-x"] * 2
-    await feed(AlertRaised(hung))  # back within the dedup window: no second page
+    await feed(d, clock, AlertRaised(hung))  # back within the dedup window: no second page
     assert len(phone.sent) == 2
     await d.stop()
