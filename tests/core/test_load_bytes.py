@@ -1,10 +1,11 @@
 """An InstantTensor load's progress (issue 28 item 7: `serve: readiness`
-throughout a 40-minute load): rank 0's byte bar as vLLM 0.33 prints it, and
+throughout a 40-minute load): rank 0's byte bar as vLLM 0.33 prints it,
+SGLang 0.5.23's tensor bar, and
 the weights become resident where the log prints nothing (core/memload.py)."""
 
 from __future__ import annotations
 
-from sparktui.core.loadprogress import READ, RESIDENT, SHARDS, LoadProgress
+from sparktui.core.loadprogress import READ, RESIDENT, SHARDS, TENSORS, LoadProgress
 from sparktui.core.logsig import Kind, Phase, classify, parse_mib
 from sparktui.core.memload import MemoryLoad
 from sparktui.core.phases import PhaseTracker
@@ -49,10 +50,55 @@ def test_a_byte_bar_gives_the_lane_a_fraction_a_rate_and_an_eta() -> None:
     assert tr.rank_shards() == {}  # the OOM predictor counts shards only
 
 
-def test_the_plain_loader_line_still_starts_the_load() -> None:
-    ev = classify("(EngineCore_DP0 pid=312) INFO 11-30 01:00:00 [default_loader.py:267] "
-                  f"{DESC}")
-    assert ev is not None and ev.kind is Kind.LOAD_START
+def test_the_loaders_desc_alone_is_no_signature() -> None:
+    """vLLM 0.33 prints the desc only inside its bar (weight_utils.py:1459), never
+    as a logger line: the bar alone is the load's progress (the phase comes with
+    V2's ``Loading model from scratch...``, v1/worker/gpu/model_runner.py:399)."""
+    assert classify("(EngineCore_DP0 pid=312) INFO 11-30 01:00:00 [default_loader.py:267] "
+                    f"{DESC}") is None
+    ev = classify(BAR[0][1])
+    assert ev is not None and ev.kind is Kind.LOAD_BYTES and ev.phase is Phase.LOADING
+
+
+# sglang 0.5.23 srt/model_loader/weight_utils.py:1258-1266: rank 0's tqdm over the
+# tensors InstantTensor loads (desc without " loader", total=len(f.keys()),
+# mininterval=1) in BAR_FORMAT (srt/utils/common.py:1414, no newline: tqdm redraws
+# with \r only), under SGLang's [date TPn] prefix; tqdm 4.70's count units.
+SGL = "[2026-11-30 01:00:00 TP0] "
+SGL_DESC = "Loading safetensors using InstantTensor"
+SGL_BAR = (
+    ("2026-11-30T01:00:00.000000000Z",
+     f"{SGL}\r{SGL_DESC}:   0% Completed | 0/2400 [00:00<?, ?it/s]"),
+    ("2026-11-30T01:00:10.000000000Z",
+     f"{SGL}\r{SGL_DESC}:   0% Completed | 0/2400 [00:00<?, ?it/s]"
+     f"\r{SGL_DESC}:  10% Completed | 240/2400 [00:10<01:30, 24.00it/s]"),
+    ("2026-11-30T01:01:00.000000000Z",
+     f"\r{SGL_DESC}:  50% Completed | 1200/2400 [01:00<01:00, 20.00it/s]"),
+)
+
+
+def test_sglangs_instanttensor_bar_is_load_progress_in_tensors() -> None:
+    ev = classify(SGL_BAR[1][1])
+    assert ev is not None and ev.kind is Kind.LOAD_TENSORS and ev.phase is Phase.LOADING
+    assert (ev.fields["pct"], ev.fields["done"], ev.fields["total"]) == ("10", "240", "2400")
+    assert ev.fields["rate"] == "24.00it/s"
+    ev = classify(SGL_BAR[0][1])
+    assert ev is not None and ev.kind is Kind.LOAD_TENSORS and ev.fields["remaining"] == "?"
+
+
+def test_a_tensor_bar_gives_the_lane_a_fraction_and_an_eta_but_no_shards() -> None:
+    tr = PhaseTracker("lane", stall_after_s=900, start=0.0)
+    for i, (ts, line) in enumerate(SGL_BAR):
+        tr.feed(0, f"{ts} {line}", now=float(i))
+    assert tr.phase is Phase.LOADING
+    lp = tr.load_progress()
+    assert lp is not None and lp.measure == TENSORS and lp.rank == 0
+    assert (lp.done, lp.total, lp.fraction) == (1200, 2400, 0.5)
+    assert lp.rate_per_s is not None and abs(lp.rate_per_s - 20.0) < 1e-9  # 1200 in 60 s
+    assert lp.eta_s is not None and abs(lp.eta_s - 60) < 1e-9
+    assert lp.amount() == "1200/2400"
+    assert lp.describe() == "tensor 1200/2400 (rank 0), 20 tensors/s, ETA 1m00s"
+    assert tr.rank_shards() == {}  # tensors are not shards: the OOM predictor waits
 
 
 def test_shards_read_as_before() -> None:

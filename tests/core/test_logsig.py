@@ -36,8 +36,15 @@ CASES: list[tuple[str, Kind, dict[str, str]]] = [
     (V11 + "vLLM API server version 0.11.0", Kind.ENGINE_VERSION, {"version": "0.11.0"}),
     (V33 + "Starting to load model zai-org/GLM-5.3...", Kind.LOAD_START,
      {"model": "zai-org/GLM-5.3"}),
-    (V33 + "Loading safetensors using InstantTensor loader", Kind.LOAD_START,
-     {"loader": "InstantTensor"}),
+    # vllm 0.33 model_loader/weight_utils.py:1457-1467: rank 0's byte bar (no
+    # logger line; the process prefix before tqdm's \r is not what shows)
+    ("(EngineCore_DP0 pid=312) \rLoading safetensors using InstantTensor loader:  50% "
+     "Completed | 188G/376G [24:00<24:00, 140MB/s]\n", Kind.LOAD_BYTES,
+     {"pct": "50", "done": "188G", "total": "376G", "rate": "140MB/s"}),
+    # sglang 0.5.23 srt/model_loader/weight_utils.py:1258-1266: rank 0's tensor bar
+    (SGL + "\rLoading safetensors using InstantTensor:  50% Completed | 1234/2468 "
+     "[00:10<00:10, 120.00it/s]", Kind.LOAD_TENSORS,
+     {"pct": "50", "done": "1234", "total": "2468", "remaining": "00:10"}),
     ("\rLoading safetensors checkpoint shards:  25% Completed | 1/4 [00:00<00:02,  1.20s/it]\n",
      Kind.LOAD_SHARD, {"pct": "25", "done": "1", "total": "4", "remaining": "00:02",
                        "rate": "1.20s/it"}),

@@ -8,10 +8,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-SHARDS, READ, RESIDENT = "shards", "read", "resident"
-"""What a :class:`LoadProgress` counts: the log's shards; MiB its loader's
-byte bar says were read (InstantTensor); MiB of memory become resident on
-the rank's node (core/memload.py: a load that prints neither)."""
+SHARDS, TENSORS, READ, RESIDENT = "shards", "tensors", "read", "resident"
+"""What a :class:`LoadProgress` counts: the log's shards; tensors its loader's
+bar counts (SGLang's InstantTensor); MiB its loader's byte bar says were read
+(vLLM's InstantTensor); MiB of memory become resident on the rank's node
+(core/memload.py: a load that prints none of these)."""
 
 
 @dataclass(frozen=True)
@@ -22,19 +23,20 @@ class LoadProgress:
     done: int
     total: int
     rate_per_s: float | None
-    """Units (shards, MiB) per second, measured from the log timestamps (or
+    """Units (shards, tensors, MiB) per second, measured from the log timestamps (or
     the memory readings' times)."""
     eta_s: float | None
     measure: str = SHARDS
-    """SHARDS, READ or RESIDENT: ``done`` and ``total`` are shards or MiB."""
+    """SHARDS, TENSORS, READ or RESIDENT: ``done`` and ``total`` are shards,
+    tensors or MiB."""
 
     @property
     def fraction(self) -> float:
         return self.done / self.total if self.total else 0.0
 
     def amount(self) -> str:
-        """``12/40`` shards, ``188/376G`` GiB (tqdm's way: the Progress cell)."""
-        if self.measure == SHARDS:
+        """``12/40`` shards or tensors, ``188/376G`` GiB (tqdm's way: the Progress cell)."""
+        if self.measure in (SHARDS, TENSORS):
             return f"{self.done}/{self.total}"
         return f"{self._gib()}G"
 
@@ -46,6 +48,9 @@ class LoadProgress:
         if self.measure == SHARDS:
             text = f"shard {self.done}/{self.total} (rank {self.rank})"
             rate = f"{1 / self.rate_per_s:.0f} s/shard" if self.rate_per_s else ""
+        elif self.measure == TENSORS:
+            text = f"tensor {self.done}/{self.total} (rank {self.rank})"
+            rate = f"{self.rate_per_s:.0f} tensors/s" if self.rate_per_s else ""
         else:
             text = f"{self._gib()} GiB {self.measure} (rank {self.rank})"
             rate = f"{self.rate_per_s * 60 / 1024:.1f} GiB/min" if self.rate_per_s else ""

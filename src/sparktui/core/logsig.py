@@ -64,6 +64,9 @@ class Kind(StrEnum):
     LOAD_BYTES = "load_bytes"
     """A loader's byte progress bar (InstantTensor's): done/total in tqdm's
     binary sizes (``188G/376G``)."""
+    LOAD_TENSORS = "load_tensors"
+    """A loader's bar over the tensors it loads (SGLang's InstantTensor):
+    done/total tensors."""
     LOAD_WEIGHTS_DONE = "load_weights_done"
     LOAD_DONE = "load_done"
     KV_MEMORY = "kv_memory"
@@ -230,8 +233,14 @@ SIGNATURES: tuple[Signature, ...] = (
          r"Loading safetensors using InstantTensor loader:\s*(?P<pct>\d+)% Completed \|"
          r" (?P<done>[\d.]+[kMGTPEZY]?)/(?P<total>[\d.]+[kMGTPEZY]?)"
          r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
-    _sig(Kind.LOAD_START, P, Phase.LOADING, "InstantTensor loader",
-         r"Loading safetensors using (?P<loader>InstantTensor) loader"),
+    # SGLang 0.5.23 srt/model_loader/weight_utils.py:1258-1266: rank 0's tqdm
+    # over the tensors (desc without " loader", tqdm's count units) in
+    # BAR_FORMAT (srt/utils/common.py:1414): "Loading safetensors using
+    # InstantTensor:  50% Completed | 1234/2468 [00:10<00:10, 120.00it/s]".
+    _sig(Kind.LOAD_TENSORS, P, Phase.LOADING, "using InstantTensor:",
+         r"Loading safetensors using InstantTensor:\s*(?P<pct>\d+)% Completed \|"
+         r" (?P<done>\d+)/(?P<total>\d+)"
+         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
     _sig(Kind.LOAD_SHARD, P, Phase.LOADING, "Loading safetensors checkpoint shards",
          r"Loading safetensors checkpoint shards:\s*(?P<pct>\d+)% Completed \|"
          r" (?P<done>\d+)/(?P<total>\d+)"

@@ -26,7 +26,15 @@ from typing import NamedTuple, Protocol
 
 from sparktui.core.enginetime import engine_time
 from sparktui.core.failure import AFTER_LINES, GENERIC_FATAL, Failure, cause_rank, earlier
-from sparktui.core.loadprogress import READ, SHARDS, LoadProgress, eta_s, per_second, slowest
+from sparktui.core.loadprogress import (
+    READ,
+    SHARDS,
+    TENSORS,
+    LoadProgress,
+    eta_s,
+    per_second,
+    slowest,
+)
 from sparktui.core.logsig import (
     BOOT_ORDER,
     Kind,
@@ -65,7 +73,7 @@ _BOOT_INDEX = {ph: i for i, ph in enumerate(BOOT_ORDER)}
 # lookup (``Kind.TRACEBACK``) costs ten times a global's on Python 3.11.
 _INFO, _PROGRESS, _FATAL = Severity.INFO, Severity.PROGRESS, Severity.FATAL
 _TRACEBACK, _EXCEPTION, _SHARD = Kind.TRACEBACK, Kind.EXCEPTION, Kind.LOAD_SHARD
-_BYTES = Kind.LOAD_BYTES
+_BYTES, _TENSORS = Kind.LOAD_BYTES, Kind.LOAD_TENSORS
 _KV_CACHE, _KV_CONCURRENCY, _KV_MEMORY = Kind.KV_CACHE, Kind.KV_CONCURRENCY, Kind.KV_MEMORY
 _GRAPH, _GRAPH_DONE = Kind.GRAPH_CAPTURE, Kind.GRAPH_DONE
 _FAILED, _STALLED, _SERVING = Phase.FAILED, Phase.STALLED, Phase.SERVING
@@ -99,7 +107,7 @@ class _Shards:
     last_now: float
     tqdm_remaining: str | None
     measure: str = SHARDS
-    """SHARDS, or READ: MiB of a byte bar."""
+    """SHARDS, TENSORS, or READ: MiB of a byte bar."""
 
     @property
     def last_t(self) -> float:
@@ -369,7 +377,7 @@ class PhaseTracker:
         figure = memory_figure(kind, ev.fields)
         if figure is not None and (rank == 0 or figure[0] not in self.memory_gib):
             self.memory_gib[figure[0]] = figure[1]
-        if kind is _SHARD or kind is _BYTES:
+        if kind is _SHARD or kind is _BYTES or kind is _TENSORS:
             self._shard(st, ev, ts, now)
         elif kind is _KV_CACHE or kind is _KV_CONCURRENCY or kind is _KV_MEMORY:
             st.kv_seen = True
@@ -388,12 +396,13 @@ class PhaseTracker:
             self._date(phase, st, _log_time(body, ts))
 
     def _shard(self, st: _Rank, ev: LogEvent, ts: str | None, now: float) -> None:
-        """A shard bar's line, or a byte bar's (its sizes in MiB)."""
+        """A shard bar's line, a byte bar's (its sizes in MiB) or a tensor bar's."""
         f = ev.fields
         if ev.kind is _BYTES:
             done, total, measure = parse_mib(f.get("done")), parse_mib(f.get("total")), READ
         else:
-            done, total, measure = parse_int(f.get("done")), parse_int(f.get("total")), SHARDS
+            done, total = parse_int(f.get("done")), parse_int(f.get("total"))
+            measure = TENSORS if ev.kind is _TENSORS else SHARDS
         if done is None or total is None:
             return
         remaining = f.get("remaining")
