@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from sparktui.adapters.endpoints import Endpoints, NodeEndpoint
+from sparktui.adapters.homeassistant import SwitchState
 from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.config import (
     ClusterConfig,
@@ -128,8 +129,10 @@ class World:
         async def liveness(ep: NodeEndpoint, timeout: float) -> bool:
             return self.alive[ep.name]
 
-        async def power(name: str) -> bool | None:
-            return self.powered[name]
+        async def power(name: str) -> SwitchState | None:
+            on = self.powered[name]
+            return SwitchState(f"switch.{name}", "unavailable" if on is None
+                               else "on" if on else "off", "2026-11-29T22:00:00+00:00")
 
         self.poller = Poller(
             make_config(names),
@@ -209,7 +212,7 @@ async def test_answering_node_is_online_even_if_plug_says_off() -> None:
 async def test_power_source_failure_means_unknown_power() -> None:
     w = World(["dgx1"])
 
-    async def broken(name: str) -> bool | None:
+    async def broken(name: str) -> SwitchState | None:
         raise OSError("HA unreachable")
 
     w.poller._power = broken

@@ -19,9 +19,11 @@ from sparktui.cli.main import main
 from sparktui.core.config import Config
 from sparktui.core.config_load import load_config
 from sparktui.core.state import NodeState
+from sparktui.core.thrash import ThrashLevel
 from sparktui.sim.cluster import Sim
 from sparktui.sim.testing import running_sim
 from sparktui.watch.poller import Poller
+from sparktui.watch.thrash import ThrashDetector
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config.toml"
 GIB = 1024**3
@@ -114,6 +116,31 @@ async def test_thrash_shows_as_starved_then_power_cycle_recovers(rig: Rig) -> No
     assert back.probe.uptime_s is not None and back.probe.uptime_s < 120
     history = rig.poller.history("dgx6")
     assert history[-1].t == back.taken_at
+
+
+async def test_a_cycle_between_two_polls_is_read_from_the_plugs_last_changed(rig: Rig) -> None:
+    """A wall-clock sentinel beside a simulator at 60x polls each plug every few
+    wall seconds: a plug cycle of 30 simulated seconds falls between two polls,
+    which both read the plug on. Its ``last_changed`` moved, and the node does
+    not answer: the detector counts it as the power cycle it was (a boot, no
+    thrash evidence), not as a node that went silent."""
+    detector = ThrashDetector(clock=rig.sim.clock)
+    for snap in (await rig.poller.poll_round()).nodes:
+        detector.on_snapshot(snap)
+    before = (await rig.poller.poll_round()).get("dgx6")
+    assert before is not None and before.powered is True and before.plug_changed
+    await rig.sim.power("dgx6", False)
+    await rig.sim.advance(30)
+    await rig.sim.power("dgx6", True)  # the node boots: it is not read for a while
+    await rig.sim.advance(5)
+    rig.poller.probe_timeout_s = 1.5
+    booting = (await rig.poller.poll_round()).get("dgx6")
+    assert booting is not None and booting.powered is True and booting.probe is None
+    assert booting.plug_changed != before.plug_changed
+    for snap in (before, booting):
+        verdict = detector.on_snapshot(snap)
+    assert verdict.level is ThrashLevel.OK, verdict
+    assert "back from a power cycle" in verdict.evidence[-1]
 
 
 async def test_unreachable_when_node_is_gone_without_ha(rig: Rig) -> None:

@@ -138,6 +138,34 @@ def test_a_node_coming_back_from_a_power_cycle_is_no_thrash_evidence() -> None:
     assert at(late, starved("dgx3", t0 + late)).level is ThrashLevel.SUSPECTED  # long silent
 
 
+def test_a_cycle_no_poll_saw_off_is_read_from_the_plug() -> None:
+    """Both polls read the plug on, but its ``last_changed`` moved and the node
+    pings without SSH: a short cycle between them (a sentinel on wall time
+    beside a simulator at 60x), a boot and no thrash. A plug that only went
+    unavailable and back moves it too, and a node that answers meanwhile was
+    not cycled: its history (here its pressure) stands."""
+    clock = Clock()
+    det = ThrashDetector(clock=clock)
+
+    def plug(snap: NodeSnapshot, changed: str) -> NodeSnapshot:
+        return dataclasses.replace(snap, powered=True, plug_changed=changed)
+
+    det.on_snapshot(plug(online("dgx3", clock.t), "22:00"))
+    clock.t += 5
+    quiet = det.on_snapshot(plug(starved("dgx3", clock.t), "22:00"))  # no cycle: silent
+    assert quiet.level is ThrashLevel.SUSPECTED
+    clock.t += 5
+    v = det.on_snapshot(plug(starved("dgx3", clock.t), "22:01"))
+    assert v.level is ThrashLevel.OK and "back from a power cycle" in v.evidence[-1]
+    clock.t += 5
+    det.on_snapshot(plug(online("dgx3", clock.t, avail_gib=0.5, some=40), "22:01"))
+    clock.t += 5
+    assert det.on_snapshot(plug(online("dgx3", clock.t, avail_gib=0.5, some=40), "22:02")
+                           ).level is ThrashLevel.PRESSURE  # the plug blipped, the node ran
+    clock.t += 2
+    assert det.on_snapshot(plug(starved("dgx3", clock.t), "22:02")).level is ThrashLevel.THRASH
+
+
 def test_assess_nodes_for_the_health_command() -> None:
     now = 1.8e9
     snaps = [online("dgx1", now - 4), online("dgx6", now - 4, avail_gib=0.3, some=40),

@@ -296,15 +296,15 @@ class PlugStates(Protocol):
 
 
 def plug_power_source(plugs: PlugStates, entities: dict[str, str]
-                      ) -> Callable[[str], Awaitable[bool | None]]:
+                      ) -> Callable[[str], Awaitable[SwitchState | None]]:
     """A poller PowerSource over anything that reads plug states: node name ->
-    is its plug on (None for a node without a plug, or a plug unavailable)."""
+    its plug's state (None for a node without a plug)."""
 
-    async def powered(node: str) -> bool | None:
+    async def powered(node: str) -> SwitchState | None:
         entity = entities.get(node)
         if not entity:
             return None
-        return (await plugs.state(entity)).powered
+        return await plugs.state(entity)
 
     return powered
 

@@ -244,6 +244,12 @@ class NodeSnapshot:
     """Did the liveness check (ICMP or TCP) answer; None when not run."""
     powered: bool | None = None
     """What the power source says; None when there is none or it did not answer."""
+    plug_changed: str = ""
+    """When the plug last switched, as Home Assistant says it (``last_changed``);
+    "" without one. Only ever compared with the same plug's earlier word, never
+    with a clock of ours: when it moved between two polls that both read the
+    plug on, the plug went off and on in between (a short cycle, which a
+    simulator at 60x makes in half a wall second)."""
     stalled: bool = False
     """The long-lived shell stopped answering within the probe timeout and was
     replaced: evidence for the thrash detector, not a crash."""

@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from sparktui.adapters.endpoints import Endpoints
-from sparktui.adapters.homeassistant import AuthRefused
+from sparktui.adapters.homeassistant import AuthRefused, SwitchState
 from sparktui.adapters.ping import LivenessCheck, check_liveness
 from sparktui.adapters.ssh import AuthError, HostKeyError, LoginStalled, ProbeStalled
 from sparktui.core.clock import Clock, SystemClock
@@ -45,9 +45,10 @@ from sparktui.core.state import (
 
 log = logging.getLogger(__name__)
 
-PowerSource = Callable[[str], Awaitable[bool | None]]
-"""``await power(node_name)``: True when the node's plug is on, False when off,
-None when unknown. Ops plugs the Home Assistant adapter in here."""
+PowerSource = Callable[[str], Awaitable[SwitchState | None]]
+"""``await power(node_name)``: the node's plug (on, off, unavailable; when it
+last switched), None for a node without one. Ops plugs the Home Assistant
+adapter in here."""
 
 STARVED_AFTER_FAILURES = 2
 """Consecutive failed polls, liveness answering, that make a node *starved*
@@ -244,10 +245,12 @@ class Poller:
                     checks = tasks.create_task(self._checks(name))
         text, error, latency = probing.result()
         if checks is not None:
-            (alive, liveness_error), powered = checks.result()
+            (alive, liveness_error), plug = checks.result()
+            powered, switched = (plug.powered, plug.last_changed) if plug else (None, "")
         else:
             assert previous is not None  # asked now otherwise
-            alive, liveness_error, powered = previous.liveness, "", previous.powered
+            alive, liveness_error = previous.liveness, ""
+            powered, switched = previous.powered, previous.plug_changed
         if text is not None:
             probe = parse_probe(text, FAST_SECTIONS)
             if tier is ProbeTier.FULL:
@@ -261,6 +264,7 @@ class Poller:
                 latency=latency,
                 alive=alive,
                 powered=powered,
+                switched=switched,
             )
         assert error is not None
         if powered is False:
@@ -285,6 +289,7 @@ class Poller:
             else str(error),
             alive=alive,
             powered=powered,
+            switched=switched,
             stalled=isinstance(error, ProbeStalled),
         )
 
@@ -313,7 +318,7 @@ class Poller:
             return None, exc, self._clock.monotonic() - started
         return text, None, self._clock.monotonic() - started
 
-    async def _checks(self, name: str) -> tuple[tuple[bool | None, str], bool | None]:
+    async def _checks(self, name: str) -> tuple[tuple[bool | None, str], SwitchState | None]:
         """(liveness, plug), asked side by side."""
         alive, powered = await asyncio.gather(self._alive(name), self._powered(name))
         return alive, powered
@@ -330,7 +335,7 @@ class Poller:
             log.warning("liveness check of %s failed: %s", name, exc)
             return None, str(exc)
 
-    async def _powered(self, name: str) -> bool | None:
+    async def _powered(self, name: str) -> SwitchState | None:
         if self._power is None:
             return None
         try:
@@ -355,6 +360,7 @@ class Poller:
         latency: float | None = None,
         alive: bool | None = None,
         powered: bool | None = None,
+        switched: str = "",
         stalled: bool = False,
     ) -> NodeSnapshot:
         now = self._clock.time()
@@ -370,6 +376,7 @@ class Poller:
             probe_latency_s=latency,
             liveness=alive,
             powered=powered,
+            plug_changed=switched,
             stalled=stalled,
             consecutive_failures=failures,
             last_ok_at=now if ok else (previous.last_ok_at if previous else None),

@@ -63,6 +63,8 @@ class ThrashDetector:
         self.on_change = on_change
         self._rules: dict[str, ThrashRules] = {}
         self._levels: dict[str, ThrashLevel] = {}
+        self._plug: dict[str, tuple[bool, str]] = {}
+        """Each node's plug as last read: (on, when it last switched)."""
         self.journal_tails: dict[str, deque[str]] = {}
         """The last kernel-journal lines followed per node (an incident bundle's
         testimony for a node that went dark)."""
@@ -74,7 +76,7 @@ class ThrashDetector:
         return r
 
     def on_snapshot(self, snap: NodeSnapshot) -> ThrashVerdict:
-        if snap.state is NodeState.POWERED_OFF:
+        if snap.state is NodeState.POWERED_OFF or self._cycled_unseen(snap):
             before = self._rules.pop(snap.node, None)  # a power cycle starts a fresh history
             self.rules(snap.node).power_cycled(  # its grace on the node's clock
                 snap.taken_at, before.node_rate() if before is not None else None)
@@ -82,6 +84,18 @@ class ThrashDetector:
         if sample is not None:
             self.rules(snap.node).add_sample(sample)
         return self._judge(snap.node, max(snap.taken_at, self.clock.time()))
+
+    def _cycled_unseen(self, snap: NodeSnapshot) -> bool:
+        """The plug was on at the last reading and is on now, but switched in
+        between, and the node does not answer: it was cycled between two polls
+        and is booting. A plug that went unavailable and back also moves its
+        ``last_changed``, so a node that answers was not cycled (one that was,
+        and has booted, shows it by its uptime)."""
+        before = self._plug.get(snap.node)
+        if snap.powered is not None and snap.plug_changed:
+            self._plug[snap.node] = (snap.powered, snap.plug_changed)
+        return (before is not None and before[0] and snap.powered is True
+                and before[1] != snap.plug_changed != "" and snap.probe is None)
 
     def on_line(self, node: str, line: str) -> LogEvent | None:
         """A kernel-journal line of ``node`` or an engine line of a rank on it."""
