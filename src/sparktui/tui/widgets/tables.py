@@ -16,7 +16,7 @@ from textual.coordinate import Coordinate
 from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowKey
+from textual.widgets.data_table import Column, RowKey
 
 from sparktui.core.canary import stale_age
 from sparktui.core.config import Config, GuardConfig
@@ -59,6 +59,14 @@ SHRINK_MIN = 6
 CELL_CACHE = 4096
 """Rendered cells kept (rows x columns x cursor and focus states; cleared whole when full)."""
 SegmentLines = list[list[Segment]]
+
+
+def _set_width(column: Column, width: int) -> bool:
+    """Fix ``column``'s width at ``width``; True if that changed it."""
+    if not column.auto_width and column.width == width:
+        return False
+    column.auto_width, column.width = False, width
+    return True
 
 
 class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
@@ -184,15 +192,12 @@ class KeyedTable(RestyledWhileShown, DataTable[Text | str]):
             if room < SHRINK_MIN * len(shrink) else []
         wanted = [c for c in wanted if c not in hidden]
         changed = False
-        for i, column in enumerate(hidden + wanted):  # the narrowest first: all it wants
-            share = 0 if column in hidden else max(SHRINK_MIN,
-                                                   room // (len(hidden) + len(wanted) - i))
-            new = min(column.content_width, share)
+        for column in hidden:
+            changed |= _set_width(column, 0)
+        for i, column in enumerate(wanted):  # the narrowest first: all it wants
+            new = min(column.content_width, max(SHRINK_MIN, room // (len(wanted) - i)))
             room -= new
-            if column.auto_width or column.width != new:
-                column.auto_width = False
-                column.width = new
-                changed = True
+            changed |= _set_width(column, new)
         return changed
 
     def _empty(self, key: str | None) -> bool:
