@@ -4,9 +4,10 @@ network; the tracker is fed by hand)."""
 
 from __future__ import annotations
 
-from sparktui.core.logsig import Phase
+from sparktui.core.failure import Failure
+from sparktui.core.logsig import Kind, Phase
 from sparktui.service.events import LaneChanged, ServiceEvent
-from sparktui.service.lane_feed import LaneFeed
+from sparktui.service.lane_feed import LaneFeed, fatal_alert
 from sparktui.watch.lane import LaneWatcher, PhaseChanged
 from sparktui.watch.readiness import RankContainer
 
@@ -88,3 +89,15 @@ async def test_a_whole_boot_read_in_one_batch_reports_every_phase_it_passed() ->
                               "serving"]
     views = [e.lane for e in events if isinstance(e, LaneChanged)]
     assert views[1].progress is None and not views[1].progress_text
+
+
+def test_a_fatal_alerts_next_step_is_its_causes() -> None:
+    """``WorkerProc failed to start.`` (vllm 0.33 multiproc_executor.py:1057) says
+    that a worker died; the CUDA OOM after it says why: the alert advises the
+    OOM's next step, not "read the boot log"."""
+    f = Failure(0, Kind.ENGINE_FAILED, "WorkerProc failed to start.", None, (),
+                cause="torch.AcceleratorError: CUDA error: out of memory", cause_rank=3,
+                cause_kind=Kind.CUDA_OOM)
+    assert "gpu_memory_utilization" in fatal_alert("l", Phase.LOADING, f).next_step
+    bare = Failure(0, Kind.ENGINE_FAILED, "WorkerProc failed to start.", None, ())
+    assert "read the boot log (rank 0)" in fatal_alert("l", Phase.LOADING, bare).next_step

@@ -37,6 +37,8 @@ class Failure:
     """A more specific fatal line of the same rank right after a generic one."""
     cause_rank: int = 0
     """How well ``cause`` says why (`cause_rank`): a better line replaces it."""
+    cause_kind: Kind | None = None
+    """The kind of ``cause``'s line."""
     after: tuple[str, ...] = ()
     """Lines of that rank after the fatal one (up to AFTER_LINES)."""
     engine_time: float | None = None
@@ -50,6 +52,15 @@ class Failure:
         if self.engine_time is None:
             return docker
         return max(docker or 0.0, self.engine_time + 1.0)
+
+    @property
+    def why(self) -> Kind:
+        """The kind that says why the lane died, for its next step: the cause's
+        when it is a specific line (``WorkerProc failed to start.`` then ``CUDA
+        error: out of memory``: the OOM's advice, not "read the log")."""
+        if self.cause_kind is not None and self.cause_kind not in GENERIC_FATAL:
+            return self.cause_kind
+        return self.kind
 
     def describe(self) -> str:
         text = f"rank {self.rank}: {self.line}"

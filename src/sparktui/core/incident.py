@@ -207,7 +207,7 @@ class Incident:
     def next_steps(self) -> list[str]:
         steps: list[str] = []
         if self.failure is not None:
-            steps.append(fatal_next_step(self.failure.kind, self.failure.rank))
+            steps.append(fatal_next_step(self.failure.why, self.failure.rank))
         for a in self.alerts:
             if a.next_step and a.next_step not in steps:
                 steps.append(a.next_step)

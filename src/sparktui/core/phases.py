@@ -255,12 +255,13 @@ class PhaseTracker:
                 return ev
         if rank == f.rank and len(f.after) < AFTER_LINES:
             text = ev.text if ev is not None else body.rstrip("\r\n")
-            cause, rank_of = f.cause, f.cause_rank
+            cause, rank_of, kind = f.cause, f.cause_rank, f.cause_kind
             if f.kind in GENERIC_FATAL and ev is not None and rank_of < 3:
                 better = cause_rank(ev)
                 if better > rank_of or (better == 2 and rank_of == 2):
-                    cause, rank_of = ev.text.strip(), better
-            self.failure = replace(f, after=(*f.after, text), cause=cause, cause_rank=rank_of)
+                    cause, rank_of, kind = ev.text.strip(), better, ev.kind
+            self.failure = replace(f, after=(*f.after, text), cause=cause, cause_rank=rank_of,
+                                   cause_kind=kind)
         return ev
 
     def feed_event(self, rank: int, ev: LogEvent, now: float, ts: str | None = None) -> None:

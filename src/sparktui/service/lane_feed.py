@@ -39,7 +39,7 @@ def fatal_alert(lane: str, phase: Phase, failure: Failure) -> Alert:
                 *((f"cause: {failure.cause}",) if failure.cause else ()),
                 *failure.context[-3:])
     return Alert(f"fatal:{lane}", "fatal", lane, evidence,
-                 fatal_next_step(failure.kind, failure.rank))
+                 fatal_next_step(failure.why, failure.rank))
 
 
 class LaneFeed:
