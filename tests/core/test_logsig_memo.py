@@ -30,7 +30,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core import logsig
-from sparktui.core.logsig import SIGNATURES, classify
+from sparktui.core.logsig import SIGNATURES, classify, route
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_logsig_prefilter import BORING_LINES, NEEDLES, PREFIXES, REAL, same_verdict
@@ -84,7 +84,7 @@ def digit_blind(seq: list[tuple[Any, Any]]) -> list[str]:
     return faults
 
 
-WALKED = {"timestamp": logsig._LINE_TS, "ANSI": logsig._ANSI, "prefix": logsig._PREFIX,
+WALKED = {"timestamp": route._LINE_TS, "ANSI": route._ANSI, "prefix": route._PREFIX,
           **{f"{s.kind}/{s.needle}": s.pattern for s in SIGNATURES}}
 """Every pattern the plain walk matches (message_of, then the table)."""
 

@@ -17,7 +17,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sparktui.core.logsig import (
-    _BORING,
     BORING,
     SIGNATURES,
     Kind,
@@ -28,6 +27,7 @@ from sparktui.core.logsig import (
     split_timestamp,
     strip_prefixes,
 )
+from sparktui.core.logsig.route import _BORING
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_logsig import CASES, JOURNAL, SGL, TS, V11, V33, V33_ERR
