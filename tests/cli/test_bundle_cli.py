@@ -245,3 +245,54 @@ async def test_bundle_from_the_record_with_the_cluster_unreachable(tmp_path, cap
     with tarfile.open(out.strip().splitlines()[-1]) as tar:
         summary = tar.extractfile(tar.getmembers()[0]).read().decode()  # type: ignore[union-attr]
     assert "CUDA out of memory" in summary and "raised 3 times" in summary
+
+
+async def test_replay_from_lands_on_the_asked_time_when_sessions_overlap(
+        tmp_path, capsys, monkeypatch):
+    """Two demo runs in one night file whose simulated clocks overlap (the
+    second starts ten minutes into the first): `--from` a time only the first
+    holds opens the first, a time both hold opens the later run, and each
+    lands on the asked time; an offset counts from the later run's start."""
+    import time
+
+    from sparktui.service.recording import Recorder
+    from sparktui.service.replay import ReplaySource
+
+    class Clock:
+        t = 1_764_450_000.0
+
+        def time(self) -> float:
+            return self.t
+
+    t0 = Clock.t
+    cfg = h.fleet(tmp_path)
+    night = tmp_path / "night.jsonl.gz"
+    clock = Clock()
+    for first in (t0, t0 + 600):
+        rec = Recorder(night, max_bytes=10_000_000, clock=clock)  # type: ignore[arg-type]
+        clock.t = first
+        rec.open()
+        for i in range(20):
+            clock.t = first + 60 * i
+            rec.write(LogLinesArrived("lane", 0, (), i))
+        rec.close()
+    seen: dict[str, ReplaySource] = {}
+    monkeypatch.setattr("sparktui.tui.replay.ReplayApp.run",
+                        lambda self: seen.__setitem__("src", self.source))
+
+    async def opened(when: str) -> ReplaySource:
+        code = await h.sparktui(cfg, "replay", str(night), "--from", when,
+                                monkeypatch=monkeypatch)
+        _, err = capsys.readouterr()
+        assert code == 0 and "holds 2 sessions" in err and "Traceback" not in err
+        return seen.pop("src")
+
+    def utc(t: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t))
+
+    src = await opened(utc(t0 + 300))  # only the first run holds it
+    assert (src.now, src.first, src.last) == (t0 + 300, t0, t0 + 19 * 60)
+    src = await opened(utc(t0 + 900))  # both hold it: the later run
+    assert (src.now, src.first, src.last) == (t0 + 900, t0 + 600, t0 + 600 + 19 * 60)
+    src = await opened("+5m")
+    assert (src.now, src.first) == (t0 + 900, t0 + 600)
