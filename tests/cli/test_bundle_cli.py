@@ -296,3 +296,48 @@ async def test_replay_from_lands_on_the_asked_time_when_sessions_overlap(
     assert (src.now, src.first, src.last) == (t0 + 900, t0 + 600, t0 + 600 + 19 * 60)
     src = await opened("+5m")
     assert (src.now, src.first) == (t0 + 900, t0 + 600)
+
+
+async def test_bundle_with_no_node_answering_reaches_back_to_the_incident(
+        tmp_path, capsys, monkeypatch):
+    """The simulator has stopped (its endpoints file stays: every port is
+    dead, as a cluster that is powered off): `sparktui bundle` still writes
+    the bundle from the recording, names each source that did not answer,
+    reaches back three hours to the lane's FATAL (past the default hour) and
+    lists its 200 repeats once."""
+    import time
+
+    from sparktui.ops.bundle import DEFAULT_WINDOW_S
+    from sparktui.service.events import Alert, AlertRaised
+    from sparktui.service.recording import Recorder, night_path
+
+    class Clock:
+        t = 0.0
+
+        def time(self) -> float:
+            return self.t
+
+    assert DEFAULT_WINDOW_S < 3 * 3600
+    cfg = h.fleet(tmp_path)
+    async with h.published(cfg):
+        pass  # the simulator stops; its endpoints stay published
+    clock = Clock()
+    clock.t = time.time() - 3 * 3600
+    rec = Recorder(night_path(cfg.state_dir(), clock.t), max_bytes=10_000_000,
+                   clock=clock)  # type: ignore[arg-type]
+    rec.open()
+    for _ in range(200):
+        clock.t += 5
+        rec.write(AlertRaised(Alert(f"fatal:{LANE}", "fatal", LANE, ("CUDA out of memory",),
+                                    "look")))
+    rec.close()
+    code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "Traceback" not in err
+    for node in ("dgx1", "dgx2"):
+        assert f"not collected: {node}: the kernel journal could not be read" in err
+    with tarfile.open(out.strip().splitlines()[-1]) as tar:
+        summary = tar.extractfile(tar.getmembers()[0]).read().decode()  # type: ignore[union-attr]
+    assert "raised 200 times" in summary
+    assert summary.count("CUDA out of memory") == 1, summary

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from sparktui.core.incident import HeldAlert
-from sparktui.ops.bundle import DEFAULT_WINDOW_S, default_since
+from sparktui.ops.bundle import DEFAULT_WINDOW_S, REPEAT_GAP_S, default_since
 
 T0 = 1_764_450_000.0
 
@@ -26,3 +26,17 @@ def test_the_window_reaches_back_to_the_latest_incident() -> None:
     assert default_since(ok, [], ("lane",), T0 + 4000) == T0 + 3600 - 60  # no incident
     assert default_since([], [fatal], ("lane",), T0 + 90_000) == T0 + 1000 - 60
     assert default_since([], [], ("lane",), T0) == T0 - DEFAULT_WINDOW_S
+
+
+def test_an_alert_raised_again_for_minutes_reaches_back_to_its_first_raise() -> None:
+    """A FATAL raised again every 5 s for 16 minutes (as the phone is told,
+    as its evidence grows) is one incident: the window starts before its
+    first raise, not a minute before its last repeat; a raise after a quiet
+    REPEAT_GAP_S is a new incident."""
+    def fatal(t: float) -> HeldAlert:
+        return HeldAlert(t, "fatal:lane", "fatal", "lane", ("x",), "r")
+
+    repeats = [fatal(T0 + 1000 + 5 * i) for i in range(200)]
+    assert default_since([], repeats, ("lane",), T0 + 9000) == T0 + 1000 - 60
+    again = T0 + 1995 + REPEAT_GAP_S + 1
+    assert default_since([], [*repeats, fatal(again)], ("lane",), T0 + 9000) == again - 60

@@ -74,6 +74,10 @@ TOTAL_CAP_BYTES = 24 << 20
 """Uncompressed; logs compress ~10x, so a bundle stays a few MB at most."""
 DEFAULT_WINDOW_S = 3600.0
 """Without ``--since`` and without a serve in the journal: the last hour."""
+REPEAT_GAP_S = 600.0
+"""Raises of one alert key no further apart than this are one incident (an
+alert raised again as its evidence grows, or the phone told): the default
+window reaches back to the first of them, not to the last repeat."""
 
 
 @dataclass
@@ -323,11 +327,12 @@ def default_since(serves: Sequence[Any], alerts: Iterable[HeldAlert],
                   subjects: Sequence[str], now: float) -> float:
     """The window a bundle covers when not told: from a minute before the last
     serve, reaching back to the serve before the latest incident of its
-    subjects (an alert about them, or a serve that failed) when that came
-    earlier: a lane re-served after its failure still bundles the failure.
+    subjects (an alert about them, from its first raise, or a serve that
+    failed) when that came earlier: a lane re-served after its failure still
+    bundles the failure, and a FATAL raised again for minutes its first raise.
     Without a serve: the last hour, or back to the latest incident."""
     starts = sorted(w.began_at for w in serves)
-    incidents = [a.t for a in alerts if a.subject in subjects]
+    incidents = _incident_starts([a for a in alerts if a.subject in subjects])
     incidents += [w.ended_at for w in serves if w.ok is False and w.ended_at is not None]
     since = (starts[-1] - 60.0) if starts else now - DEFAULT_WINDOW_S
     if incidents:
@@ -335,6 +340,18 @@ def default_since(serves: Sequence[Any], alerts: Iterable[HeldAlert],
         before = [s for s in starts if s <= latest]
         since = min(since, (before[-1] if before else latest) - 60.0)
     return since
+
+
+def _incident_starts(alerts: Sequence[HeldAlert]) -> list[float]:
+    """When each incident began: the first raise of each run of one key's
+    raises, each within REPEAT_GAP_S of the one before."""
+    out = []
+    last: dict[str, float] = {}
+    for a in sorted(alerts, key=lambda a: a.t):
+        if a.key not in last or a.t - last[a.key] > REPEAT_GAP_S:
+            out.append(a.t)
+        last[a.key] = max(a.last_t or a.t, a.t)
+    return out
 
 
 def check_subject(config: Config, subject: str) -> None:
