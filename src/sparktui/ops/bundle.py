@@ -17,6 +17,7 @@ of any bearer credential before it is written.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import io
 import json
@@ -60,6 +61,7 @@ from sparktui.core.render import plan
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.context import NodeLink
 from sparktui.ops.journal import SIMULATED, Entry, Journal, clock_of, fold
+from sparktui.ops.private import private_dir
 from sparktui.watch.follower import JOURNAL_MATCHES, docker_logs_command
 
 BUNDLE_DIR = "bundles"
@@ -462,11 +464,13 @@ def _jsonl(items: Iterable[Any]) -> bytes:
 
 
 def bundle_dir(state_dir: Path) -> Path:
-    """``<state_dir>/bundles``, made if need be; InputError when it cannot be
-    written (a read-only state dir), so nothing is collected in vain."""
+    """``<state_dir>/bundles``, made if need be, 0700 (ops/private.py);
+    InputError when it cannot be written (a read-only state dir, a symlink in
+    its place), so nothing is collected in vain."""
     folder = state_dir / BUNDLE_DIR
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(folder)
         writable = os.access(folder, os.W_OK | os.X_OK)
         why = "not writable"
     except OSError as exc:
@@ -494,12 +498,14 @@ def _write(src: BundleSources, subject: str, now: float, members: dict[str, byte
         n += 1
         path = folder / f"{stem}-{n}.tar.gz"
     tmp = path.with_name(f".{path.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # one a crash left, or a planted link (the link goes, not its target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(f"{path.name.removesuffix('.tar.gz')}/{name}")
             info.size, info.mtime, info.mode = len(data), int(now), 0o600
             tar.addfile(info, io.BytesIO(data))
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # a link planted at the name is replaced, never written through
     return path
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from sparktui.core.clock import Clock
+from sparktui.ops.private import private_dir
 from sparktui.service import events as _events
 from sparktui.service.codec import encode
 
@@ -209,18 +210,6 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def private_dir(path: Path) -> None:
-    """``path`` a real directory, 0700 whatever the umask; a symlink (or
-    anything else) in its place is refused, never followed."""
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise OSError(f"{path}: not a directory (a symlink is not followed)")
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        os.chmod(path, 0o700)
 
 
 def open_private(path: Path) -> int:
