@@ -28,6 +28,12 @@ def _fmt_interval(s: float) -> str:
     return f"{h:d}:{m:02d}:{sec:02d}" if h else f"{m:02d}:{sec:02d}"
 
 
+def _remaining(n: float, total: float, elapsed: float) -> str:
+    """tqdm's ``remaining``: the rest at the mean rate so far, ``?`` before
+    the first step."""
+    return "?" if n == 0 or elapsed <= 0 else _fmt_interval((total - n) / (n / elapsed))
+
+
 def _rate(n: int, elapsed: float) -> str:
     """tqdm's ``rate_fmt`` without ``unit_scale``: ``f"{rate:5.2f}"``, padded
     to five (tqdm 4.70 ``std.py`` ``format_meter``)."""
@@ -46,18 +52,16 @@ def _bar(frac: float) -> str:
 
 def tqdm_line(desc: str, n: int, total: int, elapsed: float) -> str:
     """tqdm's default format (the capture bars)."""
-    remaining = "?" if n == 0 or elapsed <= 0 else _fmt_interval((total - n) / (n / elapsed))
     return (f"{desc}: {100 * n / total:3.0f}%|{_bar(n / total)}| {n}/{total} "
-            f"[{_fmt_interval(elapsed)}<{remaining}, {_rate(n, elapsed)}]")
+            f"[{_fmt_interval(elapsed)}<{_remaining(n, total, elapsed)}, {_rate(n, elapsed)}]")
 
 
 def shard_bar(d: Dialect, done: int, total: int, elapsed: float) -> str:
     """The engine's own shard bar format (``{desc}: {percentage:3.0f}% Completed | ...``)."""
-    remaining = "?" if done == 0 or elapsed <= 0 else \
-        _fmt_interval((total - done) / (done / elapsed))
     return d.entry("shard_bar").text.format(
         desc="Loading safetensors checkpoint shards", percentage=100 * done / total,
-        n_fmt=done, total_fmt=total, elapsed=_fmt_interval(elapsed), remaining=remaining,
+        n_fmt=done, total_fmt=total, elapsed=_fmt_interval(elapsed),
+        remaining=_remaining(done, total, elapsed),
         rate_fmt=_rate(done, elapsed)).rstrip("\n")
 
 
@@ -88,11 +92,10 @@ def byte_bar(d: Dialect, done: float, total: float, elapsed: float) -> str:
         rate_fmt = sizeof(1 / rate) + "s/B"
     else:
         rate_fmt = sizeof(rate) + "B/s"
-    remaining = _fmt_interval((total - done) / rate) if rate else "?"
     return d.entry("shard_bar").text.format(
         desc=d.msg("instanttensor_bar"), percentage=100 * done / total,
-        n_fmt=sizeof(done, 1024), total_fmt=sizeof(total, 1024),
-        elapsed=_fmt_interval(elapsed), remaining=remaining, rate_fmt=rate_fmt).rstrip("\n")
+        n_fmt=sizeof(done, 1024), total_fmt=sizeof(total, 1024), elapsed=_fmt_interval(elapsed),
+        remaining=_remaining(done, total, elapsed), rate_fmt=rate_fmt).rstrip("\n")
 
 
 def frames(*calls: tuple[str, int, str, str]) -> list[str]:
