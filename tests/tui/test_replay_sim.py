@@ -11,7 +11,7 @@ from pathlib import Path
 from sparktui.core.recipe_load import load_recipe
 from sparktui.core.render import plan
 from sparktui.core.state import NodeState
-from sparktui.service.events import AlertRaised, ServiceEvent
+from sparktui.service.events import AlertCleared, AlertRaised, ServiceEvent
 from sparktui.service.recorded import read_recording
 from sparktui.service.replay import ReplaySource
 from sparktui.sim.testing import connect
@@ -62,6 +62,24 @@ async def record_long_prompt(tmp_path: Path):  # type: ignore[no-untyped-def]
         return c.config, path
 
 
+def live_raised_at(recorded, now: float) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Each alert active at ``now`` and when it was raised live (its first
+    raise since it last cleared; a repeat of an active alert is no raise)."""
+    active: dict[str, float] = {}
+    for t, e in recorded:
+        if t > now:
+            break
+        if isinstance(e, AlertRaised):
+            active.setdefault(e.alert.key, t)
+        elif isinstance(e, AlertCleared):
+            active.pop(e.key, None)
+    return active
+
+
+def shown_raised_at(app) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    return {k: e.raised_at for k, e in app.alerts.active.items()}
+
+
 async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) -> None:
     config, path = await record_long_prompt(tmp_path)
     recorded = list(read_recording(path))
@@ -82,6 +100,8 @@ async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) ->
         await wait_for(pilot, lambda: f"fatal:{LANE}" in app.alerts.active, timeout=30)
         # shown at the moment it was raised live, within one poll
         assert t_fatal <= source.now <= t_fatal + POLL_S, (source.now - t_fatal)
+        # every alert shown, played or reported at the start, at its live raise time
+        assert shown_raised_at(app) == live_raised_at(recorded, source.now)
         assert "REPLAY" in str(app.title)
 
         await pilot.press("space")  # pause
@@ -110,6 +130,7 @@ async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) ->
             assert source.now == t
         assert source.now == t_fatal
         assert f"fatal:{LANE}" in app.alerts.active
+        assert shown_raised_at(app) == live_raised_at(recorded, source.now)  # never the seek's
         later = [t for t in raised if t > t_fatal]
         if later:  # the next alert after the fatal one
             await pilot.press("a")
@@ -121,6 +142,9 @@ async def test_a_recorded_incident_replays_at_the_same_moment(tmp_path: Path) ->
         await pilot.press("right_square_bracket")  # +10 min
         await pilot.pause(0.3)
         assert source.now == min(here + 600, source.last)
+        live = live_raised_at(recorded, source.now)  # raised before the moment sought to
+        assert any(t < source.now for t in live.values())
+        assert shown_raised_at(app) == live
         # read-only: the action keys do nothing
         await pilot.press("P", "x", "s")
         await pilot.pause(0.1)
