@@ -63,6 +63,23 @@ def test_annotations() -> None:
     assert out[1] == f"{FATAL_MARK} lane failed on rank 0 (rpc_timeout)"
 
 
+def test_instanttensor_bars_get_progress_marks() -> None:
+    """vllm 0.33 model_loader/weight_utils.py:1457-1467 (bytes) and sglang 0.5.23
+    srt/model_loader/weight_utils.py:1258-1266 (tensors): progress like shards."""
+    a = Annotator("m", Clock())
+    for i in (1, 2):
+        out = a.annotate(0, f"2026-11-29T01:0{i}:00.000000001Z \rLoading safetensors using "
+                            f"InstantTensor loader:  {i}% Completed | {i * 4}.00G/376G "
+                            "[01:00<20:00, 70MB/s]")
+    assert out[-1] == f"{PROGRESS_MARK} 8/376 GiB read (rank 0), 4.0 GiB/min, ETA 1h32m"
+    a = Annotator("s", Clock())
+    for i in (1, 2):
+        out = a.annotate(0, f"2026-11-29T01:0{i}:00.000000001Z [2026-11-29 01:0{i}:00 TP0] "
+                            f"\rLoading safetensors using InstantTensor:  {i * 10}% Completed | "
+                            f"{i * 240}/2400 [01:00<09:00, 4.00it/s]")
+    assert out[-1] == f"{PROGRESS_MARK} tensor 480/2400 (rank 0), 4 tensors/s, ETA 8m00s"
+
+
 def test_another_ranks_failure_names_its_line() -> None:
     a = Annotator("m", Clock())
     a.printer.rank = 1

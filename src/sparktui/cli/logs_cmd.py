@@ -27,6 +27,8 @@ from .common import load
 FATAL_MARK = "!!"
 PHASE_MARK = "=="
 PROGRESS_MARK = ">>"
+_LOAD_BARS = frozenset({Kind.LOAD_SHARD, Kind.LOAD_BYTES, Kind.LOAD_TENSORS})
+"""The loaders' bars: shards, vLLM InstantTensor's bytes, SGLang InstantTensor's tensors."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +84,7 @@ class LogPrinter:
             self.markers.feed_event(self.rank, ev, self.markers.start, line.ts)
             if self.markers.phase is not before:
                 out.append(f"{PHASE_MARK} {self.markers.summary()}")
-            elif ev.kind is Kind.LOAD_SHARD and (lp := self.markers.load_progress()):
+            elif ev.kind in _LOAD_BARS and (lp := self.markers.load_progress()):
                 out.append(f"{PROGRESS_MARK} {lp.describe()}")
         return out
 
