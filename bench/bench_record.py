@@ -13,7 +13,8 @@ Then what `sparktui replay` pays to open that file (index it, then fold the
 state at ``--from`` the middle), beside decoding every event (what open did
 before the index), to seek in it (forward to three quarters, back to a
 quarter), and the open projected to a 12-hour night of the same mix (the
-index grows with the night; the fold at ``--from`` does not).
+index grows with the night; the fold at ``--from`` does not); last, a
+malformed ``--from`` refused by ``python -m sparktui replay`` on that file.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -176,6 +179,12 @@ def main() -> None:
           f"no longer with the night)")
     print(f"replay step back through what was just played: one minute {step_s * 1000:.0f} ms, "
           f"ten minutes {step10_s * 1000:.0f} ms")
+    c0 = time.perf_counter()
+    refused = subprocess.run([sys.executable, "-m", "sparktui", "replay", str(path), "--from",
+                              "yesterday-ish"], capture_output=True, timeout=120, check=False)
+    reject_s = time.perf_counter() - c0
+    print(f"replay --from yesterday-ish on this night: exit {refused.returncode} in "
+          f"{reject_s:.2f} s, a whole process (the flag is checked before the file is read)")
     path.unlink()
 
 
