@@ -124,6 +124,15 @@ def _sig(kind: Kind, sev: Severity, phase: Phase | None, needle: str, regex: str
 
 
 _N = r"[\d.]+"
+
+
+def _bar(desc: str, count: str) -> str:
+    """A tqdm bar in the engines' BAR_FORMAT (``DESC:  50% Completed | n/total
+    [elapsed<remaining, rate]``) whose n and total are ``count``s."""
+    return (rf"{desc}:\s*(?P<pct>\d+)% Completed \| (?P<done>{count})/(?P<total>{count})"
+            r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?")
+
+
 _I = r"[\d,]+"
 S, P, W, F = Severity.INFO, Severity.PROGRESS, Severity.WARNING, Severity.FATAL
 
@@ -218,21 +227,15 @@ SIGNATURES: tuple[Signature, ...] = (
     # loader prints: "Loading safetensors using InstantTensor loader:  50%
     # Completed | 188G/376G [24:00<24:00, 140MB/s]" (tqdm 4.70 format_meter).
     _sig(Kind.LOAD_BYTES, P, Phase.LOADING, "InstantTensor loader:",
-         r"Loading safetensors using InstantTensor loader:\s*(?P<pct>\d+)% Completed \|"
-         r" (?P<done>[\d.]+[kMGTPEZY]?)/(?P<total>[\d.]+[kMGTPEZY]?)"
-         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
+         _bar("Loading safetensors using InstantTensor loader", r"[\d.]+[kMGTPEZY]?")),
     # SGLang 0.5.23 srt/model_loader/weight_utils.py:1258-1266: rank 0's tqdm
     # over the tensors (desc without " loader", tqdm's count units) in
     # BAR_FORMAT (srt/utils/common.py:1414): "Loading safetensors using
     # InstantTensor:  50% Completed | 1234/2468 [00:10<00:10, 120.00it/s]".
     _sig(Kind.LOAD_TENSORS, P, Phase.LOADING, "using InstantTensor:",
-         r"Loading safetensors using InstantTensor:\s*(?P<pct>\d+)% Completed \|"
-         r" (?P<done>\d+)/(?P<total>\d+)"
-         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
+         _bar("Loading safetensors using InstantTensor", r"\d+")),
     _sig(Kind.LOAD_SHARD, P, Phase.LOADING, "Loading safetensors checkpoint shards",
-         r"Loading safetensors checkpoint shards:\s*(?P<pct>\d+)% Completed \|"
-         r" (?P<done>\d+)/(?P<total>\d+)"
-         r"(?: \[(?P<elapsed>[^<\]]*)<(?P<remaining>[^,\]]*),\s*(?P<rate>[^\]]*)\])?"),
+         _bar("Loading safetensors checkpoint shards", r"\d+")),
     _sig(Kind.LOAD_WEIGHTS_DONE, P, Phase.LOADING, "Loading weights took",
          rf"Loading weights took (?P<seconds>{_N}) seconds"),
     _sig(Kind.LOAD_DONE, P, Phase.KV_ALLOC, "Model loading took",
