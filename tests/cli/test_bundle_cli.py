@@ -220,24 +220,33 @@ async def test_replay_from_picks_the_session_by_recorded_time(tmp_path, capsys, 
     assert (src.now, src.first, src.last) == (asked, 1_764_450_000.0, 1_764_450_000.0 + 19 * 60)
 
 
-async def test_bundle_from_the_record_with_the_cluster_unreachable(tmp_path, capsys, monkeypatch):
-    import time
-
+def record_fatals(state_dir: Path, times: list[float], night: float | None = None) -> None:
+    """The night file of ``night`` (the first time) in ``state_dir``: the lane's
+    FATAL raised at each of ``times`` (epoch s)."""
     from sparktui.service.events import Alert, AlertRaised
     from sparktui.service.recording import Recorder, night_path
 
-    class Clock:
-        def time(self) -> float:
-            return time.time()
+    class At:
+        t = times[0]
 
-    cfg = h.fleet(tmp_path)  # the simulator is not running: nothing answers
-    rec = Recorder(night_path(cfg.state_dir(), time.time()), max_bytes=10_000_000,
-                   clock=Clock())  # type: ignore[arg-type]
+        def time(self) -> float:
+            return self.t
+
+    clock = At()
+    rec = Recorder(night_path(state_dir, times[0] if night is None else night),
+                   max_bytes=10_000_000, clock=clock)  # type: ignore[arg-type]
     rec.open()
-    for _ in range(3):
+    for t in times:
+        clock.t = t
         rec.write(AlertRaised(Alert(f"fatal:{LANE}", "fatal", LANE, ("CUDA out of memory",),
                                     "look")))
     rec.close()
+
+async def test_bundle_from_the_record_with_the_cluster_unreachable(tmp_path, capsys, monkeypatch):
+    import time
+
+    cfg = h.fleet(tmp_path)  # the simulator is not running: nothing answers
+    record_fatals(cfg.state_dir(), [time.time()] * 3)
     code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -308,29 +317,13 @@ async def test_bundle_with_no_node_answering_reaches_back_to_the_incident(
     import time
 
     from sparktui.ops.bundle import DEFAULT_WINDOW_S
-    from sparktui.service.events import Alert, AlertRaised
-    from sparktui.service.recording import Recorder, night_path
-
-    class Clock:
-        t = 0.0
-
-        def time(self) -> float:
-            return self.t
 
     assert DEFAULT_WINDOW_S < 3 * 3600
     cfg = h.fleet(tmp_path)
     async with h.published(cfg):
         pass  # the simulator stops; its endpoints stay published
-    clock = Clock()
-    clock.t = time.time() - 3 * 3600
-    rec = Recorder(night_path(cfg.state_dir(), clock.t), max_bytes=10_000_000,
-                   clock=clock)  # type: ignore[arg-type]
-    rec.open()
-    for _ in range(200):
-        clock.t += 5
-        rec.write(AlertRaised(Alert(f"fatal:{LANE}", "fatal", LANE, ("CUDA out of memory",),
-                                    "look")))
-    rec.close()
+    start = time.time() - 3 * 3600
+    record_fatals(cfg.state_dir(), [start + 5 * (i + 1) for i in range(200)], night=start)
     code = await h.sparktui(cfg, "bundle", LANE, monkeypatch=monkeypatch)
     out, err = capsys.readouterr()
     assert code == 0, err
