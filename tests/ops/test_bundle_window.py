@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sparktui.core.incident import HeldAlert
-from sparktui.ops.bundle import DEFAULT_WINDOW_S, REPEAT_GAP_S, default_since
+from sparktui.core.incident import REPEAT_GAP_S, HeldAlert
+from sparktui.ops.bundle import DEFAULT_WINDOW_S, default_since
 
 T0 = 1_764_450_000.0
 

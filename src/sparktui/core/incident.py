@@ -73,6 +73,12 @@ class HeldAlert:
     """When the last of those repeats was raised."""
 
 
+REPEAT_GAP_S = 600.0
+"""Raises of one alert key no further apart than this are one incident (an
+alert raised again as its evidence grows, or the phone told): the default
+window reaches back to the first of them, not to the last repeat."""
+
+
 def dedupe_alerts(alerts: Iterable[HeldAlert]) -> list[HeldAlert]:
     """One entry per (key, level, evidence), at its first time, with the count
     and the time of the last repeat: an alert re-raised 224 times reads once."""
@@ -83,6 +89,18 @@ def dedupe_alerts(alerts: Iterable[HeldAlert]) -> list[HeldAlert]:
         out[k] = a if first is None else replace(first, count=first.count + a.count,
                                                    last_t=a.last_t or a.t)
     return sorted(out.values(), key=lambda a: a.t)
+
+
+def incident_starts(alerts: Sequence[HeldAlert]) -> list[float]:
+    """When each incident began: the first raise of each run of one key's
+    raises, each within REPEAT_GAP_S of the one before."""
+    out = []
+    last: dict[str, float] = {}
+    for a in sorted(alerts, key=lambda a: a.t):
+        if a.key not in last or a.t - last[a.key] > REPEAT_GAP_S:
+            out.append(a.t)
+        last[a.key] = max(a.last_t or a.t, a.t)
+    return out
 
 
 @dataclass

@@ -47,6 +47,7 @@ from sparktui.core.incident import (
     dedupe_alerts,
     findings_timeline,
     first_fatal,
+    incident_starts,
     kernel_findings,
     line_time,
     render_summary,
@@ -76,10 +77,6 @@ TOTAL_CAP_BYTES = 24 << 20
 """Uncompressed; logs compress ~10x, so a bundle stays a few MB at most."""
 DEFAULT_WINDOW_S = 3600.0
 """Without ``--since`` and without a serve in the journal: the last hour."""
-REPEAT_GAP_S = 600.0
-"""Raises of one alert key no further apart than this are one incident (an
-alert raised again as its evidence grows, or the phone told): the default
-window reaches back to the first of them, not to the last repeat."""
 
 
 @dataclass
@@ -334,7 +331,7 @@ def default_since(serves: Sequence[Any], alerts: Iterable[HeldAlert],
     bundles the failure, and a FATAL raised again for minutes its first raise.
     Without a serve: the last hour, or back to the latest incident."""
     starts = sorted(w.began_at for w in serves)
-    incidents = _incident_starts([a for a in alerts if a.subject in subjects])
+    incidents = incident_starts([a for a in alerts if a.subject in subjects])
     incidents += [w.ended_at for w in serves if w.ok is False and w.ended_at is not None]
     since = (starts[-1] - 60.0) if starts else now - DEFAULT_WINDOW_S
     if incidents:
@@ -342,18 +339,6 @@ def default_since(serves: Sequence[Any], alerts: Iterable[HeldAlert],
         before = [s for s in starts if s <= latest]
         since = min(since, (before[-1] if before else latest) - 60.0)
     return since
-
-
-def _incident_starts(alerts: Sequence[HeldAlert]) -> list[float]:
-    """When each incident began: the first raise of each run of one key's
-    raises, each within REPEAT_GAP_S of the one before."""
-    out = []
-    last: dict[str, float] = {}
-    for a in sorted(alerts, key=lambda a: a.t):
-        if a.key not in last or a.t - last[a.key] > REPEAT_GAP_S:
-            out.append(a.t)
-        last[a.key] = max(a.last_t or a.t, a.t)
-    return out
 
 
 def check_subject(config: Config, subject: str) -> None:
