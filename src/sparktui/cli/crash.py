@@ -22,6 +22,7 @@ from ..core.config_load import load_config
 from ..core.errors import OperatorError, describe_error
 from ..core.redact import redact
 from ..core.terminal import strip_controls
+from ..ops.private import open_private, private_dir
 
 DEBUG_LOG = "debug.log"
 
@@ -74,8 +75,8 @@ def _write_log(exc: BaseException, prog: str, state_dir: Path | None) -> Path | 
             continue
         path = folder / DEBUG_LOG
         try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            private_dir(folder)
+            fd = open_private(path, os.O_WRONLY | os.O_APPEND)
             with os.fdopen(fd, "a", encoding="utf-8") as f:
                 f.write(f"--- {stamp} {prog} (pid {os.getpid()})\n{redact(text)}\n")
             return path

@@ -29,11 +29,16 @@ from ..adapters.exposition import ListenError
 from ..core.advice import SENTINEL_UNIT
 from ..core.config import Config
 from ..core.errors import InputError, Problem
+from ..ops.files import replace_file
+from ..ops.private import make_dirs
 from ..service.cluster import ClusterService
 from ..service.sentinel import Sentinel, SentinelRunning, line_writer
 from .common import load
 
 UNIT_NAME = SENTINEL_UNIT
+UNIT_MODE = 0o644
+"""Whatever the umask: the unit names the commands systemd runs as this user,
+so no one else may write it (its directory, when this makes it, is 0700)."""
 VERIFY_TIMEOUT_S = 30.0
 
 
@@ -126,10 +131,8 @@ def default_unit_dir() -> Path:
 
 def install_unit(config: Config, unit_dir: Path | None) -> int:
     path = (unit_dir or default_unit_dir()) / UNIT_NAME
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(unit_text(config, sys.executable))
-    tmp.replace(path)
+    make_dirs(path.parent)
+    replace_file(path, unit_text(config, sys.executable), UNIT_MODE)
     print(f"wrote {path}")
     ok, report = verify_unit(path)
     if report:

@@ -62,7 +62,7 @@ from sparktui.core.render import plan
 from sparktui.core.state import ClusterSnapshot
 from sparktui.ops.context import NodeLink
 from sparktui.ops.journal import SIMULATED, Entry, Journal, clock_of, fold
-from sparktui.ops.private import private_dir
+from sparktui.ops.private import open_private, private_dir
 from sparktui.watch.follower import JOURNAL_MATCHES, docker_logs_command
 
 BUNDLE_DIR = "bundles"
@@ -454,8 +454,7 @@ def bundle_dir(state_dir: Path) -> Path:
     its place), so nothing is collected in vain."""
     folder = state_dir / BUNDLE_DIR
     try:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        private_dir(folder)
+        private_dir(state_dir, BUNDLE_DIR)
         writable = os.access(folder, os.W_OK | os.X_OK)
         why = "not writable"
     except OSError as exc:
@@ -485,7 +484,7 @@ def _write(src: BundleSources, subject: str, now: float, members: dict[str, byte
     tmp = path.with_name(f".{path.name}.tmp")
     with contextlib.suppress(FileNotFoundError):
         tmp.unlink()  # one a crash left, or a planted link (the link goes, not its target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = open_private(tmp, os.O_WRONLY | os.O_EXCL)
     with os.fdopen(fd, "wb") as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
         for name, data in members.items():
             info = tarfile.TarInfo(f"{path.name.removesuffix('.tar.gz')}/{name}")

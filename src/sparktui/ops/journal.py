@@ -53,6 +53,7 @@ from typing import Any
 from sparktui.core.clock import Clock, SystemClock
 from sparktui.core.errors import OperatorError
 from sparktui.core.redact import redact, redact_value
+from sparktui.ops.private import NotPrivate, open_private, private_dir
 
 log = logging.getLogger(__name__)
 JOURNAL_FILE = "journal.jsonl"
@@ -234,8 +235,8 @@ class Journal:
             if path.stat().st_blocks * 512 >= RESERVE_BYTES:
                 return
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+            private_dir(path.parent)
+            fd = open_private(path, os.O_RDWR)
         except OSError as exc:
             raise self._error(exc) from None
         try:
@@ -311,8 +312,8 @@ class Journal:
     def _write_entry(self, line: bytes) -> None:
         created = not self.path.exists()
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
+            private_dir(self.path.parent)
+            fd = open_private(self.path, os.O_RDWR | os.O_APPEND)
         except OSError as exc:
             raise self._error(exc) from None
         try:
@@ -334,6 +335,11 @@ class Journal:
             _fsync_dir(self.path.parent)
 
     def _error(self, exc: OSError) -> JournalError:
+        if isinstance(exc, NotPrivate):  # it names the path and the fix itself
+            error = JournalError(f"cannot write the journal: {exc}; refusing to act "
+                                 f"without a durable record")
+            error.errno = exc.errno
+            return error
         fix = _FIXES.get(exc.errno or 0, "check the file and its filesystem")
         error = JournalError(f"cannot write the journal {self.path} ({exc.strerror or exc}): "
                              f"{fix}; refusing to act without a durable record")

@@ -32,6 +32,8 @@ from pathlib import Path
 
 import psutil
 
+from sparktui.ops.private import open_private, private_dir
+
 RUNLOCK_DIR = "runlocks"
 TAKEOVER_FILE = ".takeover"
 """flock'd while a stale lock is replaced, so two workflows cannot both take it."""
@@ -141,7 +143,7 @@ class RunLocks:
         owner (or one on another host, or an unreadable lock). A stale lock (its
         owner on this host gone) is taken over; ``on_stale`` is told each one, with
         its age in seconds."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.dir.parent, self.dir.name)
         owner = pid or os.getpid()
         taken: list[RunLock] = []
         try:
@@ -166,7 +168,7 @@ class RunLocks:
 
     def _create(self, lock: RunLock) -> bool:
         try:
-            fd = os.open(self._path(lock.node), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = open_private(self._path(lock.node), os.O_WRONLY | os.O_EXCL)
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as f:
@@ -187,7 +189,7 @@ class RunLocks:
 
     @contextlib.contextmanager
     def _takeover(self) -> Iterator[None]:
-        fd = os.open(self.dir / TAKEOVER_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        fd = open_private(self.dir / TAKEOVER_FILE, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

@@ -3,17 +3,20 @@ holds, per node and lane, the time (epoch s) of its last good sample, so a
 one-shot ``sparktui health`` run while a node is dark can say how long ago it
 last answered (a fresh process has no history of its own).
 
-Written atomically (temp file + rename) by the sentinel; read by anyone.
+Written atomically (ops/files.py), 0600 in a 0700 dir (ops/private.py), by
+the sentinel; read by anyone.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from sparktui.ops.files import replace_file
+from sparktui.ops.private import FILE_MODE, private_dir
 
 FILE = Path("sentinel") / "last_good.json"
 
@@ -31,12 +34,10 @@ def path_in(state_dir: Path) -> Path:
 
 
 def write(state_dir: Path, state: LastGood) -> None:
-    path = path_in(state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"pid": state.pid, "written_at": state.written_at,
-                               "nodes": state.nodes, "lanes": state.lanes}) + "\n")
-    tmp.replace(path)
+    private_dir(state_dir, *FILE.parent.parts)
+    replace_file(path_in(state_dir), json.dumps({
+        "pid": state.pid, "written_at": state.written_at,
+        "nodes": state.nodes, "lanes": state.lanes}) + "\n", FILE_MODE)
 
 
 def read(state_dir: Path) -> LastGood | None:

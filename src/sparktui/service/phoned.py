@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from sparktui.core.notify import PhoneMemory
 from sparktui.ops.files import replace_file
+from sparktui.ops.private import open_private, private_dir
 
 FILE = "phone.json"
 LOCK_FILE = "phone.lock"
@@ -45,9 +46,8 @@ def locked(state_dir: Path) -> Iterator[None]:
     """Held while a desk reads the memory, decides and writes it back (file
     I/O only, never the call to Home Assistant). OSError when the lock file
     cannot be opened (never through a symlink)."""
-    state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state_dir / LOCK_FILE,
-                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    private_dir(state_dir)
+    fd = open_private(state_dir / LOCK_FILE, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -74,7 +74,7 @@ def write(state_dir: Path, memory: PhoneMemory, clock: str) -> None:
             *(_Entry("last", e, s, t, "", clock) for e, s, t in memory.last),
             *(_Entry("sent", "", "", t, "", clock) for t in memory.sent)]
     data = json.dumps({"entries": [list(e) for e in ours + kept]}) + "\n"
-    state_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(state_dir)
     replace_file(path_in(state_dir), data, 0o600)
 
 

@@ -12,10 +12,11 @@ how many it skipped. A write that fails (ENOSPC) is undone (the file cut back
 to its last whole member), logged once, and the recording resumes when a
 later flush succeeds, with a ``gap`` line counting the events lost. The file
 is 0600 and its directory 0700 whatever the umask, and neither is followed
-when it is a symlink. The file is size bounded (``[record] max_mb``): past half of it node
-snapshots are thinned to one per node per 30 s (state changes always kept),
-past 90 % only alerts, lanes, workflows and state changes, and at the bound
-a last line says the recording stopped.
+when it is a symlink (ops/private.py). The file is size bounded
+(``[record] max_mb``): past half of it node snapshots are thinned to one per
+node per 30 s (state changes always kept), past 90 % only alerts, lanes,
+workflows and state changes, and at the bound a last line says the recording
+stopped.
 
 The console's loop only queues an event: a writer thread owned by the
 `Recorder` encodes, compresses and writes it (at 1,000 log lines a second
@@ -32,14 +33,13 @@ import json
 import logging
 import os
 import queue
-import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from sparktui.core.clock import Clock
-from sparktui.ops.private import private_dir
+from sparktui.ops.private import open_private, private_dir
 from sparktui.service import events as _events
 from sparktui.service.codec import encode
 
@@ -83,7 +83,8 @@ class Recorder:
         self._thread: threading.Thread | None = None
 
     def open(self) -> None:
-        self._fd = open_private(self.path)
+        private_dir(self.path.parent.parent, self.path.parent.name)
+        self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
         self._line({"t": self.clock.time(), "session": os.getpid()})  # a run begins
         self._start_writer()
@@ -210,21 +211,3 @@ def write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
-
-
-def open_private(path: Path) -> int:
-    """The night file for appending, 0600, never through a symlink."""
-    path.parent.parent.mkdir(parents=True, exist_ok=True)
-    private_dir(path.parent)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 0o600)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path}: not a regular file")
-        if stat.S_IMODE(st.st_mode) != 0o600:
-            os.fchmod(fd, 0o600)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd

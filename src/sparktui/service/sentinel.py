@@ -34,6 +34,7 @@ from sparktui.core.thrash import ThrashLevel
 from sparktui.ops import sentinel_state
 from sparktui.ops.events import WorkflowEvent
 from sparktui.ops.journal_tail import JournalWorkflows
+from sparktui.ops.private import open_private, private_dir
 from sparktui.service.attach import SentinelHub, socket_path
 from sparktui.service.cluster import ClusterService
 from sparktui.service.events import (
@@ -71,8 +72,8 @@ class PidLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        private_dir(self.path.parent)
+        fd = open_private(self.path, os.O_RDWR)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TextIO
 
 from sparktui.core.redact import redact
+from sparktui.ops.private import open_private, private_dir
 
 
 class _Redacted(logging.Formatter):
@@ -54,8 +55,8 @@ class _Counting(logging.StreamHandler[TextIO]):
 def logged_to_file(path: Path) -> Iterator[Logged]:
     """Every record of WARNING and above into ``path`` (0600, appended) for the
     block; the root logger's handlers as they were after."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    private_dir(path.parent)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)
     logged = Logged(path)
     with os.fdopen(fd, "a", encoding="utf-8") as stream:
         handler = _Counting(stream, logged)
