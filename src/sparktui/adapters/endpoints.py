@@ -191,13 +191,6 @@ def read_sim_endpoints(path: Path) -> SimEndpointsFile:
     return SimEndpointsFile.parse(data, str(path))
 
 
-def write_sim_endpoints(path: Path, endpoints: SimEndpointsFile) -> None:
-    """Write atomically (a reader never sees half a file)."""
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(endpoints.to_json()) + "\n")
-    tmp.replace(path)
-
-
 def _from_simulator(config: Config) -> Endpoints:
     path = sim_endpoints_path(config)
     start_hint = f"start it with `sparktui sim --config {config.path}`"

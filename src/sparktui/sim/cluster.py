@@ -23,6 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from ..adapters.endpoints import SimEndpointsFile, SimNodeEntry
+from ..ops.private import open_private, private_dir
 from .catalog import ModelInfo
 from .clock import DEFAULT_EPOCH, SimClock, count_thread_hops
 from .engine import Engine, Request
@@ -233,7 +234,7 @@ class Sim:
         self._changed = asyncio.Event()
         if self.clock.manual:
             count_thread_hops(asyncio.get_running_loop())
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.workdir)
         keys = make_client_key(self.workdir / "keys")
         hkeys = host_keys(list(self.nodes), shared=self.spec.shared_host_key)
         for name, node in self.nodes.items():
@@ -241,7 +242,7 @@ class Sim:
         await asyncio.gather(*(self._open_node(n) for n in self.nodes))
         write_known_hosts(self.known_hosts_path,
                           [(self.sshd[n].port, hkeys[n]) for n in self.nodes])
-        fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = open_private(self.token_file, os.O_WRONLY | os.O_TRUNC)
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(32))
         self.ha = HomeAssistant(self, self.token_file.read_text(), rng_for(self.spec, "ha"))

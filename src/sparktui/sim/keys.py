@@ -9,6 +9,9 @@ from pathlib import Path
 
 import asyncssh
 
+from sparktui.ops.files import replace_file
+from sparktui.ops.private import FILE_MODE, open_private, private_dir
+
 
 @dataclass
 class KeyMaterial:
@@ -19,15 +22,15 @@ class KeyMaterial:
 
 
 def make_client_key(directory: Path) -> KeyMaterial:
-    directory.mkdir(parents=True, exist_ok=True)
+    private_dir(directory)
     key = asyncssh.generate_private_key("ssh-ed25519", comment="sparktui-sim-client")
     path = directory / "id_ed25519"
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # a leftover may be wider than 0600: never write into it
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # 0600 from creation
+    fd = open_private(path, os.O_WRONLY | os.O_EXCL)  # 0600 before the key is in it
     with os.fdopen(fd, "wb") as f:
         f.write(key.export_private_key())
-    (directory / "id_ed25519.pub").write_bytes(key.export_public_key())
+    replace_file(directory / "id_ed25519.pub", key.export_public_key().decode(), FILE_MODE)
     authorized = asyncssh.import_authorized_keys(key.export_public_key().decode())
     return KeyMaterial(key, path, directory / "known_hosts", authorized)
 
@@ -44,4 +47,4 @@ def write_known_hosts(path: Path, entries: list[tuple[int, asyncssh.SSHKey]]) ->
     lines = [f"[127.0.0.1]:{port} " + key.export_public_key().decode().strip().split(" ")[0]
              + " " + key.export_public_key().decode().strip().split(" ")[1]
              for port, key in entries]
-    path.write_text("\n".join(lines) + "\n")
+    replace_file(path, "\n".join(lines) + "\n", FILE_MODE)

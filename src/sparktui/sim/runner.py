@@ -4,6 +4,7 @@ long as the simulator runs."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import AsyncIterator
@@ -16,9 +17,10 @@ from sparktui.adapters.endpoints import (
     SimEndpointsFile,
     read_sim_endpoints,
     sim_endpoints_path,
-    write_sim_endpoints,
 )
 from sparktui.core.config import Config
+from sparktui.ops.files import replace_file
+from sparktui.ops.private import FILE_MODE, private_dir
 
 from .cluster import Sim
 from .spec import spec_from_config
@@ -53,14 +55,14 @@ async def published_sim(config: Config, *, scenario: str | None = None,
     spec = spec_from_config(config, seed=seed)
     if dialect is not None:  # the flag wins over the config and the scenario
         spec.dialect, spec.dialect_pinned = dialect, True
-    base = config.state_dir() / "sim"
-    workdir = base / f"run-{os.getpid()}"
+    workdir = private_dir(config.state_dir(), "sim", f"run-{os.getpid()}")
     sim = Sim(spec, workdir=workdir, speed=speed or config.simulator.speed,
               scenario=scenario or config.simulator.scenario)
     path = sim_endpoints_path(config)
     try:
         await sim.start()
-        write_sim_endpoints(path, SimEndpointsFile.parse(sim.endpoints(), str(path)))
+        published = SimEndpointsFile.parse(sim.endpoints(), str(path))
+        replace_file(path, json.dumps(published.to_json()) + "\n", FILE_MODE)
         yield sim
     finally:
         path.unlink(missing_ok=True)
