@@ -99,7 +99,8 @@ async def test_every_dir_is_0700_and_every_file_0600_whatever_the_umask(
 
     from .test_runlocks import dead_pid
 
-    state = tmp_path / "home" / ".local" / "state" / "sparktui"
+    state = tmp_path / "h" / "l" / "s"  # short: a Unix socket's path is at most 107 bytes
+    os.chmod(tmp_path, 0o755)
     old = os.umask(0)
     try:
         journal = Journal.in_state_dir(state)
@@ -129,8 +130,9 @@ async def test_every_dir_is_0700_and_every_file_0600_whatever_the_umask(
         pid.release()
     finally:
         os.umask(old)
-    for d in (state.parent, state.parent.parent, state.parents[2]):  # made by us: 0700
+    for d in (state.parent, state.parent.parent):  # made by us: 0700
         assert stat.S_IMODE(d.stat().st_mode) == 0o700, d
+    assert stat.S_IMODE(tmp_path.stat().st_mode) == 0o755  # there before: not ours
     files = {"journal.jsonl", "journal.reserve", "runlocks/dgx1.json", "runlocks/.takeover",
              "phone.lock", "phone.json", "sentinel.pid", "sentinel.sock",
              "sentinel/last_good.json", "debug.log"}
