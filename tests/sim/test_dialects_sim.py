@@ -65,6 +65,12 @@ async def test_vllm_boot_order_in_each_dialect(fleet: Config, serve, dialect: st
     load_key = "load_start_v2" if dialect == "vllm-0.33" else "load_start_v1"
     assert f"[{d.entry(load_key).where}] " in head  # the source's own file:line
     assert "Uvicorn running on" not in head
+    # the weight bar on the global first rank only (enable_tqdm: get_rank() == 0,
+    # 0.33 weight_utils.py:845, 0.11 :510), never on a worker rank of another node
+    assert any("% Completed | " in ln for ln in logs[0])
+    assert not any("% Completed | " in ln for rank, lines in logs.items() if rank
+                   for ln in lines)
+    assert len(logs) > 1 and set(t.rank_shards()) <= {0}
     pinned = lane == PINNED_LANE
     assert ("Initial free memory" in head) is pinned
     assert ("Available KV cache memory" in head) is not pinned

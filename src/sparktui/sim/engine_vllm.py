@@ -5,8 +5,9 @@ order in 0.33 (unless ``VLLM_USE_V2_MODEL_RUNNER=0``): ``Loading model from
 scratch...``, the CUDA-graph memory-profiling pass before the KV cache, the
 KV pin's ``Initial free memory ... reserved`` instead of ``Available KV cache
 memory``; tracebacks under the repeated header and again raw; no ``Uvicorn
-running on`` (vLLM starts uvicorn without it); an InstantTensor load's
-only output is rank 0's tqdm over the bytes; the head sees only its own
+running on`` (vLLM starts uvicorn without it); the weight bars (the shard
+bar, an InstantTensor load's bytes, its only output) on the global first rank
+only, the other ranks silent while they load; the head sees only its own
 workers, so a remote rank's death is an NCCL error of a local worker."""
 
 from __future__ import annotations
@@ -224,13 +225,19 @@ class VllmStyle:
         return e.args.load_format == "instanttensor" and self.d.has("instanttensor_bar")
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
-        """tqdm's bar, one redraw per shard read, each ``\r...\n``. An
-        InstantTensor load prints nothing but its byte bar (no logger line), on
-        the global first rank only (weight_utils.py:845 ``enable_tqdm``)."""
-        if self._instanttensor(e):
-            if e.rank == 0:  # the checkpoint's tensors (f.total_tensor_size, :1458)
-                size = e.model.size_gb * 1e9 if e.model else e.weights_gib() * 2**30
-                self._raw(e, ["\r" + byte_bar(self.d, size * done / total, size, elapsed)])
+        """tqdm's bar, one redraw per shard read, each ``\r...\n``, on the
+        global first rank only: ``disable=not enable_tqdm(use_tqdm_on_load)``,
+        ``enable_tqdm`` true only where ``torch.distributed.get_rank() == 0``
+        (0.33 ``model_loader/weight_utils.py:845``, the shard bar ``:1201-1205``;
+        0.11 ``:510``, ``:573-577``), not the first rank of each node. The
+        other ranks print nothing while they load. An InstantTensor load prints
+        nothing but its byte bar (no logger line), under the same gate
+        (``:1457-1467``)."""
+        if e.rank != 0:
+            return
+        if self._instanttensor(e):  # the checkpoint's tensors (f.total_tensor_size, :1458)
+            size = e.model.size_gb * 1e9 if e.model else e.weights_gib() * 2**30
+            self._raw(e, ["\r" + byte_bar(self.d, size * done / total, size, elapsed)])
             return
         self._raw(e, ["\r" + shard_bar(self.d, done, total, elapsed)])
 

@@ -39,8 +39,19 @@ class OomWatch:
 
     def on_memory(self, node: str, available_kib: int) -> None:
         """One MemAvailable reading of ``node``: judge every rank on it that is
-        still loading. A rank that prints no shards (a worker rank of some
-        engines) is judged by the lane's slowest rank, which loads in step."""
+        still loading. A rank that prints no shards is judged on its own node's
+        memory at the shard count of the slowest rank that prints them. In vLLM
+        that is every rank but the global first: its shard bar is gated on
+        ``torch.distributed.get_rank() == 0`` (0.33
+        ``model_loader/weight_utils.py:845``, 0.11 ``:510``) and a worker prints
+        nothing while it loads, so rank 0's count is the lane's. It is a fair
+        pace, not an exact one: every TP rank reads every checkpoint file, its
+        slice of each tensor (0.33 in one sorted order, ``:1134``), with no
+        barrier between files. A worker on a slower node is credited shards it
+        has not read (fewer seem left: a later warning, never a false one); one
+        on a faster node is shorted the shards it leads by, and its need is
+        overstated by their growth (the slope, read against the same count, is
+        not)."""
         if self.tracker.phase is not Phase.LOADING:
             return
         shards = self.tracker.rank_shards()
