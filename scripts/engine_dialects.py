@@ -130,6 +130,40 @@ SGLANG_05: tuple[tuple[str, str, str], ...] = (
     ("fired_up", "sglang/srt/entrypoints/http_server.py", "The server is fired up"),
     ("prefill_batch", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
      'f"Prefill batch{iter_msg}, "'),
+    # every form of the prefill line: its head (iter_msg only with
+    # SGLANG_LOG_FORWARD_ITERS, off by default), the pool's usage parts (joined
+    # by ", " and ended by one, metrics_reporter.py:743; no "#token:" on a
+    # prefill line: that is the decode line's), what a configuration inserts
+    # before the graph flag, its tail
+    ("prefill_iter", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'iter_msg = f" [{batch_iter}]" if LOG_FORWARD_ITERS'),
+    ("log_forward_iters", "sglang/srt/environ.py", "SGLANG_LOG_FORWARD_ITERS = EnvBool("),
+    ("prefill_usage", "sglang/srt/managers/scheduler_components/pool_stats_observer.py",
+     'parts.append(f"token usage: {self.full_token_usage:.2f}")'),
+    ("prefill_usage_swa", "sglang/srt/managers/scheduler_components/pool_stats_observer.py",
+     "def get_prefill_usage_msg_parts >> parts += ["),
+    ("prefill_usage_full", "sglang/srt/managers/scheduler_components/pool_stats_observer.py",
+     'def get_prefill_usage_msg_parts >> parts.append(f"full token usage: '),
+    ("prefill_usage_mamba", "sglang/srt/managers/scheduler_components/pool_stats_observer.py",
+     'parts.append(f"mamba usage: '),
+    ("prefill_replay", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f"#replay-token: '),
+    ("prefill_bootstrap", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f"#bootstrap-req: '),
+    ("prefill_inflight", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'f"#inflight-req: '),
+    ("prefill_optimistic", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f"#optimistic-req: '),
+    ("prefill_image", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'f"waiting-image-req: '),
+    ("prefill_graph", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f"{self._graph_backend_label}: {can_run_cuda_graph}, "'),
+    ("prefill_throughput", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f"input throughput (token/s): '),
+    ("prefill_mfu", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
+     'msg += f", est. prefill TFLOPS/s (per GPU): '),
+    ("decode_usage", "sglang/srt/managers/scheduler_components/pool_stats_observer.py",
+     'f"#token: {self.full_num_used}, token usage: '),
     ("decode_batch", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
      'msg = f"Decode batch{iter_msg}'),
     ("scheduler_exception", "sglang/srt/managers/scheduler.py", "Scheduler hit an exception"),
@@ -244,6 +278,8 @@ def _entry(source: str, path: str, anchor: str) -> dict[str, str | int]:
     if stmt is not None:
         value = getattr(stmt, "value", None) or getattr(stmt, "exc", None) \
             or getattr(stmt, "test", None)
+        if isinstance(value, ast.IfExp):  # x = f"..." if FLAG else "": the string it holds
+            value = value.body
         built = _text(value) if value is not None else None
         if built is None and isinstance(stmt, ast.Assert):
             built = ast.unparse(stmt.test)

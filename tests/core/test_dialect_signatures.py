@@ -3,13 +3,20 @@
 0.33.0, 0.11.0 and SGLang 0.5.23) under their own prefix, is a fatal
 signature of the right kind -- including the ones no golden transcript
 plays (``WorkerProc hit an exception.``, ``Frontend process failed during
-engine core initialization``, SGLang's ``Subprocess ... crashed``); and
-0.33's logo names the version."""
+engine core initialization``, SGLang's ``Subprocess ... crashed``);
+0.33's logo names the version; and every form of SGLang's ``Prefill batch``
+line (tests/fixtures/dialects/prefill_forms.py) is what the wheel's strings
+build and reads as a prefill batch with its figures."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
+from fixtures.dialects.prefill_forms import FORMS, render
 from sparktui.core.logsig import Kind, classify
 from sparktui.sim.dialects import load
 
@@ -74,3 +81,19 @@ def test_the_033_logo_names_the_version() -> None:
     got = [ev for ev in map(classify, lines) if ev is not None]
     assert [(ev.kind, ev.fields.get("version")) for ev in got] == \
         [(Kind.ENGINE_VERSION, "0.33.0")]
+
+
+@pytest.mark.parametrize(("form", "line", "keys", "fields"), FORMS, ids=[f[0] for f in FORMS])
+def test_each_prefill_batch_form_is_the_wheels_and_reads_back(
+        form: str, line: str, keys: tuple[str, ...], fields: dict[str, str]) -> None:
+    """SGLang 0.5.23's prefill line in every form it takes: the golden line is
+    what the dialect's strings (each with its file:line) build, and under the
+    logger's prefix, with or without TP, it is a stats line with its batch,
+    running requests and, for a plain pool, its token usage; never fatal."""
+    d = load("sglang-0.5")
+    assert render(d, keys) == line, (form, [d.entry(k).source for k in keys])
+    assert "#token: " not in line
+    for tp in ("", " TP0"):
+        ev = classify(d.record(line, when=1.8e9, tp=tp)[0])
+        assert ev is not None and ev.kind is Kind.STATS and not ev.fatal, (form, line)
+        assert dict(ev.fields) == fields, (form, dict(ev.fields))

@@ -419,9 +419,10 @@ def test_the_incident_scenarios_speak_vllm_033_and_sglang_05(fleet: Config) -> N
 
 
 async def test_sglang_logs_by_batch_not_by_time(fleet: Config, serve) -> None:
-    """SGLang 0.5.23 logs a prefill batch as each chunk is scheduled
-    (metrics_reporter.py:753) and a decode batch every 40 decode steps
-    (decode_log_interval, srt/arg_groups/fields/observability.py:136;
+    """SGLang 0.5.23 logs a prefill batch once each chunk's forward is done
+    (metrics_reporter.py:753, from batch_result_processor.py:510) and a
+    decode batch every 40 decode steps (decode_log_interval,
+    srt/arg_groups/fields/observability.py:136;
     metrics_reporter.py:934), with its speculation's accept length, and
     nothing on a timer or while idle; the console reads both as stats."""
     from sparktui.core.logsig import Kind, classify
@@ -444,7 +445,11 @@ async def test_sglang_logs_by_batch_not_by_time(fleet: Config, serve) -> None:
         prefill, decode = batches("Prefill")[idle[0]:], batches("Decode")[idle[1]:]
     chunk = engine.args.max_num_batched_tokens
     assert len(prefill) == -(-20_000 // chunk)
-    assert "#new-token: " + str(chunk) + ", #cached-token: 0, #token: " in prefill[0].text
+    # a plain pool's usage, never "#token:" (pool_stats_observer.py:116), each line
+    # once its chunk's forward is done (batch_result_processor.py:510)
+    assert all("#token: " not in ln.text for ln in prefill)
+    assert "#new-token: " + str(chunk) + ", #cached-token: 0, token usage: 0.0" in prefill[0].text
+    assert prefill[0].t >= req.started_t + chunk / engine.prefill_tps() - 1e-6
     assert prefill[-1].text.split("#pending-token: ")[1].startswith("0, cuda graph: False, ")
     per_log = round(40 * engine.tokens_per_step())  # speculative: ~1.75 tokens a step
     assert len(decode) == 700 // per_log

@@ -549,11 +549,11 @@ class Engine:
         left = req.prompt_tokens
         while left > 0:  # chunked prefill: the prompt counter moves with each step
             n = min(left, max(1, self.args.max_num_batched_tokens))
-            self.style.prefill_batch(self, n, left - n)
             yield n / self.prefill_tps()
             left -= n
-            if not stalled():
+            if not stalled():  # a chunk whose forward is done: counted and reported
                 self.stats.prompt_tokens += n
+                self.style.prefill_batch(self, n, left)
         yield 0.05
         if stalled():
             # what rank 0 still logs while its workers hang: zero-throughput stats

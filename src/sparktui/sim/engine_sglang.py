@@ -127,17 +127,26 @@ class SglangStyle:
         per_step = e.tokens_per_step()
         spec = (f"accept len: {per_step:.2f}, accept rate: {(per_step - 1) / 5:.2f}, "
                 if per_step > 1 else "")
-        self._line(e, f"Decode batch, #running-req: {e.stats.running}, #token: {e.kv_in_use}, "
-                   f"token usage: {usage:.2f}, {spec}cuda graph: True, gen throughput "
-                   f"(token/s): {gen_tps:.2f}, #queue-req: {e.stats.waiting}")
+        d = self.d
+        self._line(e, d.msg("decode_batch", "", e.stats.running,
+                            d.msg("decode_usage", e.kv_in_use, usage) + ", ")
+                   + f"{spec}cuda graph: True, gen throughput (token/s): {gen_tps:.2f}, "
+                   f"#queue-req: {e.stats.waiting}")
 
     def prefill_batch(self, e: Engine, tokens: int, pending: int) -> None:
-        """``Prefill batch, ...`` as the chunk is scheduled (metrics_reporter.py:753)."""
-        usage = e.kv_in_use / e.kv_tokens if e.kv_tokens else 0.0
-        self._line(e, self.d.msg("prefill_batch", "", 1, tokens, 0,
-                                 f"#token: {e.kv_in_use}, token usage: {usage:.2f}, ",
-                                 e.stats.running - 1, e.stats.waiting, pending)
-                   + f"cuda graph: False, input throughput (token/s): {e.prefill_tps():.2f}")
+        """``Prefill batch, ...`` once the chunk's forward is done
+        (``report_prefill_stats``, called from batch_result_processor.py:510; the
+        message metrics_reporter.py:753-762, no `` [N]`` without
+        SGLANG_LOG_FORWARD_ITERS), a plain pool's usage: ``token usage`` alone,
+        never ``#token:`` (pool_stats_observer.py:116); an extend batch runs no
+        CUDA graph (``:782``), then the input throughput (``:783``)."""
+        d = self.d
+        used = max(0, e.kv_in_use - pending)  # the prompt's tokens in the pool so far
+        usage = d.msg("prefill_usage", used / e.kv_tokens if e.kv_tokens else 0.0)
+        self._line(e, d.msg("prefill_batch", "", 1, tokens, 0, usage + ", ",
+                            e.stats.running - 1, e.stats.waiting, pending)
+                   + d.msg("prefill_graph", "cuda graph", False)
+                   + d.msg("prefill_throughput", e.prefill_tps()))
 
     def decode_chunk(self, e: Engine) -> int:
         """The tokens of DECODE_LOG_INTERVAL decode steps."""

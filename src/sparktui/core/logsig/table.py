@@ -295,8 +295,21 @@ SIGNATURES: tuple[Signature, ...] = (
          r" context_len=(?P<max_len>\d+)"),
     _sig(Kind.API_UP, P, Phase.SERVING, "The server is fired up and ready to roll",
          r"The server is fired up and ready to roll!"),
-    _sig(Kind.STATS, S, None, " batch, ",
-         rf"(?P<batch>Prefill|Decode) batch, .*?#running-req: (?P<running>\d+)"
+    # SGLang 0.5.23's batch lines (scheduler_components/metrics_reporter.py:753,
+    # :963), " [N]" after "batch" with SGLANG_LOG_FORWARD_ITERS (:751, :962).
+    # A prefill line's pool usage comes before #running-req and is never
+    # "#token:" (pool_stats_observer.py:104-117): "token usage: X" for a plain
+    # pool (:116), else "full token usage: X" with the SWA and/or mamba parts,
+    # no one figure (the gauge takes their max, :95-102), so no token_usage.
+    # Every form: tests/fixtures/dialects/prefill_forms.py.
+    _sig(Kind.STATS, S, None, "Prefill batch",
+         rf"(?P<batch>Prefill) batch(?: \[\d+\])?, "
+         rf"(?:.*?(?<!full )(?<!swa )token usage: (?P<token_usage>{_N}), )?"
+         r".*?#running-req: (?P<running>\d+)"),
+    # the decode line's usage follows #running-req: "#token: N, token usage: X"
+    # for a plain pool (pool_stats_observer.py:146-147)
+    _sig(Kind.STATS, S, None, "Decode batch",
+         rf"(?P<batch>Decode) batch(?: \[\d+\])?, .*?#running-req: (?P<running>\d+)"
          rf"(?:, #token: \d+)?(?:, token usage: (?P<token_usage>{_N}))?"),
     # ---- kernel journal ---------------------------------------------------
     _sig(Kind.KERNEL_PRESSURE, W, None, "Under memory pressure",
