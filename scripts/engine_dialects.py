@@ -128,6 +128,10 @@ SGLANG_05: tuple[tuple[str, str, str], ...] = (
     ("memory_pool_end", "sglang/srt/mem_cache/kv_cache_configurator.py", 'f"Memory pool end. "'),
     ("max_total", "sglang/srt/managers/scheduler.py", 'f"max_total_num_tokens={self.max'),
     ("fired_up", "sglang/srt/entrypoints/http_server.py", "The server is fired up"),
+    # uvicorn's own lines (its "Uvicorn running on" among them: uvicorn.Server.run()
+    # binds the socket itself, http_server.py:3010) in SGLang's format
+    ("uvicorn_format", "sglang/srt/utils/common.py",
+     'LOGGING_CONFIG["formatters"]["default"]["fmt"] = ('),
     ("prefill_batch", "sglang/srt/managers/scheduler_components/metrics_reporter.py",
      'f"Prefill batch{iter_msg}, "'),
     # every form of the prefill line: its head (iter_msg only with

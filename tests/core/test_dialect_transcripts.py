@@ -89,6 +89,34 @@ def test_outcome_rank_cause_and_phase_order(name: str) -> None:
         assert f.cause == want["cause"]
 
 
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if scenario(n)[0]["expect"]["outcome"]
+                                  == "ready"])
+def test_uvicorn_says_where_it_runs_only_where_it_binds_the_socket(name: str) -> None:
+    """``Uvicorn running on`` is logged only when uvicorn binds the socket itself
+    (uvicorn 0.55 ``server.py:198-199``). vLLM binds it and hands it over (0.33
+    ``launchers/launcher.py:375-379``, ``:238``; 0.11
+    ``openai/api_server.py:1851-1854``, ``launcher.py:67-68``): never printed, and
+    its boot reaches API starting on its own line (``Starting vLLM server on``,
+    0.33 ``launchers/api_server/entry.py:139``). SGLang runs ``uvicorn.Server.run()``
+    (``srt/entrypoints/http_server.py:3010``) at ``info``: once, on the head, a
+    line of no phase, between ``Application startup complete.`` and ``fired up``."""
+    meta, ranks = scenario(name)
+    lines = [(rank, text) for rank, got in ranks.items() for _, text in got]
+    said = [(rank, text) for rank, text in lines if "Uvicorn running on" in text]
+    t = play(name)
+    if meta["dialect"].startswith("vllm"):
+        assert said == [] and Phase.API_STARTING in t.phase_times
+        return
+    assert [rank for rank, _ in said] == [0]
+    ev = classify(said[0][1])
+    assert ev is not None and ev.kind is Kind.API_STARTING and ev.phase is None
+    assert ev.text == "Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)"
+    head = [text for _, text in ranks[0]]
+    at = head.index(said[0][1])
+    assert head[at - 1].endswith("INFO:     Application startup complete.")
+    assert any("The server is fired up" in text for text in head[at + 1:])
+
+
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if "2node" not in n])
 def test_kv_pool_is_read_in_every_healthy_dialect(name: str) -> None:
     meta, _ = scenario(name)

@@ -43,7 +43,8 @@ _RANK_PREFIX = re.compile(r"^\[rank\d+\]:\[[^\]]*\] ")
 
 def walk_prefixes(text: str) -> str:
     """The logger prefixes, one regex at a time (vLLM's process, then its
-    level header, else the ones the first character allows)."""
+    level header, else the ones the first character allows; SGLang's date may
+    be followed by uvicorn's level, srt/utils/common.py:3512)."""
     if text[:1] == "(":
         m = _VLLM_PROC.match(text)
         if m:
@@ -61,7 +62,10 @@ def walk_prefixes(text: str) -> str:
     for rx in rxs:
         m = rx.match(text)
         if m:
-            return text[m.end():]
+            rest = text[m.end():]
+            if rx is _SGLANG and (u := _UVICORN.match(rest)):
+                return rest[u.end():]  # uvicorn's own line in SGLang's format for it
+            return rest
     return text
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from itertools import pairwise
 
 import httpx
@@ -139,7 +140,24 @@ async def test_an_sglang_lane_rendered_by_us_serves_metrics(fleet: Config, serve
     assert t.phase is Phase.SERVING and t.failure is None
     head = "\n".join(logs[0])
     assert "% Completed | " in head and "\r" in head  # the \r-only shard bar, one line
-    assert "Uvicorn running on" not in head
+    # uvicorn.Server.run() binds its socket (http_server.py:3010), so uvicorn says where
+    # (0.55 server.py:198-199), in SGLang's format for it (utils/common.py:3512), after
+    # the lifespan and before the warmup's "fired up"; an API line, no phase of its own
+    from sparktui.core.logsig import Kind, classify
+    up = [i for i, ln in enumerate(logs[0]) if "Uvicorn running on" in ln]
+    assert len(up) == 1, up
+    line = logs[0][up[0]]
+    assert re.fullmatch(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] INFO:     Uvicorn running on "
+                        r"http://0\.0\.0\.0:30000 \(Press CTRL\+C to quit\)", line), line
+    assert logs[0][up[0] - 1].endswith("] INFO:     Application startup complete.")
+    assert "The server is fired up" in "".join(logs[0][up[0] + 1:])
+    ev = classify(line)
+    assert ev is not None and ev.kind is Kind.API_STARTING and ev.phase is None
+    assert ev.fields["url"] == "http://0.0.0.0:30000"
+    assert Phase.API_STARTING not in t.phase_times  # SGLang has no line for it
+    assert not any("Uvicorn running on" in ln for rank, lines in logs.items() if rank
+                   for ln in lines)  # the other nodes' health server: uvicorn at "warning"
+    # (launch_dummy_health_check_server, srt/utils/common.py:3655-3664; engine.py:1281)
 
 
 @pytest.mark.parametrize("lane,port,nested", [(VLLM_LANE, 8000, True),

@@ -209,8 +209,10 @@ def build_app(engine: Engine, wait_for: Callable[[Callable[[], bool]], Awaitable
         peer = request.transport.get_extra_info("peername") if request.transport else None
         who = f"{peer[0]}:{peer[1]}" if peer else "127.0.0.1:0"
         reason = resp.reason or ""
-        engine.log(f'INFO:     {who} - "{request.method} {request.path_qs} HTTP/1.1" '
-                   f"{resp.status} {reason}", "stderr")
+        # uvicorn's access format, under SGLang's date there (utils/common.py:3516-3518)
+        engine.log(engine.style.d.uvicorn(f'{who} - "{request.method} {request.path_qs} '
+                                          f'HTTP/1.1" {resp.status} {reason}', when=engine.t()),
+                   "stderr")
         return resp
 
     def error(status: int, err: str, message: str) -> web.Response:

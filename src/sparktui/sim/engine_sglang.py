@@ -115,9 +115,17 @@ class SglangStyle:
                        f"available_gpu_mem={self._avail(e):.2f} GB")
 
     def serving(self, e: Engine) -> None:
+        """uvicorn's start in SGLang's format for it (srt/utils/common.py:3512): the
+        lifespan (its warmup thread started inside it, http_server.py:450-454),
+        then ``Uvicorn running on``, which uvicorn logs when it binds the socket
+        itself (0.55 server.py:198-199, :232): SGLang runs ``uvicorn.Server.run()``
+        (http_server.py:2991-3010) at ``--log-level info`` (the default,
+        arg_groups/fields/observability.py:31). The warmup's end is ``fired up``."""
+        url = f"http://{e.args.host}:{e.args.port}"
         for msg in ("Started server process [1]", "Waiting for application startup.",
-                    "Application startup complete."):
-            e.log(f"INFO:     {msg}", "stderr")
+                    "Application startup complete.",
+                    f"Uvicorn running on {url} (Press CTRL+C to quit)"):
+            e.log(self.d.uvicorn(msg, when=e.t()), "stderr")
         self._line(e, self.d.msg("fired_up"))
 
     def stats(self, e: Engine, prompt_tps: float, gen_tps: float) -> None:
@@ -172,4 +180,4 @@ class SglangStyle:
         self._line(e, self.d.msg("sigquit"), "stderr")
 
     def shutdown(self, e: Engine) -> None:
-        e.log("INFO:     Shutting down", "stderr")
+        e.log(self.d.uvicorn("Shutting down", when=e.t()), "stderr")

@@ -300,6 +300,12 @@ class VllmStyle:
             self._log(e, "init_engine", seconds + 20.0)
 
     def serving(self, e: Engine) -> None:
+        """``Starting vLLM server on`` (0.33 ``launchers/api_server/entry.py:139``;
+        0.11 ``Starting vLLM API server %d on``, ``openai/api_server.py:1912``),
+        then uvicorn's lifespan lines at its default format. No ``Uvicorn running
+        on``: vLLM binds the socket and passes it to ``serve(sockets=[sock])``
+        (0.33 ``launchers/launcher.py:238``; 0.11 ``launcher.py:67-68``), where
+        uvicorn says nothing of it (0.55 ``server.py:198-203``)."""
         url = f"http://{e.args.host}:{e.args.port}"
         if self.d.name == "vllm-0.33":
             self._log(e, "api_start", url, api=True)

@@ -24,14 +24,18 @@ _PREFIX = re.compile(
     r"(?:\([^()]* pid=\d+\) )?"                                   # vLLM's process, then:
     r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d"  # vLLM's level header
     r"(?: \[[^\]]*\])? "
-    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] "  # SGLang's [date TPn]
+    r"|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] "  # SGLang's [date TPn],
+    r"(?:(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+)?"          # its uvicorn's INFO:
     r"|\[rank\d+\]:\[[^\]]*\] "                               # torch's [rankN]:[...]
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL):\s+"               # uvicorn's INFO:
     r"|(?!\[)\S+ (?:kernel|[\w.@-]+\[\d+\]): "                # journald's host kernel:
     r")?"
 )
 """Every logger prefix in one match (the first alternative that fits wins,
-as a walk of them in this order would): ingest runs it on every line. The
+as a walk of them in this order would): ingest runs it on every line. SGLang
+gives uvicorn's own lines its date (``[%(asctime)s] %(levelprefix)s
+%(message)s``, 0.5.23 ``srt/utils/common.py:3512-3515``), so uvicorn's level
+may follow it. The
 process group is followed by at most one ``)`` so it matches one way only:
 its `` pid=N`` ends at the first parenthesis after the opening one, so the
 greedy scan ends where a lazy one would (and costs less)."""

@@ -263,6 +263,13 @@ SIGNATURES: tuple[Signature, ...] = (
          rf"init engine \(profile, create kv cache, warmup model\) took (?P<seconds>{_N})"),
     _sig(Kind.API_STARTING, P, Phase.API_STARTING, "Starting vLLM",
          r"Starting vLLM (?:API )?server (?:\d+ )?on (?P<url>\S+)"),
+    # SGLang's only (0.5.23): uvicorn logs it when it binds the socket itself
+    # (uvicorn 0.55 server.py:198-199, :232), as SGLang's uvicorn.Server.run()
+    # does (srt/entrypoints/http_server.py:3010; "Uvicorn running on HOST:PORT
+    # with N SO_REUSEPORT workers" its own, :3072). vLLM (0.33 and 0.11) binds
+    # the socket and hands it to uvicorn (0.33 launchers/launcher.py:238, :375-379;
+    # 0.11 launcher.py:67-68): never printed there. No phase: it follows SGLang's
+    # "Application startup complete." and vLLM reaches API starting on its own line.
     _sig(Kind.API_STARTING, S, None, "Uvicorn running on",
          r"Uvicorn running on (?P<url>\S+)"),
     _sig(Kind.API_UP, P, Phase.SERVING, "Application startup complete",

@@ -125,6 +125,20 @@ class Dialect:
         first, *rest = message.split("\n")
         return [f"[{t:%Y-%m-%d %H:%M:%S}{tp}] {first}", *rest]
 
+    def uvicorn(self, message: str, *, when: float) -> str:
+        """One of uvicorn's own INFO lines (``Started server process [1]``,
+        ``Uvicorn running on ...``, an access line's ``client - "request"
+        status``) in the engine's format for them: SGLang's ``uvicorn_format``
+        (its date first; its access format is the same around the access
+        fields, ``srt/utils/common.py:3516``), else uvicorn's default
+        ``%(levelprefix)s %(message)s`` (0.55 ``config.py:89``; vLLM passes no
+        log config unless asked). The level is padded to 9 columns (``logging.py:64``)."""
+        fmt = self.lines["uvicorn_format"].text if self.has("uvicorn_format") \
+            else "%(levelprefix)s %(message)s"
+        stamp = f"{datetime.fromtimestamp(when, tz=UTC):%Y-%m-%d %H:%M:%S}"
+        return fmt.replace("%(asctime)s", stamp).replace("%(levelprefix)s", "INFO:    ") \
+            .replace("%(message)s", message)
+
     def raw(self, lines: Sequence[str], *, proc: str = "", pid: int = 1) -> list[str]:
         """Lines a process writes to stdout/stderr outside logging (tracebacks
         printed by multiprocessing): behind vLLM 0.11's process prefix, else bare."""
