@@ -35,10 +35,12 @@ def test_clean_recipe_has_no_warnings(shipped_config):
 
 
 def test_a_lane_without_metrics_is_flagged(shipped_config):
-    """vLLM keeps no stat logger with --disable-log-stats (async_llm.py:159 at 0.33)."""
+    """vLLM keeps no stat logger with --disable-log-stats (async_llm.py:159 at 0.33):
+    its /metrics answers without a vllm: series."""
     r = load_recipe(shipped_config, "glm53-full-native-8x-dspark8")
     blind = dataclasses.replace(r, extra_args=(*r.extra_args, "--disable-log-stats"))
-    assert "/metrics" in _keys(shipped_config, blind)["extra_args"]
+    assert "still answers /metrics, but with no vllm: series" in \
+        _keys(shipped_config, blind)["extra_args"]
     sglang = load_recipe(shipped_config, "dsv41-flash-sglang-4x")
     assert "extra_args" not in _keys(shipped_config, sglang)  # we render --enable-metrics
 

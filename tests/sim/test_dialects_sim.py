@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from dataclasses import replace
 from itertools import pairwise
 
 import httpx
@@ -287,8 +288,6 @@ async def test_vllm_metrics_carry_the_api_servers_process_series(fleet: Config, 
 
 
 def test_the_config_key_is_the_simulators_dialect(fleet: Config) -> None:
-    from dataclasses import replace
-
     config = replace(fleet, simulator=replace(fleet.simulator, dialect="vllm-0.11"))
     assert spec_from_config(config).dialect == "vllm-0.11"
     assert spec_from_config(fleet).dialect == "vllm-0.33"
@@ -297,8 +296,6 @@ def test_the_config_key_is_the_simulators_dialect(fleet: Config) -> None:
 async def test_flag_over_scenario_over_config(fleet: Config, tmp_path) -> None:
     """core-exit reproduces vLLM 0.33's one-line core death: it speaks 0.33
     whatever the config says, unless ``sim --dialect`` asks otherwise."""
-    from dataclasses import replace
-
     from sparktui.sim.runner import published_sim
 
     old = replace(fleet, simulator=replace(fleet.simulator, dialect="vllm-0.11"),
@@ -337,6 +334,42 @@ async def test_an_sglang_started_without_enable_metrics_serves_no_metrics(
         async with httpx.AsyncClient(base_url=f"http://{host}:30000", timeout=5) as client:
             assert (await client.get("/health")).status_code == 200
             assert (await client.get("/metrics")).status_code == 404
+
+
+async def test_a_vllm_with_disable_log_stats_answers_metrics_without_its_series(
+        fleet: Config) -> None:
+    """vLLM 0.33 with ``--disable-log-stats`` makes no stat logger
+    (``v1/engine/async_llm.py:159``, ``:204-214``): no PrometheusStatLogger
+    (``v1/metrics/loggers.py:1416-1419``) and no 10 s stats line, while
+    ``/metrics`` stays mounted (``entrypoints/serve/instrumentator/metrics.py:56-81``)
+    with the default registry's process series: what ``sparktui check`` says."""
+    from sparktui.core.lint import lint
+    from sparktui.core.recipe_load import load_recipe
+    from sparktui.core.render import plan
+
+    from .conftest import exec_on
+
+    recipe = load_recipe(fleet, VLLM_LANE)
+    blind = replace(recipe, extra_args=(*recipe.extra_args, "--disable-log-stats"))
+    said = [w.message for w in lint(fleet, blind) if w.key == "extra_args"]
+    assert len(said) == 1 and "still answers /metrics, but with no vllm: series" in said[0]
+    async with running_sim(fleet, scenario="normal") as sim:
+        for rank in plan(fleet, blind, blind.cluster).ranks:
+            assert "--disable-log-stats" in rank.command(3)
+            _, _, status = await exec_on(sim, rank.node, rank.command(3))
+            assert status == 0
+        await sim.advance(4 * 3600)
+        assert await health(sim, "dgx1") == 200
+        req = sim.run_prompt(VLLM_LANE, 60_000, max_tokens=200)
+        while not req.done:
+            await sim.advance(10)
+        host = sim.nodes["dgx1"].api_host
+        async with httpx.AsyncClient(base_url=f"http://{host}:8000", timeout=5) as client:
+            r = await client.get("/metrics")
+        logs = [ln.text for c in sim.nodes["dgx1"].docker.containers.values() for ln in c.logs]
+    assert r.status_code == 200 and "process_start_time_seconds" in r.text
+    assert "vllm:" not in r.text
+    assert not any("Avg prompt throughput" in ln for ln in logs)
 
 
 async def test_an_instanttensor_load_prints_its_byte_bar_on_rank_0_only(fleet: Config,

@@ -79,9 +79,10 @@ def lint(config: Config, recipe: Recipe) -> list[LintWarning]:
         warn("console.stall_after_s",
              f"{config.console.stall_after_s:g} s would declare a healthy cold load stalled")
     if (flag := metrics_off(recipe)) is not None:
-        warn("extra_args", f"{flag} leaves the engine without /metrics: the console cannot "
-             "see its decode rate, a throughput collapse, nor tell a busy engine from a "
-             "dead one (the canary's split)")
+        warn("extra_args", f"{flag}: vLLM still answers /metrics, but with no vllm: series "
+             "(it makes no stat logger, so no Prometheus one, nor its 'Avg prompt "
+             "throughput' line): the console cannot see its decode rate, a throughput "
+             "collapse, nor tell a busy engine from a dead one (the canary's split)")
     cl = config.clusters.get(recipe.cluster)
     owned = ({"MASTER_ADDR": config.nodes[cl.nodes[0]].ib_ip, "MASTER_PORT": str(cl.master_port)}
              if cl is not None and cl.nodes and cl.nodes[0] in config.nodes else {})

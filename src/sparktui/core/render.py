@@ -178,8 +178,18 @@ def _vllm_args(r: Recipe, rank: int, nranks: int, tp: int, master: str, port: in
 
 
 METRICS_OFF = {"vllm": ("--disable-log-stats",), "sglang": ()}
-"""Flags that leave an engine without its Prometheus series (vLLM creates no
-stat logger with ``--disable-log-stats``: v1/engine/async_llm.py:159)."""
+"""Flags that leave an engine's ``/metrics`` without its own series. vLLM 0.33
+with ``--disable-log-stats``: ``log_stats`` is false (``v1/engine/async_llm.py:159``,
+true again only with a stat-logger plugin installed, ``:153-159``), so no
+``StatLoggerManager`` is made (``:204-214``) and with it neither the
+``PrometheusStatLogger`` it always adds (``v1/metrics/loggers.py:1416-1419``)
+nor the 10 s ``LoggingStatLogger`` line; the output handler builds no iteration
+stats (``async_llm.py:884``). ``/metrics`` is still mounted, unconditionally
+(``entrypoints/serve/instrumentator/metrics.py:56-81``, from
+``launchers/api_server/routers.py:20``): it answers with prometheus_client's
+``process_``/``python_`` series and the HTTP instrumentator's, no ``vllm:`` one.
+0.11 alike (``async_llm.py:104``, ``:145``; ``mount_metrics``,
+``openai/api_server.py:1522``)."""
 
 
 def metrics_off(recipe: Recipe) -> str | None:

@@ -275,7 +275,7 @@ class Engine:
             if self.sim.spec.engine_core_exits_after_s is not None:
                 self.sim.sched.spawn(f"{name}/core",
                                      self._core_exit(self.sim.spec.engine_core_exits_after_s))
-            if style.timed_stats:
+            if style.timed_stats and not self.args.log_stats_off:
                 self.sim.sched.spawn(f"{name}/stats", self._stats_ticker())
         yield from self._serve()
 

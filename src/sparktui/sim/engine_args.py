@@ -41,6 +41,14 @@ class EngineArgs:
     def name(self) -> str:
         return self.served_model_name or self.model
 
+    @property
+    def log_stats_off(self) -> bool:
+        """vLLM's ``--disable-log-stats``: no stat logger at all (0.33
+        ``v1/engine/async_llm.py:159``, ``:204-214``), so neither the 10 s stats
+        line nor a ``vllm:`` series on ``/metrics``, which still answers
+        (``entrypoints/serve/instrumentator/metrics.py:56-81``)."""
+        return self.kind == "vllm" and "disable-log-stats" in self.extra
+
 
 _VLLM_FLAGS = {
     "--tensor-parallel-size": "tp", "-tp": "tp", "--nnodes": "nnodes", "--node-rank": "node_rank",

@@ -46,6 +46,8 @@ class _EngineCollector:
 
     def collect(self) -> Iterator[Metric]:
         e, st = self.e, self.e.stats
+        if e.args.log_stats_off:
+            return  # no stat logger, so no Prometheus one: /metrics without a vllm: series
         p = "vllm" if e.args.kind == "vllm" else "sglang"
         labels = ["model_name", "engine"] if p == "vllm" else ["model_name"]
         values = [e.args.name, "0"] if p == "vllm" else [e.args.name]
