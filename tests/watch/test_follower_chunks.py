@@ -38,7 +38,7 @@ def reference(chunks: list[bytes], limit: int, rank: int = 3) -> list[list[LogLi
         if out:
             batches.append(out)
     if pending and not dropping:
-        batches.append([f._line(bytes(pending), False)])
+        batches.append([f._line(bytes(pending), f._cut)])
     return batches
 
 

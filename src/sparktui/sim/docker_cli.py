@@ -212,7 +212,11 @@ def docker_command(sim: Sim, node: Node) -> Command:
             lines = lines[-tail:] if tail else []
 
         def emit(ln: LogLine) -> None:
-            text = ln.text + "\n"
+            """One message as ``WriteLogStream`` writes it (moby
+            api/server/httputils/write_log_stream.go): its stamp, if asked,
+            before every message, a partial piece's included; a newline only
+            after a whole line or a line's last piece."""
+            text = ln.text if ln.partial else ln.text + "\n"
             if timestamps:
                 text = rfc3339nano(ln.t) + " " + text
             (ctx.out if ln.stream == "stdout" else ctx.err)(text)

@@ -165,6 +165,10 @@ class Engine:
     def log(self, text: str, stream: str = "stdout") -> None:
         self.container.log(self.t(), text, stream)
 
+    def write(self, text: str, stream: str = "stdout") -> None:
+        """Raw output, newlines only where ``text`` has them (a tqdm redraw)."""
+        self.container.write(self.t(), text, stream)
+
     def bytes_read(self) -> int:
         """Bytes the engine has read so far (its process's ``/proc/<pid>/io``)."""
         done = self.read_done

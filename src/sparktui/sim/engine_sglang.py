@@ -30,7 +30,6 @@ class SglangStyle:
 
     def __init__(self, dialect: Dialect) -> None:
         self.d = dialect
-        self._bar: list[str] = []
 
     def _tp(self, e: Engine) -> str:
         return f" TP{e.rank}" if e.args.tp > 1 else ""
@@ -83,13 +82,15 @@ class SglangStyle:
 
     def load_progress(self, e: Engine, done: int, total: int, elapsed: float) -> None:
         """BAR_FORMAT has no newline (utils/common.py:1414): tqdm redraws with
-        ``\\r`` and ends the physical line only when the bar closes."""
+        ``\\r`` as each shard is read and ends the physical line only when the
+        bar closes. Written as it goes: the container's log copier makes of it
+        what docker makes (nothing until the newline, or 16 KiB pieces,
+        sim/docker.py ``Container.write``)."""
         if e.rank != 0:
             return
-        self._bar.append(shard_bar(self.d, done, total, elapsed))
+        e.write("\r" + shard_bar(self.d, done, total, elapsed), "stderr")
         if done == total:
-            e.log("\r" + "\r".join(self._bar), "stderr")
-            self._bar = []
+            e.write("\n", "stderr")
 
     def load_end(self, e: Engine, gib: float, seconds: float) -> None:
         quant = "quant=fp8, fmt=e4m3, " if "fp8" in e.args.model.lower() else ""

@@ -65,10 +65,10 @@ class Ctx:
     """False once the client has gone (a follower stops then)."""
 
     def out(self, text: str) -> None:
-        self.out_sink.write(text.encode())
+        self.out_sink.write(text.encode("utf-8", "surrogateescape"))
 
     def err(self, text: str) -> None:
-        self.err_sink.write(text.encode())
+        self.err_sink.write(text.encode("utf-8", "surrogateescape"))
 
 
 Command = Callable[[Ctx], Awaitable[int]]

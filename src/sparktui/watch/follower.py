@@ -8,7 +8,11 @@ into lines:
 
 - partial lines are held until their newline; a line longer than
   ``max_line_bytes`` is cut there (the rest up to the newline is dropped), so
-  no buffer grows without bound;
+  no buffer grows without bound, except a line of tqdm redraws (``\\r``),
+  which keeps its latest redraws (what a terminal shows) instead;
+- docker's pieces of a long line are joined (see below); a held line's
+  latest complete redraw is delivered ahead of its newline as an
+  :class:`OpenLine` (container logs only);
 - bytes are decoded per line with ``errors="replace"`` (invalid UTF-8 or a
   multi-byte character split across chunks never raises);
 - when the stream drops while the container still runs, the follower
@@ -27,6 +31,31 @@ into lines:
   which rank failed first.
 
 Lines are delivered in batches (one per chunk) to keep ingest fast.
+
+What ``docker logs --timestamps`` prints of a line that has no newline yet
+(moby, read in its source; docs/DIALECTS.md "What docker prints of a bar"):
+the log copier (``daemon/logger/copier.go``, ``copySrc``) reads the
+container's stdout and stderr (one copier each) into a 16 KiB buffer
+(``defaultBufSize = 16 * 1024``) and logs one message per ``\\n``; only when
+the buffer is full with no ``\\n`` in it does it log those 16 KiB as a
+*partial* message, and every piece of that line, the last (ended by the
+``\\n``) included, carries the first piece's timestamp (``partialTS``). The
+json-file and local drivers store the pieces without a newline (jsonfilelog
+``marshalMessage``, local ``decodeLogEntry``: ``\\n`` only when not partial or
+the last), and ``docker logs`` writes every message with its own timestamp
+prefix (api/server/httputils/write_log_stream.go ``WriteLogStream``). So:
+
+- a tqdm bar shorter than 16 KiB (SGLang's shard bar, ~90 bytes a redraw:
+  under ~180 shards) prints nothing until it closes, then one line
+  ``TS \\rredraw\\r...\\rlast\\n``; nothing can be read of it sooner;
+- a longer one prints ``TS <16 KiB>`` as each piece fills, then
+  ``TS <16 KiB>`` again (the same TS, no newline between them) ... and the
+  rest with the newline: one physical line with the stamp repeated every
+  16 KiB (docker/cli#4941, moby/moby#37681, both open). The follower drops
+  the repeated stamps (:func:`_joined`): one line, one stamp, so ``--since``
+  (inclusive: a resume gets every piece again) and the skip count work on
+  whole lines. A piece held when a stream drops is not a line: it is read
+  again, whole, on the resume.
 """
 
 from __future__ import annotations
@@ -44,6 +73,10 @@ from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import parse_timestamp
 
 MAX_LINE_BYTES = 64 * 1024
+PIECE_BYTES = 16 * 1024
+"""docker's log copier's buffer (moby ``daemon/logger/copier.go``
+``defaultBufSize``): a line longer than this, and only such a line, can hold
+the stamps docker repeats before each of its pieces."""
 BACKOFF_S = (1.0, 2.0, 4.0, 8.0, 16.0)
 INSPECT_TIMEOUT_S = 10.0
 CATCH_UP_TIMEOUT_S = 5.0
@@ -72,6 +105,14 @@ class LogLine:
     @property
     def raw(self) -> str:
         return f"{self.ts} {self.text}" if self.ts else self.text
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLine(LogLine):
+    """A line still held, its newline not come (docker's 16 KiB pieces of a
+    long tqdm bar): its text as far as its latest complete ``\\r`` redraw.
+    Not a line of the log: the whole line follows (a LogLine, the same
+    ``ts``) when its newline comes; read it for progress only."""
 
 
 # LogLine(rank, ts, text, truncated) in a quarter of the time (the frozen
@@ -113,6 +154,14 @@ def journal_command(resume_from: str | None) -> str:
     return f"journalctl -b -f -o short-iso-precise --no-pager -n {n} {JOURNAL_MATCHES} 2>&1"
 
 
+def _joined(prefix: bytes, body: bytes) -> bytes:
+    """``body`` without the stamps docker wrote before each piece after the
+    first (``prefix``: the line's own ``TS ``, which every piece carries,
+    copier.go ``partialTS``). A line's exact nanosecond stamp recurring in
+    its own text can only be such a prefix."""
+    return body.replace(prefix, b"") if prefix in body else body
+
+
 def _ts_key(ts: bytes) -> tuple[bytes, int] | None:
     """Sortable key of a docker timestamp: (seconds text, nanoseconds).
 
@@ -140,11 +189,13 @@ class LogFollower:
         max_line_bytes: int = MAX_LINE_BYTES,
         backoff_s: tuple[float, ...] = BACKOFF_S,
         name: str = "",
+        redraws: bool = False,
     ) -> None:
         """``command(resume_from)`` builds the remote command; ``resume_from``
         is None at first, then the last timestamp delivered. ``still_running``
         tells a dropped stream (resume) from an ended source (stop); without
-        it, an ended stream ends the follow."""
+        it, an ended stream ends the follow. ``redraws``: deliver a held
+        line's latest redraw as an :class:`OpenLine`."""
         self.source = source
         self.command_for = command
         self.rank = rank
@@ -153,6 +204,17 @@ class LogFollower:
         self.still_running = still_running
         self.clock = clock or SystemClock()
         self.max_line_bytes = max_line_bytes
+        self._fast_max = min(max_line_bytes, PIECE_BYTES)
+        """The longest line the whole-chunk split takes (a longer one may hold
+        docker's repeated stamps: :meth:`_line` joins it)."""
+        self.redraws = redraws
+        self._cut = False
+        """The held line was shortened to its latest redraws (:meth:`_redraws`)."""
+        self._redrawn: bytes | None = None
+        """The redraw last delivered as an OpenLine."""
+        self._tail: list[LogLine] = []
+        """The last stream's unterminated end, delivered only when the follow
+        ends (a resume reads it again, whole)."""
         self.backoff_s = backoff_s
         self.reconnects = 0
         self.lines_seen = 0
@@ -191,7 +253,8 @@ class LogFollower:
             return docker_logs_command(container, follow=False, tail=tail, since=since)
 
         follower = cls(source, command, rank, follow=follow, still_running=still_running,
-                       clock=clock, max_line_bytes=max_line_bytes, name=container)
+                       clock=clock, max_line_bytes=max_line_bytes, name=container,
+                       redraws=follow)
         follower.catch_up_command = once
         return follower
 
@@ -218,6 +281,7 @@ class LogFollower:
         return parse_timestamp(self._since())
 
     async def lines(self) -> AsyncIterator[LogLine]:
+        """Every line of :meth:`batches` (OpenLines among them with ``redraws``)."""
         async for batch in self.batches():
             for line in batch:
                 yield line
@@ -235,10 +299,14 @@ class LogFollower:
             else:
                 if not self.follow or self.still_running is None:
                     self.ended = True
+                    if self._tail:
+                        yield self._end()
                     return
                 if not await self._running():
                     if drained:
                         self.ended = True
+                        if self._tail:
+                            yield self._end()
                         return
                     # one more read from the last line: the stream may have been
                     # cut before the container wrote its last lines and exited
@@ -258,6 +326,12 @@ class LogFollower:
             self.last_error = exc.message
             return True  # cannot tell: keep trying to follow
 
+    def _end(self) -> list[LogLine]:
+        """The log's unterminated end, now that the follow ends."""
+        tail, self._tail = self._tail, []
+        self._remember(tail)
+        return tail
+
     async def catch_up(self, runner: CommandRunner,
                        timeout: float = CATCH_UP_TIMEOUT_S) -> list[LogLine]:
         """The lines the log holds beyond the last delivered one, read without
@@ -273,10 +347,12 @@ class LogFollower:
             raise RemoteError(self.name, cmd, f"exit {status}: {text.strip()[:200]}")
         skip = self._cursor()
         out = []
-        for raw in text.encode("utf-8", "surrogateescape").split(b"\n"):
+        raws = text.encode("utf-8", "surrogateescape").split(b"\n")
+        raws.pop()  # unterminated: docker's pieces of a line not written to its end
+        for raw in raws:
             if not raw:
                 continue
-            line = self._line(raw[: self.max_line_bytes], len(raw) > self.max_line_bytes)
+            line = self._line(*self._bounded(raw))
             skip, dup = self._dropped(line, skip)
             if not dup:
                 out.append(line)
@@ -307,23 +383,27 @@ class LogFollower:
 
     async def _one_stream(self) -> AsyncIterator[list[LogLine]]:
         self._skip = self._cursor()
+        self._cut, self._tail = False, []
         pending = bytearray()
         dropping = False
         stream = self.source.stream(self.command())
         try:
             async for chunk in stream:
                 out = None
-                if not dropping and self._skip is None:
+                if not dropping and self._skip is None and not self._cut:
                     out = self._whole_lines(pending, chunk)
                 if out is None:
                     out, dropping = self._split(pending, chunk, dropping)
                 if out:
                     self._remember(out)
+                if self.redraws and not dropping and b"\r" in pending:
+                    redraw = self._open(pending)
+                    if redraw is not None:
+                        out.append(redraw)
+                if out:
                     yield out
             if pending and not dropping:
-                tail = [self._line(bytes(pending), False)]
-                self._remember(tail)
-                yield tail
+                self._tail = [self._line(bytes(pending), self._cut)]
         finally:
             aclose = getattr(stream, "aclose", None)
             if aclose is not None:
@@ -341,7 +421,7 @@ class LogFollower:
             return None
         text = head.decode("ascii")
         texts = text.split("\n")
-        if max(map(len, texts)) > self.max_line_bytes:
+        if max(map(len, texts)) > self._fast_max:
             return None
         pending.clear()
         pending += chunk[nl + 1:]
@@ -370,8 +450,9 @@ class LogFollower:
     def _split(self, pending: bytearray, chunk: bytes, dropping: bool
                ) -> tuple[list[LogLine], bool]:
         """The lines a chunk completes, one at a time: a partial line is held
-        in ``pending``, one beyond the limit cut (the rest of it dropped: the
-        flag returned), lines already delivered skipped."""
+        in ``pending``, one beyond the limit shortened to its latest redraws
+        or cut (the rest of it dropped: the flag returned), lines already
+        delivered skipped."""
         out: list[LogLine] = []
         parts = chunk.split(b"\n")
         for i, part in enumerate(parts):
@@ -383,9 +464,14 @@ class LogFollower:
             if last:
                 pending += part
                 if len(pending) > self.max_line_bytes:
-                    out.append(self._line(bytes(pending[: self.max_line_bytes]), True))
-                    pending.clear()
-                    dropping = True
+                    short = self._redraws(pending)
+                    if short is not None:
+                        pending[:] = short
+                        self._cut = True
+                    else:
+                        out.append(self._line(bytes(pending[: self.max_line_bytes]), True))
+                        pending.clear()
+                        self._cut, dropping = False, True
                 continue
             if pending:
                 pending += part
@@ -393,14 +479,50 @@ class LogFollower:
                 pending.clear()
             else:
                 raw = part
-            truncated = len(raw) > self.max_line_bytes
-            if truncated:
-                raw = raw[: self.max_line_bytes]
+            raw, truncated = self._bounded(raw)
+            truncated |= self._cut
+            self._cut = False
             line = self._line(raw, truncated)
             self._skip, dup = self._dropped(line, self._skip)
             if not dup:
                 out.append(line)
         return out, dropping
+
+    def _bounded(self, raw: bytes) -> tuple[bytes, bool]:
+        """A whole line within the limit: shortened to its latest redraws, or
+        cut; and whether it was."""
+        if len(raw) <= self.max_line_bytes:
+            return raw, False
+        short = self._redraws(raw)
+        return (raw[: self.max_line_bytes] if short is None else short), True
+
+    def _redraws(self, raw: bytes | bytearray) -> bytes | None:
+        """A line of tqdm redraws beyond the limit, shortened to its stamp and
+        its latest redraws: from the first ``\\r`` in its last half-limit
+        (a line's own trailing ``\\r`` aside) to its end. What a terminal
+        shows of it is kept (core/logsig ``clean`` reads the last redraw);
+        None for a line with no ``\\r`` there (it is cut instead)."""
+        keep = self.max_line_bytes // 2
+        end = len(raw) - 1 if raw.endswith(b"\r") else len(raw)
+        cr = raw.find(b"\r", len(raw) - keep, end)
+        if cr < 0:
+            return None
+        sp = raw.find(b" ", 0, 37)
+        head = raw[:sp + 1] if 20 <= sp and raw[4:5] == b"-" and raw[10:11] == b"T" else b""
+        short = bytes(head) + bytes(raw[cr:])
+        return short if len(short) <= self.max_line_bytes else None
+
+    def _open(self, pending: bytearray) -> OpenLine | None:
+        """The held line as far as its latest complete redraw (the ``\\r``
+        that begins the next ends it), when that redraw is new."""
+        cr = pending.rfind(b"\r")
+        start = pending.rfind(b"\r", 0, cr) + 1
+        redraw = bytes(pending[start:cr])
+        if not redraw.strip() or redraw == self._redrawn:
+            return None
+        self._redrawn = redraw
+        line = self._line(bytes(pending[:cr]), self._cut)
+        return OpenLine(line.rank, line.ts, line.text, line.truncated)
 
     def _line(self, raw: bytes, truncated: bool) -> LogLine:
         if raw.endswith(b"\r"):
@@ -408,7 +530,10 @@ class LogFollower:
         sp = raw.find(b" ")
         if 20 <= sp <= 36 and raw[4:5] == b"-" and raw[10:11] == b"T":
             ts = raw[:sp].decode("utf-8", "replace")
-            text = raw[sp + 1:].decode("utf-8", "replace")
+            body = raw[sp + 1:]
+            if truncated or len(body) > PIECE_BYTES:
+                body = _joined(raw[:sp + 1], body)
+            text = body.decode("utf-8", "replace")
         else:
             ts, text = None, raw.decode("utf-8", "replace")
         return LogLine(self.rank, ts, text, truncated)
