@@ -23,7 +23,14 @@ from ..core.recipe import Recipe
 from ..core.recipe_load import load_recipe
 from ..ops.journal import Journal
 from ..ops.stop_intents import StopIntents
-from ..watch.lane import LaneEvent, LaneWatcher, LinesArrived, MemoryRead, PhaseChanged
+from ..watch.lane import (
+    BarRedrawn,
+    LaneEvent,
+    LaneWatcher,
+    LinesArrived,
+    MemoryRead,
+    PhaseChanged,
+)
 from ..watch.oom import OomWatch, lane_load_plan
 from ..watch.readiness import Outcome, WaitResult, discover_lane
 from .common import load
@@ -139,7 +146,7 @@ def _phase_printer(watch: LaneWatcher) -> Callable[[LaneEvent], None]:
     last: list[tuple[Phase, int] | None] = [None]
 
     def on_event(event: LaneEvent) -> None:
-        if not isinstance(event, LinesArrived | PhaseChanged):
+        if not isinstance(event, LinesArrived | PhaseChanged | BarRedrawn):
             return
         tr = watch.tracker
         if tr.phase is Phase.FAILED:

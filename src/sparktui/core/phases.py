@@ -239,6 +239,18 @@ class PhaseTracker:
             st.read_at, st.read_ts = now, last_ts
         return out
 
+    def feed_redraw(self, rank: int, text: str, now: float, ts: str | None) -> bool:
+        """The latest redraw of a load bar whose line is still open (the
+        follower's OpenLine: docker logged a 16 KiB piece of it): its load
+        progress, nothing else. Not a line: not counted, not kept as context,
+        not read for time; the whole line follows. True when it was a bar's."""
+        ev = classify(text)
+        if ev is None or self.failure is not None or not (
+                ev.kind is _SHARD or ev.kind is _BYTES or ev.kind is _TENSORS):
+            return False
+        self._apply(rank, self._rank(rank), ev, ts, now, body=text)
+        return True
+
     def _after_failure(self, rank: int, st: _Rank, body: str, ts: str | None,
                        ev: LogEvent | None) -> LogEvent | None:
         f = self.failure

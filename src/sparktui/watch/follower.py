@@ -508,7 +508,7 @@ class LogFollower:
         if cr < 0:
             return None
         sp = raw.find(b" ", 0, 37)
-        head = raw[:sp + 1] if 20 <= sp and raw[4:5] == b"-" and raw[10:11] == b"T" else b""
+        head = raw[:sp + 1] if sp >= 20 and raw[4:5] == b"-" and raw[10:11] == b"T" else b""
         short = bytes(head) + bytes(raw[cr:])
         return short if len(short) <= self.max_line_bytes else None
 
@@ -518,10 +518,12 @@ class LogFollower:
         cr = pending.rfind(b"\r")
         start = pending.rfind(b"\r", 0, cr) + 1
         redraw = bytes(pending[start:cr])
-        if not redraw.strip() or redraw == self._redrawn:
+        if redraw == self._redrawn:
             return None
         self._redrawn = redraw
         line = self._line(bytes(pending[:cr]), self._cut)
+        if not line.text.strip():  # only the stamp before the first redraw
+            return None
         return OpenLine(line.rank, line.ts, line.text, line.truncated)
 
     def _line(self, raw: bytes, truncated: bool) -> LogLine:

@@ -65,7 +65,11 @@ from sparktui.watch import lane_endpoint, lane_fatal, lane_reads
 from sparktui.watch.follower import (
     LogFollower,
     LogLine,
+    OpenLine,
     running_check,
+)
+from sparktui.watch.lane_model import (
+    BarRedrawn as BarRedrawn,
 )
 from sparktui.watch.lane_model import (
     EndpointChecked as EndpointChecked,
@@ -428,6 +432,23 @@ class LaneWatcher:
         self._after_feed()
 
     async def _ingest(self, st: RankState, batch: Sequence[LogLine]) -> None:
+        """A batch's lines; a held line's redraw ending it (an OpenLine) is
+        load progress only: no line of the log, nor of its buffer."""
+        if batch and isinstance(batch[-1], OpenLine):
+            if len(batch) > 1:
+                await self._ingest_lines(st, batch[:-1])
+            self._redrawn(st, batch[-1])
+        else:
+            await self._ingest_lines(st, batch)
+
+    def _redrawn(self, st: RankState, line: OpenLine) -> None:
+        if self.stopping_since is not None:
+            return  # a lane going down loads nothing
+        if self.tracker.feed_redraw(st.rc.rank, line.text, self.clock.monotonic(), line.ts):
+            self._emit(BarRedrawn(self.lane, st.rc.rank, st.rc.node))
+            self._after_feed()
+
+    async def _ingest_lines(self, st: RankState, batch: Sequence[LogLine]) -> None:
         rank = st.rc.rank
         tr = self.tracker
         st.busy = True

@@ -54,6 +54,15 @@ class LinesArrived(LaneEvent):
 
 
 @dataclass(frozen=True)
+class BarRedrawn(LaneEvent):
+    """A load bar's redraw read before its line ended (watch/follower.OpenLine):
+    the tracker's load progress moved."""
+
+    rank: int
+    node: str
+
+
+@dataclass(frozen=True)
 class FatalDecided(LaneEvent):
     failure: Failure
 
