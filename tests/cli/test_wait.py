@@ -7,9 +7,11 @@ import argparse
 import pytest
 
 from sparktui.cli.main import build_parser
-from sparktui.cli.wait_cmd import EXIT, describe, parse_duration
+from sparktui.cli.wait_cmd import EXIT, _phase_printer, describe, parse_duration
 from sparktui.core.failure import Failure
 from sparktui.core.logsig import Kind, Phase
+from sparktui.core.phases import PhaseTracker
+from sparktui.watch.lane import BarRedrawn
 from sparktui.watch.readiness import Outcome, WaitResult
 
 
@@ -72,3 +74,20 @@ def test_describe_failed_with_cause() -> None:
     text = describe(result(Outcome.FAILED, failure=f))
     assert text.splitlines()[:2] == ["m: failed on rank 0: EngineCore failed to start.",
                                      "    cause: ValueError: To serve at least one request ..."]
+
+
+def test_a_held_bars_redraw_prints_the_load_at_each_further_tenth(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A bar's redraw read before its line ends (watch/lane.BarRedrawn) moves
+    the printed load as a line would."""
+    tracker = PhaseTracker("m", stall_after_s=600.0, start=0.0)
+    watch = argparse.Namespace(tracker=tracker, clock=argparse.Namespace(monotonic=lambda: 60.0))
+    printer = _phase_printer(watch)  # type: ignore[arg-type]
+    for n in (0, 1000, 1200, 4000):
+        assert tracker.feed_redraw(0, f"\rLoading safetensors using InstantTensor: "
+                                   f"{n // 90:3d}% Completed | {n}/9000 [00:10<09:50, 15.00it/s]",
+                                   float(n), "2026-12-02T01:03:03.202000000Z")
+        printer(BarRedrawn("m", 0, "dgx1"))
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("tensor ")[1].split(" ")[0] for line in out] == ["0/9000", "1000/9000",
+                                                                         "4000/9000"]

@@ -99,7 +99,8 @@ class LogLine:
     ts: str | None
     """docker's RFC 3339 timestamp, None when the line had none."""
     text: str
-    """The line without timestamp and newline (``\\r`` and ANSI codes kept)."""
+    """The line without timestamp and newline (``\\r`` and ANSI codes kept;
+    the stamps docker repeats before the pieces of a long line dropped)."""
     truncated: bool = False
 
     @property
