@@ -27,8 +27,12 @@ NEXT_STEP: dict[Kind, str] = {
     Kind.PAGE_SIZE_ASSERT: "the KV cache dtype or block size does not fit this model's "
                            "hybrid layers: change kv_cache_dtype or block_size, re-serve",
     Kind.CONTAINER_EXIT: "read that rank's last lines; exit 137 is a SIGKILL, an OOM only if "
-                         "its node's kernel journal shows the oom-killer or MemAvailable hit "
-                         "zero (SGLang kills its own tree after a Python error)",
+                         "its node's kernel journal shows the oom-killer killing its container "
+                         "(none was found there, unless it was not read: SGLang kills its own "
+                         "tree after a Python error)",
+    Kind.KERNEL_OOM_KILL: "the node ran out of memory: stop the lane (x); lower "
+                          "gpu_memory_utilization or the KV pin, or serve on more nodes (fit "
+                          "shows the envelope); check the node answers before re-serving (R)",
     Kind.PORT_TAKEN: "another server holds the lane's port: stop this lane (x), then serve "
                      "it on a free port or stop the other lane",
 }

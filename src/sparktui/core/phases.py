@@ -279,10 +279,18 @@ class PhaseTracker:
     def feed_event(self, rank: int, ev: LogEvent, now: float, ts: str | None = None) -> None:
         """An event that did not come from a log line (e.g. a container exit,
         ``ts`` its FinishedAt): it is the lane's failure unless an earlier
-        fatal line of any rank is known."""
+        fatal line of any rank is known; after a generic fatal line of the same
+        rank, it is that line's cause when it says why better (`cause_rank`)."""
         f = self.failure
         if f is not None and ev.fatal and rank != f.rank and earlier(ts, None, None, f):
             self.failure = Failure(rank, ev.kind, ev.text, ts, tuple(self._rank(rank).recent))
+            return
+        if f is not None and rank == f.rank and f.kind in GENERIC_FATAL \
+                and (better := cause_rank(ev)) > f.cause_rank:
+            # the rank's generic line ("Engine core proc died unexpectedly") said
+            # that it died; evidence from outside its log (the kernel's OOM kill
+            # of its container, core/oomkill.py) says why
+            self.failure = replace(f, cause=ev.text, cause_rank=better, cause_kind=ev.kind)
             return
         self._apply(rank, self._rank(rank), ev, ts, now)
 

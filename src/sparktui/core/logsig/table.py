@@ -344,8 +344,9 @@ def container_exit(exit_code: int, oom_killed: bool = False) -> LogEvent:
     Any exit of an engine container is fatal for its lane; 137 means SIGKILL,
     which is not by itself evidence of OOM: SGLang SIGKILLs its own process
     tree after a plain Python error (``kill_process_tree``), and ``docker rm
-    -f`` kills too. Only ``OOMKilled`` (or the kernel's oom-killer lines and
-    MemAvailable, read elsewhere) say memory.
+    -f`` kills too. Only ``OOMKilled`` says memory here; the kernel's OOM kill
+    of a process of the container (core/oomkill.py, read at the exit by
+    watch/lane_oom.py) makes another event, ``oomkill.oom_exit``.
     """
     why = "killed (SIGKILL)" if exit_code == 137 else f"exited with code {exit_code}"
     if oom_killed:
