@@ -3,6 +3,7 @@ journalctl, with GNU coreutils' and systemd's exact output and errors."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from .fs import ENOENT, FsError
@@ -12,6 +13,9 @@ from .shell import Command, Ctx
 if TYPE_CHECKING:
     from .cluster import Sim
     from .node import Node
+
+_EPOCH = re.compile(r"@\d+(?:\.\d+)?")
+"""journalctl --since's "@" form (seconds since the epoch)."""
 
 
 def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
@@ -131,7 +135,16 @@ def node_commands(sim: Sim, node: Node) -> dict[str, Command]:
         if isinstance(wanted, str):
             ctx.err(f"{wanted}\n")
             return 1
-        entries = [e for e in node.journal.entries if wanted(e)]
+        since = float("-inf")
+        if "--since" in args:
+            # systemd.time(7): "@" and seconds since the epoch; other forms are not simulated
+            i = args.index("--since")
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if not _EPOCH.fullmatch(value):
+                ctx.err(f"Failed to parse timestamp: {value}\n")
+                return 1
+            since = float(value[1:])
+        entries = [e for e in node.journal.entries if wanted(e) and e.t >= since]
         shown = entries if n is None else entries[-n:] if n else []
         if not shown and not follow:
             ctx.out("-- No entries --\n")
