@@ -55,13 +55,12 @@ from sparktui.core.logsig import (
     LogEvent,
     Phase,
     classify,
-    container_exit,
     parse_timestamp,
 )
 from sparktui.core.memload import MemoryLoad
 from sparktui.core.phases import PhaseTracker
 from sparktui.core.state import NodeSnapshot
-from sparktui.watch import lane_endpoint, lane_fatal, lane_reads
+from sparktui.watch import lane_endpoint, lane_fatal, lane_oom, lane_reads
 from sparktui.watch.follower import (
     LogFollower,
     LogLine,
@@ -420,15 +419,19 @@ class LaneWatcher:
             return  # read once while it runs (or cannot tell): not an exit
         code = facts.exit_code if facts else None
         oom = facts.oom_killed if facts else False
+        finished = facts.finished if facts else None
         self._learn_stop(facts.started if facts else None)
+        # read (the kernel's word with it) before the rank counts as ended: the
+        # fatal decision waits for a pending exit, not for what follows it
+        exited = None if self._exit_ours(finished) else await lane_oom.exit_event(
+            self, st, facts)
         st.ended = True
         self.ended_at = self.clock.time()
         self._emit(RankExited(self.lane, rc.rank, rc.node, code, oom))
-        if self._exit_ours(facts.finished if facts else None):
+        if exited is None or self._exit_ours(finished):
             self._stop_seen()
             return
-        self.tracker.feed_event(rc.rank, container_exit(code if code is not None else -1, oom),
-                                self.clock.monotonic(), facts.finished if facts else None)
+        self.tracker.feed_event(rc.rank, exited[0], self.clock.monotonic(), exited[1])
         self._after_feed()
 
     async def _ingest(self, st: RankState, batch: Sequence[LogLine]) -> None:

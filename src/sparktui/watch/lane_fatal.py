@@ -14,9 +14,7 @@ from typing import TYPE_CHECKING
 from sparktui.core.clock import within
 from sparktui.core.errors import RemoteError
 from sparktui.core.failure import GENERIC_FATAL
-from sparktui.core.logsig import (
-    container_exit,
-)
+from sparktui.watch import lane_oom
 from sparktui.watch.follower import (
     CATCH_UP_TIMEOUT_S,
     LogFollower,
@@ -60,6 +58,10 @@ async def decide(w: LaneWatcher) -> None:
         await read_past_failure(w)
         failure = w.tracker.failure
         assert failure is not None
+        if failure.why in GENERIC_FATAL:  # that it died, not why: the kernel may know
+            await lane_oom.explain(w, failure)
+            failure = w.tracker.failure
+            assert failure is not None
         w._decided = failure
         w._emit(FatalDecided(w.lane, failure))
         w._port_taken = await holders
@@ -129,9 +131,8 @@ async def catch_up(w: LaneWatcher, st: RankState) -> None:
         if facts is not None and not facts.running:
             w._learn_stop(facts.started)  # a stop's exit is the stop's, not a death
         if facts is not None and not facts.running and not w._exit_ours(facts.finished):
-            code = facts.exit_code if facts.exit_code is not None else -1
-            w.tracker.feed_event(st.rc.rank, container_exit(code, facts.oom_killed),
-                                 w.clock.monotonic(), facts.finished)
+            event, at = await lane_oom.exit_event(w, st, facts)
+            w.tracker.feed_event(st.rc.rank, event, w.clock.monotonic(), at)
 
 
 async def bounded_catch_up(w: LaneWatcher, follower: LogFollower, node: str) -> list[LogLine]:

@@ -4,8 +4,9 @@ end), its verdicts, and the state it keeps per rank."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -14,6 +15,7 @@ from sparktui.core.logsig import (
     LogEvent,
     Phase,
 )
+from sparktui.core.oomkill import OomKill
 from sparktui.watch.follower import (
     LogFollower,
     LogLine,
@@ -121,6 +123,14 @@ class RankState:
     unreadable: str = ""
     pid: int | None = None
     """The container's main process on its node (for its engine's I/O)."""
+    oom_kill: OomKill | None = None
+    """The kernel's OOM kill of a process of this container, once found
+    (watch/lane_oom.py): not looked for again."""
+    exit: tuple[LogEvent, str | None] | None = None
+    """The container's exit as the watch reads it (the event, its time), once read."""
+    exit_read: asyncio.Lock = field(default_factory=asyncio.Lock)
+    """Held while the rank's exit is read (its kernel journal with it): the
+    stream's end and a catch-up may learn the same exit at once."""
 
 
 def rfc3339(epoch: float) -> str:

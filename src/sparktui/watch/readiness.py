@@ -154,6 +154,8 @@ class ContainerFacts:
     """The names ``/v1/models`` will list for it (from its engine arguments)."""
     pid: int | None = None
     """The container's main process on the node (State.Pid) while it runs."""
+    id: str | None = None
+    """The container's full id (``Id``): its cgroup's name on the node."""
 
 
 ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -210,6 +212,7 @@ async def inspect_container(link: NodeLink, container: str) -> ContainerFacts | 
         served_models=served_models([str(a) for a in args or []]),
         pid=pid if isinstance(pid := state.get("Pid"), int) and pid > 0
         and state.get("Running") else None,
+        id=cid if isinstance(cid := obj.get("Id"), str) and cid else None,
     )
 
 
