@@ -91,6 +91,12 @@ SHOTS = (
     Shot("incident-160x48", WIDE, "the incident in every pane"),
 )
 NAMES = tuple(s.name for s in SHOTS)
+SETTLE_TRIES = 20
+"""A shot is the screen once two exports in a row agree. Textual's
+``Pilot.pause`` waits for CPU idle, at most a second, and a DataTable
+measures its columns on its own Idle message: on a loaded host a shot taken
+after one pause caught the Lanes' Phase column still as wide as `loading
+weights` (5 of 9 demo nights beside two CPU hogs)."""
 TERMINAL_ID = re.compile(r"terminal-\d+")
 """Rich names an SVG's styles after a hash of its own text (export_svg's
 unique_id); two renders of one screen share it, so only a screen's own
@@ -141,8 +147,15 @@ async def shoot(pilot: Pilot, shots: dict[str, str], name: str) -> None:
         await pilot.resize_terminal(*shot.size)
     await pilot.pause()
     await pilot.wait_for_scheduled_animations()
-    await pilot.pause()
-    shots[name] = pilot.app.export_screenshot(title=f"sparktui demo — {name}")
+    svg = ""
+    for _ in range(SETTLE_TRIES):
+        await pilot.pause()
+        before, svg = svg, pilot.app.export_screenshot(title=f"sparktui demo — {name}")
+        if svg == before:
+            break
+    else:
+        raise AssertionError(f"{name}: the screen did not settle in {SETTLE_TRIES} pauses")
+    shots[name] = svg
 
 
 async def select_node(pilot: Pilot, c: SimConsole, node: str) -> None:
