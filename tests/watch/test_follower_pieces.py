@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
-from itertools import pairwise
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_follower_chunks import cut
 
 from sparktui.core.errors import RemoteError
 from sparktui.core.logsig import message_of
@@ -54,11 +54,6 @@ class Chunks:
         chunks, self.chunks = self.chunks, []
         for chunk in chunks:
             yield chunk
-
-
-def cut(data: bytes, cuts: list[int]) -> list[bytes]:
-    at = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in pairwise(at)]
 
 
 def followed(chunks: list[bytes], *, follow: bool = False, limit: int = 64 * 1024

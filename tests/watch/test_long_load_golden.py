@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator
-from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -24,6 +22,7 @@ from hypothesis import strategies as st
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the fixtures
 sys.path.insert(0, str(Path(__file__).parent))
+from test_follower_chunks import Chunks, cut
 from test_readiness import FakeNode, FastClock, labels, until
 
 from fixtures.dialects import build_transcripts
@@ -70,20 +69,6 @@ def test_docker_printed_the_bar_in_pieces_under_its_first_stamp() -> None:
     # the first piece's stamp: when its 16 KiB had been written, minutes before the close
     load_end = next(line for line in printed().split(b"\n") if b"Load weight end." in line)
     assert ts.decode() < load_end.decode()[:31]
-
-
-class Chunks:
-    def __init__(self, chunks: list[bytes]) -> None:
-        self.chunks = chunks
-
-    async def stream(self, cmd: str) -> AsyncIterator[bytes]:
-        for chunk in self.chunks:
-            yield chunk
-
-
-def cut(data: bytes, cuts: list[int]) -> list[bytes]:
-    at = sorted({c % (len(data) + 1) for c in cuts} | {0, len(data)})
-    return [data[a:b] for a, b in pairwise(at)]
 
 
 @settings(max_examples=30, deadline=None)
