@@ -9,6 +9,7 @@ skipped and counted, never a traceback (mutations of valid lines included)."""
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import zlib
 from pathlib import Path
@@ -31,9 +32,11 @@ from sparktui.service.events import (
 from sparktui.service.recorded import Damage, open_sessions, read_recording
 from sparktui.service.recording import Recorder
 from sparktui.service.replay import ReplaySource
+from sparktui.watch.follower import LogLine
 
 from ..conftest import SHIPPED_CONFIG
-from .test_recording import Clock, events, sampled
+from .test_recording import Clock, decompressed, events, opened, sampled, without_index
+from .test_recording_damage import FullDisk, run_night
 
 T0 = 1_764_450_000.0
 
@@ -245,3 +248,79 @@ def test_a_missing_field_takes_its_default_or_the_line_is_counted(tmp_path: Path
     assert [e for _, e in read_recording(path, damage)] == [
         AlertRaised(Alert("k", "fatal", "x", ("boom",), "stop"))]
     assert damage.lines == 1
+
+
+def eventful_night(path: Path, monkeypatch: pytest.MonkeyPatch, cut_back: bool) -> int:
+    """Three runs into one night: one thinned, then stopped by its size bound;
+    one whose disk fills (the member undone, or left torn when ``cut_back``
+    fails; a gap line when it resumes); one whose clock overlaps the others'.
+    Returns the file's size after the first run."""
+    clock = Clock()
+    rec = Recorder(path, max_bytes=20_000, clock=clock)  # type: ignore[arg-type]
+    rec.open()
+    for i in range(3000):
+        clock.t = T0 + 2 * i
+        rec.write(sampled(clock.t, node=f"dgx{i % 3 + 5}"))
+        rec.write(LogLinesArrived("x", 1, (LogLine(1, None, f"line {i} " + "x" * 40),), i))
+        if i % 100 == 0:
+            rec.write(AlertRaised(Alert(f"a{i}", "thrash", "dgx6", (f"e{i}" * 50,), "r")))
+    rec.close()
+    assert rec.stopped
+    first = path.stat().st_size
+    disk = FullDisk(monkeypatch, cut_back=cut_back)
+    rec = Recorder(path, max_bytes=50_000_000, clock=clock)  # type: ignore[arg-type]
+    rec.open()
+    for full in (False, True, False):
+        rec.write(AlertRaised(Alert(f"mark{clock.t}", "t", "dgx6", (), "r")))  # flushes
+        rec._queue.put(None)  # the writer catches up before the disk changes
+        rec._thread.join()  # type: ignore[union-attr]
+        disk.full = full
+        rec._start_writer()
+        for _ in range(40):
+            clock.t += 1
+            rec.write(sampled(clock.t))
+    rec.close()
+    disk.full = False
+    clock.t = T0 + 30
+    run_night(path, clock, 60)
+    return first
+
+
+@pytest.mark.parametrize("cut_back", [True, False])
+def test_the_index_the_writer_kept_is_the_index_decompressing_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cut_back: bool) -> None:
+    path = tmp_path / "n.jsonl.gz"
+    first_run = eventful_night(path, monkeypatch, cut_back)
+    if cut_back:  # (a torn member stops gzip's own reader)
+        with gzip.open(path, "rt") as f:
+            text = f.read()
+        assert text.count('"session"') == 3 and '"end"' in text and '"gap"' in text
+    bare = without_index(path)
+    read = decompressed(monkeypatch)
+    from_index = opened(path)
+    if cut_back:
+        assert read == []  # every member from the index: nothing decompressed
+    else:  # the torn member breaks the chain: from there the members are decompressed
+        assert read and min(read) > first_run
+    read.clear()
+    assert from_index == opened(bare) and read
+    sessions, damage = from_index
+    assert len(sessions) == 3 and damage == Damage(pieces=0 if cut_back else 1)
+    first = sessions[0]
+    dgx5 = [t for t, kind, key in zip(*first[:3], strict=True)
+            if kind == "NodeSampled" and key == "dgx5"]
+    assert min(b - a for a, b in itertools.pairwise(dgx5)) < 30 <= max(
+        b - a for a, b in itertools.pairwise(dgx5))  # thinned
+    assert first[0][-1] < T0 + 2 * 2990  # and stopped
+    assert all(ev is not None for s in sessions for ev in s[4])
+
+
+def test_a_line_longer_than_the_bound_is_counted_from_the_index_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recorded, "MAX_LINE", 1000)  # a node sample's line is longer
+    path = tmp_path / "n.jsonl.gz"
+    night(path, 20)
+    read = decompressed(monkeypatch)
+    sessions, damage = opened(path)
+    assert read == [] and damage.lines == 60 and len(sessions[0][0]) == 2
+    assert opened(without_index(path)) == (sessions, damage)

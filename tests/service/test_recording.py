@@ -4,10 +4,17 @@ and a torn end (the console killed mid-write) reads back quietly."""
 
 from __future__ import annotations
 
+import errno
 import gzip
 import itertools
+import json
+import logging
+import os
+import shutil
 from pathlib import Path
 from types import MappingProxyType
+
+import pytest
 
 from sparktui.core.state import (
     ContainerInfo,
@@ -22,6 +29,7 @@ from sparktui.core.state import (
 )
 from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.ops.events import GuardsEvaluated, WorkflowFinished
+from sparktui.service import recorded, recording
 from sparktui.service.events import (
     Alert,
     AlertRaised,
@@ -31,10 +39,13 @@ from sparktui.service.events import (
     WorkflowProgressed,
 )
 from sparktui.service.lanes import LaneView
-from sparktui.service.recorded import read_recording
+from sparktui.service.recorded import Damage, open_sessions, read_recording
+from sparktui.service.recordindex import index_path
 from sparktui.service.recording import Recorder, night_path
 from sparktui.watch.follower import LogLine
 from sparktui.watch.readiness import RankContainer
+
+T0 = 1_764_450_000.0
 
 
 class Clock:
@@ -139,3 +150,118 @@ def test_size_bound_thins_then_keeps_the_incident_then_stops(tmp_path: Path) -> 
     times = [t for t, e in back if isinstance(e, NodeSampled) and e.snapshot.node == "dgx1"]
     gaps = [b - a for a, b in itertools.pairwise(times)]
     assert min(gaps) < 30 and max(gaps) >= 30  # every poll at first, then thinned
+
+
+def opened(path: Path) -> tuple[list[tuple[object, ...]], Damage]:
+    """A night's index, event for event (time, class, route, where its line
+    lies, the event decoded), and what was found damaged on the way."""
+    damage = Damage()
+    sessions = open_sessions(path, damage)
+    return [(s.times, s.kinds, s.keys, s._where, [s.event(i) for i in range(len(s))])
+            for s in sessions], damage
+
+
+def without_index(path: Path) -> Path:
+    """The same night's bytes with no index beside them."""
+    bare = path.with_name("bare-" + path.name)
+    shutil.copyfile(path, bare)
+    return bare
+
+
+def decompressed(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The member offsets of the lines the index reads by decompressing."""
+    read: list[int] = []
+    real = recorded._lines
+
+    def counting(f, damage, origin):  # type: ignore[no-untyped-def]
+        for line in real(f, damage, origin):
+            read.append(line[0])
+            yield line
+
+    monkeypatch.setattr(recorded, "_lines", counting)
+    return read
+
+
+def test_an_index_write_that_fails_stops_the_index_never_the_night(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    """The index is a cache: a write of it that fails is logged once, the
+    night is recorded whole, and the index vouches for what it held."""
+    caplog.set_level(logging.WARNING, logger="sparktui.service.recording")
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    rec = Recorder(path, max_bytes=50_000_000, clock=clock)  # type: ignore[arg-type]
+    real = recording.write_all
+    written = []
+
+    def write_all(fd: int, data: bytes) -> None:
+        if fd == rec._index_fd and len(written) >= 3:
+            os.write(fd, data[:10])  # torn, like a full disk leaves it
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if fd == rec._index_fd:
+            written.append(data)
+        real(fd, data)
+
+    monkeypatch.setattr(recording, "write_all", write_all)
+    rec.open()
+    for i in range(100):
+        clock.t += 1
+        rec.write(sampled(clock.t))
+        if i % 10 == 9:
+            rec.write(AlertRaised(Alert(f"a{i}", "thrash", "dgx6", ("x",), "r")))
+    rec.close()
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == ["recording index stopped"]
+    assert len(written) == 3 and rec._index_fd is None
+    read = decompressed(monkeypatch)
+    back = opened(path)
+    assert len(back[0][0][0]) == 110 and not back[1]
+    assert read and min(read) == json.loads(written[-1])["at"] + json.loads(written[-1])["n"]
+    assert back == opened(without_index(path))
+    torn = index_path(path).read_bytes()
+    monkeypatch.setattr(recording, "write_all", real)
+    rec.open()  # a next run: the index does not end where the night does, so none tonight
+    rec.write(sampled(clock.t + 1))
+    rec.close()
+    assert index_path(path).read_bytes() == torn and opened(path) == opened(without_index(path))
+
+
+def test_two_writers_on_one_night_leave_an_index_trusted_only_where_it_holds(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A console and a sentinel appending to one night at once: each record
+    names the offset its member really went to; where the other's member and
+    record came between one's member and its record, the chain breaks and
+    the reader decompresses from there."""
+    monkeypatch.setattr(Recorder, "_start_writer", lambda self: None)  # flushed by hand
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    a = Recorder(path, max_bytes=50_000_000, clock=clock)  # type: ignore[arg-type]
+    b = Recorder(path, max_bytes=50_000_000, clock=clock)  # type: ignore[arg-type]
+    a.open()
+    b.open()
+    between = {"at": 30}
+    a_index = a._index
+
+    def late_index(member: bytes, lines: list[bytes], metas: list[object]) -> None:
+        if clock.t == between["at"] + T0:  # b writes a member (and its record) first
+            b._flush(clock.t, force=True)
+        a_index(member, lines, metas)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(a, "_index", late_index)
+    for i in range(60):
+        clock.t = T0 + i + 1
+        for rec, node in ((a, "dgx1"), (b, "dgx2")):
+            rec._record(clock.t, sampled(clock.t, node=node))
+            if i % 5 == 4:
+                rec._flush(clock.t, force=True)
+    for rec in (a, b):
+        rec._flush(clock.t, force=True)
+        rec.close()
+    records = [json.loads(x) for x in index_path(path).read_bytes().splitlines()]
+    starts = sorted(r["at"] for r in records)
+    assert starts[0] == 0 and [r["at"] + r["n"] for r in sorted(records, key=lambda r: r["at"])] \
+        == [*starts[1:], path.stat().st_size]  # every member of either, where it went
+    read = decompressed(monkeypatch)
+    back = opened(path)
+    assert read and min(read) > 0  # the first members from the index, from b's early one on not
+    assert back == opened(without_index(path)) and not back[1]
+    assert sum(len(s[0]) for s in back[0]) == 120

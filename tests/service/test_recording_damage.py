@@ -17,15 +17,17 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from sparktui.service import recorded, recording
 from sparktui.service.events import Alert, AlertRaised, NodeSampled
-from sparktui.service.recorded import Damage, read_recording
+from sparktui.service.recorded import Damage, open_sessions, read_recording
+from sparktui.service.recordindex import index_path
 from sparktui.service.recording import Recorder, night_path
 
-from .test_recording import Clock, sampled
+from .test_recording import Clock, decompressed, opened, sampled, without_index
 
 
 def run_night(path: Path, clock: Clock, n: int) -> None:
@@ -150,6 +152,7 @@ def test_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
     finally:
         os.umask(old)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(index_path(path).stat().st_mode) == 0o600
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
 
 
@@ -171,6 +174,11 @@ def test_a_planted_symlink_is_not_followed(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         Recorder(path, max_bytes=1_000_000, clock=clock).open()  # type: ignore[arg-type]
     assert target.read_bytes() == b"keep" and list(elsewhere.iterdir()) == [target]
+    path.unlink()
+    index_path(path).symlink_to(target)  # the night's index: the night is recorded without it
+    run_night(path, clock, 20)
+    assert target.read_bytes() == b"keep" and index_path(path).is_symlink()
+    assert len(list(read_recording(path))) == 22
 
 
 def _hostile(path: Path, lines: list[str]) -> None:
@@ -275,3 +283,133 @@ def test_each_run_is_its_own_session_even_when_clocks_overlap(tmp_path: Path) ->
         lines = [x for x in f if '"session"' not in x]
     unmarked.write_bytes(gzip.compress("".join(lines).encode()))
     assert [len(s) for s in recorded.read_sessions(unmarked)] == [44, 44]
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in index_path(path).read_bytes().splitlines()]
+
+
+def _garble(idx: bytes) -> bytes:
+    lines = idx.splitlines(keepends=True)
+    lines[len(lines) // 2] = b'{"at": not json\n'
+    return b"".join(lines)
+
+
+def _off_by_one(idx: bytes) -> bytes:
+    lines = idx.splitlines(keepends=True)
+    data = json.loads(lines[3])
+    data["l"][1][-1] += 1  # a line's length: the lengths no longer add up to the member's
+    lines[3] = json.dumps(data).encode() + b"\n"
+    return b"".join(lines)
+
+
+def _past_the_file(idx: bytes) -> bytes:
+    lines = idx.splitlines(keepends=True)
+    data = json.loads(lines[5])
+    data["n"] += 1 << 30
+    lines[5] = json.dumps(data).encode() + b"\n"
+    return b"".join(lines)
+
+
+def _swapped(idx: bytes) -> bytes:
+    lines = idx.splitlines(keepends=True)
+    lines[2], lines[3] = lines[3], lines[2]
+    return b"".join(lines)
+
+
+SPOILED = {
+    "torn": lambda idx: idx[:len(idx) * 3 // 5],
+    "garbled": _garble,
+    "lengths that do not add up": _off_by_one,
+    "a member past the file": _past_the_file,
+    "out of order": _swapped,
+    "empty": lambda idx: b"",
+    "not json at all": lambda idx: b"\xff" * 1000,
+}
+
+
+@pytest.mark.parametrize("how", list(SPOILED))
+def test_a_spoiled_index_gives_the_night_no_index_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    run_night(path, clock, 100)
+    run_night(path, clock, 100)
+    bare = without_index(path)
+    idx = index_path(path)
+    idx.write_bytes(SPOILED[how](idx.read_bytes()))
+    read = decompressed(monkeypatch)
+    spoiled = opened(path)
+    assert read  # what the index could not vouch for was decompressed
+    assert spoiled == opened(bare) and not spoiled[1] and len(spoiled[0]) == 2
+
+
+@pytest.mark.parametrize("how", ["cut mid-member", "cut at a member", "another night's index"])
+def test_an_index_of_more_or_other_than_the_night_is_not_trusted_past_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    run_night(path, clock, 100)
+    if how == "another night's index":
+        other = tmp_path / "other.jsonl.gz"
+        elsewhen = Clock()
+        elsewhen.t += 0.5
+        run_night(other, elsewhen, 100)  # as many events, other times
+        os.replace(index_path(other), index_path(path))
+    else:
+        member = _records(path)[-3]
+        cut = member["at"] + (member["n"] - 10 if how == "cut mid-member" else 0)
+        with open(path, "r+b") as f:
+            f.truncate(cut)  # cut back by hand: the index still holds what was after
+    read = decompressed(monkeypatch)
+    back = opened(path)
+    assert bool(read) == (how != "cut at a member")
+    assert back == opened(without_index(path))
+    assert back[1] == Damage(torn_end=how == "cut mid-member")
+
+
+@pytest.mark.parametrize("planted", ["symlink", "fifo", "directory"])
+def test_an_index_that_is_not_a_regular_file_is_not_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, planted: str) -> None:
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    run_night(path, clock, 100)
+    idx = index_path(path)
+    good = tmp_path / "elsewhere.idx"
+    os.replace(idx, good)
+    if planted == "symlink":
+        idx.symlink_to(good)  # a good index there: read, it would spare the decompressing
+    elif planted == "fifo":
+        os.mkfifo(idx)  # opened for reading, it would block until a writer came
+    else:
+        idx.mkdir()
+    read = decompressed(monkeypatch)
+    back = opened(path)
+    assert read and back == opened(without_index(path))
+
+
+def test_a_damaged_piece_the_index_covers_is_found_when_decoded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+        ) -> None:
+    clock = Clock()
+    path = tmp_path / "n.jsonl.gz"
+    run_night(path, clock, 100)
+    first = list(read_recording(path))
+    records = _records(path)
+    hit = records[len(records) // 2]
+    data = bytearray(path.read_bytes())
+    data[hit["at"] + 12:hit["at"] + 24] = b"\xff" * 12  # its deflate data: header, trailer whole
+    path.write_bytes(bytes(data))
+    read = decompressed(monkeypatch)
+    damage = Damage()
+    [session] = open_sessions(path, damage)
+    assert not damage and read == []  # the index covers it: not decompressed to open
+    lost = sum(1 for item in hit["l"] if isinstance(item, list) and len(item) == 4)
+    back = [(t, ev) for t, ev in session]
+    assert sum(ev is None for _, ev in back) == lost > 0
+    assert damage == Damage(pieces=1)  # once, however many of its events were asked for
+    assert [x for x in back if x[1] is not None] == [x for x in first if x[0] not in {
+        item[0] for item in hit["l"] if isinstance(item, list) and len(item) == 4}]
+    caplog.set_level(logging.WARNING)
+    list(read_recording(path))
+    assert any("1 damaged piece skipped" in r.getMessage() for r in caplog.records)

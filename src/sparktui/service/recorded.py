@@ -9,11 +9,18 @@ is bounded (a decompression bomb stays bounded in memory and linear in time).
 
 `open_sessions` indexes the file: per event line its recorded time (finite,
 an epoch before `MAX_T`, never more than `MAX_AHEAD_S` past the one before),
-its class and its route (the node, lane or rank it is about), read from the
-line's canonical start, plus where the line lies (its member's file offset,
-its offset in the member). An event is decoded, and its schema checked
-(service/codec.py), only when the replay needs it; a line that is not in the
-writer's form is parsed at once. Each console or sentinel run is a session:
+its class and its route (the node, lane or rank it is about), plus where the
+line lies (its member's file offset, its offset in the member). For the
+members the writer's index vouches for (service/recordindex.py: a sidecar the
+`Recorder` appends to at each member) these come from it and nothing is
+decompressed; from the first member it does not vouch for to the end of the
+file, each line's canonical start says them (a line that is not in the
+writer's form is parsed at once). Both give the same entries, so a missing
+or spoiled index costs only speed. An event is decoded, and its schema
+checked (service/codec.py), only when the replay needs it, and a line that
+does not say what its entry said is counted, never replayed; a member that
+no longer decompresses then (one the index covered, so not read to open) is
+counted once as a damaged piece. Each console or sentinel run is a session:
 a ``session`` line starts one, and so does a time far behind the last (a
 file written before runs were marked).
 """
@@ -40,6 +47,7 @@ from sparktui.service.events import (
     NodeSampled,
     ServiceEvent,
 )
+from sparktui.service.recordindex import trusted_records
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +145,8 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
         self._where = where
         self.damage = damage
         self._failed: set[int] = set()
+        self._broken: set[int] = set()
+        """Members that no longer decompress (counted once in ``damage.pieces``)."""
         self._decoded: OrderedDict[int, ServiceEvent] = OrderedDict()
         self._members: OrderedDict[int, dict[int, bytes]] = OrderedDict()
         self._spans: dict[int, list[tuple[int, int]]] = {}
@@ -165,8 +175,19 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
             return ev
         if i in self._failed:
             return None
+        if where[0] in self._broken:
+            self._failed.add(i)
+            return None
         try:
-            t, ev, _ = _parse(self._line(where))
+            line = self._line(where)
+        except (OSError, zlib.error) as exc:  # damage the index did not see (its writer's)
+            self._broken.add(where[0])
+            self._failed.add(i)
+            self.damage.pieces += 1
+            log.debug("recording member at %d skipped: %r", where[0], exc)
+            return None
+        try:
+            t, ev, _ = _parse(line)
             if t != self.times[i] or ev is None or type(ev).__name__ != self.kinds[i] \
                     or route(ev) != self.keys[i]:
                 raise SchemaError("the line does not say what its start said")
@@ -174,7 +195,7 @@ class Recorded(Sequence[tuple[float, ServiceEvent | None]]):
             if len(self._decoded) > DECODED_KEPT:
                 self._decoded.popitem(last=False)
             return ev
-        except (OSError, zlib.error, ValueError, TypeError, KeyError, RecursionError) as exc:
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
             self._failed.add(i)
             self.damage.lines += 1
             log.debug("recording line skipped: %r", exc)
@@ -236,15 +257,7 @@ def open_sessions(path: Path, damage: Damage | None = None) -> list[Recorded]:
     """An entry far past the one before, until the next tells whether the run
     went on from there (a host asleep) or it was no recorded time."""
     with open(path, "rb") as f:
-        for member, offset, line in _lines(f, seen):
-            try:
-                entry = _entry(member, offset, line)
-            except (ValueError, TypeError, KeyError, RecursionError) as exc:
-                seen.lines += 1
-                log.debug("recording line skipped: %r", exc)
-                continue
-            if entry is None:
-                continue
+        for entry in _entries(path, f, seen):
             if isinstance(entry, float):  # a run began
                 seen.lines += ahead is not None  # the last of a run, far past it
                 if cur[0]:
@@ -290,6 +303,44 @@ def open_sessions(path: Path, damage: Damage | None = None) -> list[Recorded]:
             out.append(Recorded(path, [times[i] for i in order], [kinds[i] for i in order],
                                 [keys[i] for i in order], [places[i] for i in order], seen))
     return out
+
+
+Entry = tuple[float, str, str, Span | ServiceEvent]
+
+
+def _entries(path: Path, f: IO[bytes], damage: Damage) -> Iterator[Entry | float]:
+    """Every index entry of the file in order (`_entry`'s, or the time alone
+    where a run began): those of the members the writer's index covers
+    (service/recordindex.py) from it, the same as their lines would give, and
+    the rest from the decompressed lines."""
+    end = 0
+    for record in trusted_records(path, f.fileno()):
+        offset = 0
+        for item in record.items:
+            n = item if isinstance(item, int) else item[-1]
+            if n > MAX_LINE:
+                damage.lines += 1
+            elif isinstance(item, list):
+                try:
+                    t = _time(item[0])
+                except ValueError as exc:
+                    damage.lines += 1
+                    log.debug("recording line skipped: %r", exc)
+                else:
+                    yield t if len(item) == 2 else (
+                        t, record.kinds[item[1]], record.routes[item[2]], (record.at, offset, n))
+            offset += n + 1
+        end = record.end
+    f.seek(end)
+    for member, offset, line in _lines(f, damage, end):
+        try:
+            entry = _entry(member, offset, line)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            damage.lines += 1
+            log.debug("recording line skipped: %r", exc)
+            continue
+        if entry is not None:
+            yield entry
 
 
 def _add(session: tuple[list[float], list[str], list[str], list[Span | ServiceEvent]],
@@ -376,14 +427,15 @@ def read_recording(path: Path, damage: Damage | None = None
         log.warning("recording %s: %s", path, seen.describe())
 
 
-def _pieces(f: IO[bytes], damage: Damage) -> Iterator[tuple[int, bytes | None]]:
-    """Decompressed bytes member after member, each with its member's file
-    offset: b"" where a member ended whole, None where one broke off (its
-    partial last line is not a line). A member that fails is skipped from its
-    start to the next gzip header."""
-    base = 0  # file offset of pending[0]
+def _pieces(f: IO[bytes], damage: Damage, at: int) -> Iterator[tuple[int, bytes | None]]:
+    """Decompressed bytes member after member from file offset ``at`` (where
+    ``f`` stands), each with its member's file offset: b"" where a member
+    ended whole, None where one broke off (its partial last line is not a
+    line). A member that fails is skipped from its start to the next gzip
+    header."""
+    base = at  # file offset of pending[0]
     pending = b""
-    start = 0  # file offset of the current member
+    start = at  # file offset of the current member
     d = zlib.decompressobj(31)
     fresh = True  # d has taken no byte
     full = False  # the last output filled CHUNK: d may hold more
@@ -443,15 +495,16 @@ def _resync(f: IO[bytes], at: int) -> tuple[int, bytes]:
         carry = data[-keep:]
 
 
-def _lines(f: IO[bytes], damage: Damage) -> Iterator[tuple[int, int, bytes]]:
-    """Each non-blank line with its member's file offset and its offset in
-    the member's decompressed bytes. A member's end ends a line."""
+def _lines(f: IO[bytes], damage: Damage, origin: int) -> Iterator[tuple[int, int, bytes]]:
+    """Each non-blank line from file offset ``origin`` (where ``f`` stands) with
+    its member's file offset and its offset in the member's decompressed
+    bytes. A member's end ends a line."""
     member = -1
     pos = 0  # decompressed bytes of the member so far
     partial = b""
     at = 0  # member offset of partial[0]
     skipping = False  # inside a line past MAX_LINE
-    for start, piece in _pieces(f, damage):
+    for start, piece in _pieces(f, damage, origin):
         if start != member:
             member, pos, partial, at, skipping = start, 0, b"", 0, False
         if piece is None or not piece:

@@ -18,11 +18,19 @@ node per 30 s (state changes always kept), past 90 % only alerts, lanes,
 workflows and state changes, and at the bound a last line says the recording
 stopped.
 
+After each member it wrote whole the writer appends the member's record to
+the night's index (``night-X.jsonl.gz.idx``, 0600, never through a symlink;
+service/recordindex.py): where the member lies and each line's time, class,
+route and length, so ``sparktui replay`` opens a night without decompressing
+it. The index is a cache: a member undone writes no record, and a write of
+the index that fails is logged once and stops the index for this run, never
+the recording.
+
 The console's loop only queues an event: a writer thread owned by the
-`Recorder` encodes, compresses and writes it (at 1,000 log lines a second
-that work would otherwise sit between a key and its frame). `close()` writes
-every event still queued before it returns: the last events of a console
-ended by `q`, SIGTERM or SIGHUP are in the file.
+`Recorder` encodes, compresses and writes it, and its index record (at 1,000
+log lines a second that work would otherwise sit between a key and its
+frame). `close()` writes every event still queued before it returns: the
+last events of a console ended by `q`, SIGTERM or SIGHUP are in the file.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from sparktui.core.clock import Clock
 from sparktui.ops.private import open_private, private_dir
 from sparktui.service import events as _events
 from sparktui.service.codec import encode
+from sparktui.service.recorded import route
+from sparktui.service.recordindex import Meta, index_path, last_end, record
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +86,9 @@ class Recorder:
         self._fd: int | None = None
         self._size = 0
         self._buf: list[bytes] = []
+        self._meta: list[Meta] = []
+        """What the index says of each line in ``_buf``."""
+        self._index_fd: int | None = None
         self._last_flush = 0.0
         self._last_node: dict[str, tuple[float, str, int]] = {}
         self._queue: queue.SimpleQueue[tuple[float, _events.ServiceEvent] | None] = \
@@ -86,8 +99,37 @@ class Recorder:
         private_dir(self.path.parent.parent, self.path.parent.name)
         self._fd = open_private(self.path, os.O_WRONLY | os.O_APPEND)
         self._size = os.fstat(self._fd).st_size
-        self._line({"t": self.clock.time(), "session": os.getpid()})  # a run begins
+        self._open_index()
+        t = self.clock.time()
+        self._line({"t": t, "session": os.getpid()}, (t,))  # a run begins
         self._start_writer()
+
+    def _open_index(self) -> None:
+        """The night's index (service/recordindex.py), emptied with a night that
+        is empty. None for a night whose index does not end where the night
+        does (begun without one, or one stopped or torn earlier tonight): a
+        record not chained to the file's start is never trusted."""
+        idx = index_path(self.path)
+        if self._size and not os.path.lexists(idx):
+            return
+        try:
+            fd = open_private(idx, os.O_RDWR | os.O_APPEND | (0 if self._size else os.O_TRUNC))
+        except OSError as exc:
+            log.warning("recording index not written: %s; replay opens this night more "
+                        "slowly", exc)
+            return
+        try:
+            if self._size and last_end(fd) != self._size:
+                log.debug("recording index %s does not end where the night does: not "
+                          "written tonight", idx)
+                os.close(fd)
+                return
+        except OSError as exc:
+            os.close(fd)
+            log.warning("recording index not written: %s; replay opens this night more "
+                        "slowly", exc)
+            return
+        self._index_fd = fd
 
     def _start_writer(self) -> None:
         self._thread = threading.Thread(target=self._run, name=f"recorder {self.path.name}",
@@ -126,14 +168,14 @@ class Recorder:
             return
         size = self.size
         if size >= self.max_bytes:
-            self._line({"t": t, "end": "size bound reached: recording stopped"})
+            self._line({"t": t, "end": "size bound reached: recording stopped"}, None)
             self.stopped = f"{self.path} reached {self.max_bytes} bytes"
             log.warning("recording stopped: %s", self.stopped)
             self._flush(t, force=True)
             return
         if not self._keep(ev, size / self.max_bytes):
             return
-        self._line({"t": t, "e": encode(ev)})
+        self._line({"t": t, "e": encode(ev)}, (t, type(ev).__name__, route(ev)))
         self._flush(t, force=isinstance(ev, _events.AlertRaised))
 
     def _keep(self, ev: _events.ServiceEvent, used: float) -> bool:
@@ -150,8 +192,9 @@ class Recorder:
             return True
         return not (used >= 0.9 and isinstance(ev, _events.LogLinesArrived))
 
-    def _line(self, data: dict[str, Any]) -> None:
+    def _line(self, data: dict[str, Any], meta: Meta) -> None:
         self._buf.append(json.dumps(data, separators=(",", ":"), default=str).encode() + b"\n")
+        self._meta.append(meta)
 
     def _flush(self, now: float, *, force: bool = False) -> None:
         """Write what is buffered as one gzip member. ``now``: the stamp of the
@@ -161,9 +204,11 @@ class Recorder:
             return
         self._last_flush = max(now, self._last_flush)
         lines, self._buf = self._buf, []
+        metas, self._meta = self._meta, []
         if self.failing:
             lines.insert(0, json.dumps({"t": now, "gap": self.lost, "why": self.failing},
                                        separators=(",", ":")).encode() + b"\n")
+            metas.insert(0, None)
         member = gzip.compress(b"".join(lines), mtime=0)
         try:
             write_all(self._fd, member)
@@ -177,10 +222,34 @@ class Recorder:
                             "succeeds", self.path, self.failing)
             return
         self._size += len(member)
+        self._index(member, lines, metas)
         if self.failing:
             log.warning("recording resumed: %s: %d events lost while %s",
                         self.path, self.lost, self.failing)
             self.failing, self.lost = "", 0
+
+    def _index(self, member: bytes, lines: list[bytes], metas: list[Meta]) -> None:
+        """The index's record of the member just written. Its offset is where
+        the append left the file's offset less its length: the kernel's, so
+        another process appending to the night meanwhile cannot make it lie.
+        The index is a cache: a write of it that fails stops it for the night
+        (logged once) and never the recording."""
+        if self._index_fd is None:
+            return
+        try:
+            assert self._fd is not None
+            at = os.lseek(self._fd, 0, os.SEEK_CUR) - len(member)
+            write_all(self._index_fd, record(at, member, lines, metas))
+        except Exception as exc:  # a full disk, or a bug: the night goes on without it
+            log.warning("recording index stopped: %s: %s; replay opens this night more "
+                        "slowly", self.path, exc)
+            self._close_index()
+
+    def _close_index(self) -> None:
+        if self._index_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._index_fd)
+            self._index_fd = None
 
     def _undo(self) -> None:
         """Cut the file back to its last whole member (a shorter file needs no
@@ -199,6 +268,7 @@ class Recorder:
                 log.warning("recording: %s still writing after %.0f s; not closed",
                             self.path, CLOSE_WAIT_S)
                 return
+        self._close_index()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None

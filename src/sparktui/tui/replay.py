@@ -45,12 +45,14 @@ class ReplayApp(SparkTUI):
         super().__init__(config, source, read_only=True,  # type: ignore[arg-type]
                          tune_gc=tune_gc)
         self.source = source
-        self._damaged = 0
-        """Lines the recording's replay found damaged so far (each told once)."""
+        self._damaged = (0, 0)
+        """Lines and pieces the recording's replay found damaged so far (each
+        told once)."""
 
     def on_mount(self) -> None:
         """After SparkTUI's own on_mount (Textual calls each class's handler)."""
-        self._damaged = self.source.events.damage.lines
+        damage = self.source.events.damage
+        self._damaged = (damage.lines, damage.pieces)
         self._show_clock()
         self.set_interval(CLOCK_EVERY_S, self._show_clock, name="replay clock")
 
@@ -62,11 +64,15 @@ class ReplayApp(SparkTUI):
         state = "PAUSED" if s.paused else "END" if s.at_end else f"x{s.speed:g}"
         clock = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(s.now))
         self.title = f"sparktui REPLAY {clock} UTC [{state}]"
-        damaged = s.events.damage.lines
-        if damaged > self._damaged:  # found when the replay decoded them
-            self.notify(f"{damaged - self._damaged} recorded line(s) skipped: not events "
+        damage = s.events.damage
+        lines, pieces = self._damaged
+        if damage.lines > lines:  # found when the replay decoded them
+            self.notify(f"{damage.lines - lines} recorded line(s) skipped: not events "
                         f"({s.events.path})", severity="warning")
-            self._damaged = damaged
+        if damage.pieces > pieces:  # a piece the writer's index covered, found damaged
+            self.notify(f"{damage.pieces - pieces} damaged piece(s) of the recording skipped "
+                        f"({s.events.path})", severity="warning")
+        self._damaged = (damage.lines, damage.pieces)
 
     async def _fresh_screen(self) -> None:
         """A new main screen (modals closed) for the state a seek reports."""
