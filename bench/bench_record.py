@@ -10,16 +10,19 @@ also a batch of 20 boot-log lines. Reported: microseconds of recorder CPU per
 event, compressed bytes per node poll, and the projected size of a 12-hour
 night at the default 2 s interval against the default ``[record] max_mb``.
 Then what `sparktui replay` pays to open that file (index it, then fold the
-state at ``--from`` the middle), beside decoding every event (what open did
-before the index), to seek in it (forward to three quarters, back to a
-quarter), and the open projected to a 12-hour night of the same mix (the
-index grows with the night; the fold at ``--from`` does not); last, a
+state at ``--from`` the middle), with the writer's index beside it and
+without (the night decompressed), and the index's size beside the night's;
+beside decoding every event (what open did before the index), to seek in it
+(forward to three quarters, back to a quarter), and the open projected to a
+12-hour night of the same mix (the index grows with the night; the fold at
+``--from`` does not); last, a
 malformed ``--from`` refused by ``python -m sparktui replay`` on that file.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import platform
 import subprocess
@@ -50,6 +53,7 @@ from sparktui.core.thrash import ThrashLevel, ThrashVerdict
 from sparktui.service import recording
 from sparktui.service.events import LogLinesArrived, NodeSampled
 from sparktui.service.recorded import Damage, open_sessions, read_recording
+from sparktui.service.recordindex import index_path
 from sparktui.service.recording import Recorder
 from sparktui.service.replay import ReplaySource
 from sparktui.watch.follower import LogLine
@@ -147,15 +151,31 @@ def main() -> None:
     back = list(read_recording(path, damage))
     whole_s = time.perf_counter() - c0
     del back
-    c0 = time.perf_counter()
-    sessions = open_sessions(path, damage)
-    index_s = time.perf_counter() - c0
-    night = sessions[-1]
-    middle = (night.times[0] + night.times[-1]) / 2
-    c0 = time.perf_counter()
-    source = ReplaySource(config, night, start=middle)
-    source.seek(middle)  # what the replay's start does: the state at --from
-    from_s = time.perf_counter() - c0
+    index = index_path(path)
+    aside = path.with_name("aside.idx")
+    opens = {}
+    for how in ("with its index", "without it"):  # the same night, side by side
+        if how == "without it":
+            os.replace(index, aside)
+        sessions = []
+        gc.collect()  # each starts from the same heap
+        c0 = time.perf_counter()
+        sessions = open_sessions(path, damage)
+        index_s = time.perf_counter() - c0
+        night = sessions[-1]
+        middle = (night.times[0] + night.times[-1]) / 2
+        c0 = time.perf_counter()
+        source = ReplaySource(config, night, start=middle)
+        source.seek(middle)  # what the replay's start does: the state at --from
+        opens[how] = (len(night), index_s, time.perf_counter() - c0)
+    os.replace(aside, index)
+    print(f"index beside the night: {index.stat().st_size / 1e6:.1f} MB "
+          f"(the night {size / 1e6:.1f} MB)")
+    for how, (n, index_s, from_s) in opens.items():
+        print(f"replay open {how}: {n} events indexed in {index_s:.2f} s "
+              f"({damage.describe() or 'no damage'}); at --from the middle "
+              f"{index_s + from_s:.2f} s in all (a 12-hour night: "
+              f"~{index_s * scale + from_s:.1f} s)")
     c0 = time.perf_counter()
     source.seek(night.times[0] + (night.times[-1] - night.times[0]) * 3 / 4)
     fwd_s = time.perf_counter() - c0
@@ -169,10 +189,7 @@ def main() -> None:
     c0 = time.perf_counter()
     source.seek(middle - 60)
     step10_s = time.perf_counter() - c0
-    print(f"replay open: {len(night)} events indexed in {index_s:.2f} s "
-          f"({damage.describe() or 'no damage'}); at --from the middle "
-          f"{index_s + from_s:.2f} s in all (a 12-hour night: ~{index_s * scale + from_s:.1f} s)")
-    print(f"  (decoding every event, what open did before: {whole_s:.2f} s; "
+    print(f"  (decoding every event, what open did before the index: {whole_s:.2f} s; "
           f"a 12-hour night ~{whole_s * scale:.0f} s)")
     print(f"replay seek: forward to three quarters {fwd_s * 1000:.0f} ms, back to a quarter "
           f"{back_s * 1000:.0f} ms (each folds from the tail or a kept copy: "
@@ -186,6 +203,7 @@ def main() -> None:
     print(f"replay --from yesterday-ish on this night: exit {refused.returncode} in "
           f"{reject_s:.2f} s, a whole process (the flag is checked before the file is read)")
     path.unlink()
+    index.unlink()
 
 
 if __name__ == "__main__":

@@ -321,8 +321,10 @@ def _entries(path: Path, f: IO[bytes], damage: Damage) -> Iterator[Entry | float
             if n > MAX_LINE:
                 damage.lines += 1
             elif isinstance(item, list):
+                t = item[0]
                 try:
-                    t = _time(item[0])
+                    if type(t) is not float or not 0 <= t <= MAX_T:  # (a float: finite)
+                        t = _time(t)
                 except ValueError as exc:
                     damage.lines += 1
                     log.debug("recording line skipped: %r", exc)
@@ -345,8 +347,12 @@ def _entries(path: Path, f: IO[bytes], damage: Damage) -> Iterator[Entry | float
 
 def _add(session: tuple[list[float], list[str], list[str], list[Span | ServiceEvent]],
          entry: tuple[float, str, str, Span | ServiceEvent]) -> None:
-    for column, value in zip(session, entry, strict=True):
-        column.append(value)  # type: ignore[attr-defined]
+    times, kinds, keys, places = session
+    t, kind, key, place = entry
+    times.append(t)
+    kinds.append(kind)
+    keys.append(key)
+    places.append(place)
 
 
 def _inside(where: Span | ServiceEvent, members: set[int]) -> bool:
