@@ -44,6 +44,7 @@ from sparktui.tui.screens.alerts import AlertsScreen
 from sparktui.tui.screens.confirm import ConfirmActionScreen, RefusalScreen
 from sparktui.tui.screens.info import HelpScreen, PickerScreen
 from sparktui.tui.widgets.tables import NodesTable
+from sparktui.watch.lane_endpoint import ENGINE_TIMEOUT_S
 
 from .harness import typed
 from .screen_text import screen_text
@@ -132,12 +133,19 @@ async def demo(workdir: Path) -> AsyncIterator[SimConsole]:
 
 async def settled_step(c: SimConsole, seconds: float) -> None:
     """One drained step, then every node's poll ended (a hung node's fails on
-    the real probe timeout): its answer lands at this step's simulated time."""
+    the real probe timeout): its answer lands at this step's simulated time.
+    Then the engine client's own (real) timeout passes too: a lane's /health
+    asked at the step's end of an engine on a thrashing node (the simulator
+    holds its answer in simulated time) times out now, as `no answer`, every
+    time. Without that wait it sometimes was still in flight when the next
+    step killed the engine and got its 503, and the incident-160x48 Health
+    read `503` instead of `refused` (1 of 9 demo nights beside two CPU hogs)."""
     await run_for(c, seconds, step=seconds)
     assert c.service.poller is not None
     locks = c.service.poller._locks
     while any(lock.locked() for lock in locks.values()):
         await asyncio.sleep(0.02)
+    await asyncio.sleep(ENGINE_TIMEOUT_S + 0.5)
     await loop_idle()
 
 
