@@ -296,6 +296,12 @@ async def test_ctrl_c_or_sigterm_while_a_cluster_boots_prints_each_plug_and_the_
     cfg = h.fleet(tmp_path)
     cluster = "4nodes-switch-b"
     async with h.published(cfg, scenario="switch-off", speed=1.0) as sim:
+        # the nodes dark, so the signal comes while they boot (their plugs on, 45 s to
+        # live): with them already up every step passed in the 50 ms between two
+        # reads of the journal, and a loaded host signalled a command that had ended
+        for n in ("dgx5", "dgx6", "dgx7", "dgx8"):
+            sim.ha.switch(f"switch.{n}", False)
+        await sim.settle()
         code, text = await _signal_at(cfg, "liveness", sig, "power", "cluster", "on", cluster,
                                       "--yes")
         assert code == (130 if sig == "SIGINT" else 143), text

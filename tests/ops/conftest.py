@@ -28,9 +28,13 @@ class Recorder:
 
     def __init__(self) -> None:
         self.events: list[WorkflowEvent] = []
+        self.hooks: list[Callable[[WorkflowEvent], None]] = []
+        """Called with each event as it is emitted (inside the workflow's task)."""
 
     def __call__(self, event: WorkflowEvent) -> None:
         self.events.append(event)
+        for hook in self.hooks:
+            hook(event)
 
     def of(self, kind: type[WorkflowEvent]) -> list[WorkflowEvent]:
         return [e for e in self.events if isinstance(e, kind)]

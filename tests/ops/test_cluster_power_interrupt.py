@@ -18,16 +18,23 @@ B_NODES = ("dgx5", "dgx6", "dgx7", "dgx8")
 
 
 async def _interrupt_at(events, ctx, workflow, step: str) -> None:
-    task = asyncio.create_task(execute(ctx, await prepare(ctx, workflow)))
-    for _ in range(3000):
-        if any(isinstance(e, StepStarted) and e.step == step for e in events.events):
-            break
-        await asyncio.sleep(0.01)
-    else:
-        pytest.fail(f"never reached {step!r}")
-    task.cancel()
+    """Cancel the workflow as ``step`` starts: from the event itself, so the
+    workflow takes no further step first (a test that polled for the event
+    every 10 ms saw, on a loaded host, a plug switched before its Ctrl-C)."""
+    plan = await prepare(ctx, workflow)
+    task: asyncio.Task[object] | None = None
+
+    def on_event(event: object) -> None:
+        if isinstance(event, StepStarted) and event.step == step and task is not None:
+            task.cancel()
+
+    events.hooks.append(on_event)
+    task = asyncio.create_task(execute(ctx, plan))
     with pytest.raises(asyncio.CancelledError):
-        await task
+        async with asyncio.timeout(30):
+            await task
+    assert any(isinstance(e, StepStarted) and e.step == step for e in events.events), \
+        f"never reached {step!r}"
 
 
 async def test_ctrl_c_while_the_cluster_boots_says_each_plug_and_the_command(sim_ctx):
