@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from textual.pilot import Pilot
+from textual.widgets import DataTable
 
 from sparktui.adapters.endpoints import sim_endpoints_path
 from sparktui.cli import demo_cmd
@@ -97,7 +98,12 @@ SETTLE_TRIES = 20
 ``Pilot.pause`` waits for CPU idle, at most a second, and a DataTable
 measures its columns on its own Idle message: on a loaded host a shot taken
 after one pause caught the Lanes' Phase column still as wide as `loading
-weights` (5 of 9 demo nights beside two CPU hogs)."""
+weights` (5 of 9 demo nights beside two CPU hogs). A pane shown again
+applies the rows it held back while hidden (the Lanes' row still read
+`loading weights` at incident-80x24), so its table is measured only on a
+later Idle: until then (DataTable's own ``_updated_cells`` and
+``_require_update_dimensions``, read here) a shot is not taken, as two
+agreeing exports of the stale widths still were (2 of 9 nights at load ~7)."""
 TERMINAL_ID = re.compile(r"terminal-\d+")
 """Rich names an SVG's styles after a hash of its own text (export_svg's
 unique_id); two renders of one screen share it, so only a screen's own
@@ -158,6 +164,9 @@ async def shoot(pilot: Pilot, shots: dict[str, str], name: str) -> None:
     svg = ""
     for _ in range(SETTLE_TRIES):
         await pilot.pause()
+        if any(t._updated_cells or t._require_update_dimensions
+               for t in pilot.app.screen.query(DataTable)):
+            continue  # a table not yet measured since its cells changed
         before, svg = svg, pilot.app.export_screenshot(title=f"sparktui demo — {name}")
         if svg == before:
             break
