@@ -10,7 +10,7 @@ from pathlib import Path
 
 from sparktui.core.config_load import load_config
 from sparktui.service import codec
-from sparktui.service.recorded import open_sessions
+from sparktui.service.recorded import Recorded, open_sessions
 from sparktui.service.recordindex import index_path
 from sparktui.service.recording import Recorder
 from sparktui.service.replay import ReplaySource
@@ -18,6 +18,23 @@ from sparktui.tui.replay import ReplayApp
 
 from .harness import wait_for
 from .test_replay_snapshot import ROOT, T0, FixedClock, node_sample
+
+
+async def skipped_said(session: Recorded, seek_to: float) -> list[str]:
+    """What the replay console says was skipped once it has played ``session``
+    from T0 to ``seek_to`` (its clock's timer shown twice: said once)."""
+    config = load_config(ROOT / "config.toml")
+    source = ReplaySource(config, session, start=T0)
+    source.paused = True
+    app = ReplayApp(config, source)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause()
+        source.seek(seek_to)
+        app._show_clock()  # its timer's work
+        app._show_clock()
+        said = [m for _, _, m, _ in app.notices if "skipped" in m]
+        await wait_for(pilot, lambda: source.snapshot().get("dgx1") is not None)
+    return said
 
 
 async def test_a_line_found_damaged_while_replaying_is_said_once(tmp_path: Path) -> None:
@@ -31,18 +48,8 @@ async def test_a_line_found_damaged_while_replaying_is_said_once(tmp_path: Path)
     path.write_bytes(gzip.compress("\n".join(lines).encode()))
     [session] = open_sessions(path)
     assert not session.damage  # its start is in the writer's form: found when decoded
-    config = load_config(ROOT / "config.toml")
-    source = ReplaySource(config, session, start=T0)
-    source.paused = True
-    app = ReplayApp(config, source)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        source.seek(T0 + 90)
-        app._show_clock()  # its timer's work
-        app._show_clock()
-        said = [m for _, _, m, _ in app.notices if "skipped" in m]
-        assert said == [f"1 recorded line(s) skipped: not events ({path})"]
-        await wait_for(pilot, lambda: source.snapshot().get("dgx1") is not None)
+    assert await skipped_said(session, T0 + 90) == [
+        f"1 recorded line(s) skipped: not events ({path})"]
 
 
 async def test_a_damaged_piece_found_while_replaying_is_said_once(tmp_path: Path) -> None:
@@ -63,15 +70,5 @@ async def test_a_damaged_piece_found_while_replaying_is_said_once(tmp_path: Path
     path.write_bytes(bytes(data))
     [session] = open_sessions(path)
     assert not session.damage  # not decompressed to open: found when decoded
-    config = load_config(ROOT / "config.toml")
-    source = ReplaySource(config, session, start=T0)
-    source.paused = True
-    app = ReplayApp(config, source)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause()
-        source.seek(T0 + 30 * 39)
-        app._show_clock()  # its timer's work
-        app._show_clock()
-        said = [m for _, _, m, _ in app.notices if "skipped" in m]
-        assert said == [f"1 damaged piece(s) of the recording skipped ({path})"]
-        await wait_for(pilot, lambda: source.snapshot().get("dgx1") is not None)
+    assert await skipped_said(session, T0 + 30 * 39) == [
+        f"1 damaged piece(s) of the recording skipped ({path})"]
